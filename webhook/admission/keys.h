@@ -1,0 +1,48 @@
+// The user-facing contract: label, annotation keys, state names and their defaults
+// (DESIGN.md section 2). Every component refers to these constants; no key is spelled twice.
+#pragma once
+
+#include <string_view>
+
+namespace aw::keys {
+
+inline constexpr std::string_view kPrefix = "allocating.agones.dev/";
+
+// Opt-in label (value must be "true").
+inline constexpr std::string_view kEnabledLabel = "allocating.agones.dev/enabled";
+
+// User configuration annotations.
+inline constexpr std::string_view kTimeout = "allocating.agones.dev/timeout";
+inline constexpr std::string_view kOnTimeout = "allocating.agones.dev/on-timeout";
+inline constexpr std::string_view kMode = "allocating.agones.dev/mode";
+inline constexpr std::string_view kRequireAnnotation = "allocating.agones.dev/require-annotation";
+inline constexpr std::string_view kProbePort = "allocating.agones.dev/probe-port";
+inline constexpr std::string_view kProbeType = "allocating.agones.dev/probe-type";
+inline constexpr std::string_view kProbePath = "allocating.agones.dev/probe-path";
+inline constexpr std::string_view kProbePeriod = "allocating.agones.dev/probe-period";
+
+// Readiness annotation written by the game server through SDK SetAnnotation("allocating-ready", id).
+inline constexpr std::string_view kSdkReady = "agones.dev/sdk-allocating-ready";
+// Written by the Agones allocator on every allocation (RFC 3339 with nanoseconds).
+inline constexpr std::string_view kLastAllocated = "agones.dev/last-allocated";
+
+// Project-owned annotations (written only by the webhook's own rewrite or a trusted identity).
+inline constexpr std::string_view kSince = "allocating.agones.dev/since";
+inline constexpr std::string_view kAllocation = "allocating.agones.dev/allocation";
+inline constexpr std::string_view kConfirmed = "allocating.agones.dev/confirmed";
+inline constexpr std::string_view kOutcome = "allocating.agones.dev/outcome";
+
+// GameServer states that matter here.
+inline constexpr std::string_view kStateAllocating = "Allocating";
+inline constexpr std::string_view kStateAllocated = "Allocated";
+inline constexpr std::string_view kStateReady = "Ready";
+inline constexpr std::string_view kStateReserved = "Reserved";
+inline constexpr std::string_view kStateShutdown = "Shutdown";
+inline constexpr std::string_view kStateUnhealthy = "Unhealthy";
+inline constexpr std::string_view kStateError = "Error";
+
+// Outcome annotation values.
+inline constexpr std::string_view kOutcomeConfirmed = "Confirmed";
+inline constexpr std::string_view kOutcomeTimedOut = "TimedOut";
+
+}  // namespace aw::keys
