@@ -1,0 +1,320 @@
+// Probes against real local sockets: HTTP 200/503/slow/closed/garbage, TCP open/closed,
+// UDP reply/no reply/port closed, bounded concurrency, and the status-line parser.
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <future>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "probe/http_status.h"
+#include "probe/prober.h"
+
+namespace aw::probe {
+namespace {
+
+// A socket bound to 127.0.0.1 on an ephemeral port.
+class Bound {
+ public:
+  explicit Bound(int type) {
+    fd_ = ::socket(AF_INET, type, 0);
+    int one = 1;
+    setsockopt(fd_, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    EXPECT_EQ(::bind(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+    socklen_t len = sizeof(addr);
+    getsockname(fd_, reinterpret_cast<sockaddr*>(&addr), &len);
+    port_ = ntohs(addr.sin_port);
+    if (type == SOCK_STREAM) ::listen(fd_, 64);
+  }
+  ~Bound() { Close(); }
+  void Close() {
+    if (fd_ >= 0) ::close(fd_);
+    fd_ = -1;
+  }
+  int fd() const { return fd_; }
+  uint16_t port() const { return port_; }
+
+ private:
+  int fd_ = -1;
+  uint16_t port_ = 0;
+};
+
+// Accepts connections and answers each with `response` (after reading the request head),
+// or closes at once when `response` is empty, or holds the connection when `hold` is set.
+class TinyHttp {
+ public:
+  TinyHttp(std::string response, bool hold = false)
+      : listener_(SOCK_STREAM), response_(std::move(response)), hold_(hold) {
+    thread_ = std::thread([this] { Serve(); });
+  }
+  ~TinyHttp() {
+    stop_ = true;
+    ::shutdown(listener_.fd(), SHUT_RDWR);
+    thread_.join();
+    for (int fd : held_) ::close(fd);
+  }
+  uint16_t port() const { return listener_.port(); }
+  std::string last_request() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return last_request_;
+  }
+
+ private:
+  void Serve() {
+    while (!stop_) {
+      int c = ::accept(listener_.fd(), nullptr, nullptr);
+      if (c < 0) return;
+      if (response_.empty() && !hold_) {
+        ::close(c);
+        continue;
+      }
+      std::string req;
+      char buf[512];
+      while (req.find("\r\n\r\n") == std::string::npos) {
+        ssize_t n = ::recv(c, buf, sizeof(buf), 0);
+        if (n <= 0) break;
+        req.append(buf, static_cast<size_t>(n));
+      }
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        last_request_ = req;
+      }
+      if (hold_) {
+        held_.push_back(c);
+        continue;
+      }
+      ::send(c, response_.data(), response_.size(), MSG_NOSIGNAL);
+      ::close(c);
+    }
+  }
+
+  Bound listener_;
+  std::string response_;
+  bool hold_;
+  std::atomic<bool> stop_{false};
+  std::vector<int> held_;
+  std::mutex mu_;
+  std::string last_request_;
+  std::thread thread_;
+};
+
+Result RunProbe(Prober& prober, Target target) {
+  std::promise<Result> p;
+  auto f = p.get_future();
+  prober.Probe(target, [&p](Result r) { p.set_value(std::move(r)); });
+  return f.get();
+}
+
+ProberOptions Opts(int timeout_ms = 300) {
+  ProberOptions o;
+  o.timeout = std::chrono::milliseconds(timeout_ms);
+  o.max_concurrency = 8;
+  o.udp_payload = "are-you-there";
+  return o;
+}
+
+TEST(ProbeHttp, Status200IsReady) {
+  TinyHttp server("HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok");
+  SocketProber prober(Opts());
+  Result r = RunProbe(prober, {Type::kHttp, "127.0.0.1", server.port(), "/ready?x=1"});
+  EXPECT_EQ(r.status, Status::kSuccess) << r.detail;
+  std::string req = server.last_request();
+  EXPECT_EQ(req.rfind("GET /ready?x=1 HTTP/1.1\r\n", 0), 0u) << req;
+  EXPECT_NE(req.find("Host: 127.0.0.1:" + std::to_string(server.port())), std::string::npos);
+}
+
+TEST(ProbeHttp, Status204IsReady) {
+  TinyHttp server("HTTP/1.0 204 No Content\r\n\r\n");
+  SocketProber prober(Opts());
+  EXPECT_TRUE(RunProbe(prober, {Type::kHttp, "127.0.0.1", server.port(), "/"}).ok());
+}
+
+TEST(ProbeHttp, Status503IsNotReady) {
+  TinyHttp server("HTTP/1.1 503 Service Unavailable\r\n\r\n");
+  SocketProber prober(Opts());
+  Result r = RunProbe(prober, {Type::kHttp, "127.0.0.1", server.port(), "/"});
+  EXPECT_EQ(r.status, Status::kFailure);
+  EXPECT_EQ(r.detail, "http 503");
+}
+
+TEST(ProbeHttp, RedirectIsNotReady) {
+  TinyHttp server("HTTP/1.1 302 Found\r\nLocation: /x\r\n\r\n");
+  SocketProber prober(Opts());
+  EXPECT_EQ(RunProbe(prober, {Type::kHttp, "127.0.0.1", server.port(), "/"}).status,
+            Status::kFailure);
+}
+
+TEST(ProbeHttp, SlowServerTimesOut) {
+  TinyHttp server("", /*hold=*/true);
+  SocketProber prober(Opts(100));
+  Result r = RunProbe(prober, {Type::kHttp, "127.0.0.1", server.port(), "/"});
+  EXPECT_EQ(r.status, Status::kTimeout) << r.detail;
+}
+
+TEST(ProbeHttp, ClosedConnectionIsNotReady) {
+  TinyHttp server("");
+  SocketProber prober(Opts());
+  Result r = RunProbe(prober, {Type::kHttp, "127.0.0.1", server.port(), "/"});
+  EXPECT_EQ(r.status, Status::kFailure) << r.detail;
+}
+
+TEST(ProbeHttp, GarbageIsNotReady) {
+  TinyHttp server("SSH-2.0-OpenSSH\r\n");
+  SocketProber prober(Opts());
+  Result r = RunProbe(prober, {Type::kHttp, "127.0.0.1", server.port(), "/"});
+  EXPECT_EQ(r.status, Status::kFailure);
+  EXPECT_EQ(r.detail, "malformed HTTP response");
+}
+
+TEST(ProbeHttp, ClosedPortIsNotReady) {
+  uint16_t port;
+  {
+    Bound b(SOCK_STREAM);
+    port = b.port();
+  }
+  SocketProber prober(Opts());
+  Result r = RunProbe(prober, {Type::kHttp, "127.0.0.1", port, "/"});
+  EXPECT_EQ(r.status, Status::kFailure);
+  EXPECT_EQ(r.detail, "connection refused");
+}
+
+TEST(ProbeHttp, BadPathIsAnError) {
+  SocketProber prober(Opts());
+  EXPECT_EQ(RunProbe(prober, {Type::kHttp, "127.0.0.1", 80, "/a b\r\nX: y"}).status,
+            Status::kError);
+  EXPECT_EQ(RunProbe(prober, {Type::kHttp, "127.0.0.1", 80, "nopath"}).status, Status::kError);
+}
+
+TEST(ProbeTcp, OpenPortIsReady) {
+  Bound listener(SOCK_STREAM);
+  SocketProber prober(Opts());
+  Result r = RunProbe(prober, {Type::kTcp, "127.0.0.1", listener.port(), ""});
+  EXPECT_EQ(r.status, Status::kSuccess) << r.detail;
+}
+
+TEST(ProbeTcp, ClosedPortIsNotReady) {
+  uint16_t port;
+  {
+    Bound b(SOCK_STREAM);
+    port = b.port();
+  }
+  SocketProber prober(Opts());
+  Result r = RunProbe(prober, {Type::kTcp, "127.0.0.1", port, ""});
+  EXPECT_EQ(r.status, Status::kFailure);
+}
+
+TEST(ProbeTcp, Ipv6LoopbackAndHostNames) {
+  Bound listener(SOCK_STREAM);
+  SocketProber prober(Opts());
+  // "localhost" may resolve to ::1 first (refused): resolution itself must work.
+  EXPECT_NE(RunProbe(prober, {Type::kTcp, "localhost", listener.port(), ""}).status,
+            Status::kError);
+  Result bad = RunProbe(prober, {Type::kTcp, "no-such-host.invalid", listener.port(), ""});
+  EXPECT_EQ(bad.status, Status::kError);
+  EXPECT_EQ(RunProbe(prober, {Type::kTcp, "", listener.port(), ""}).status, Status::kError);
+  EXPECT_EQ(RunProbe(prober, {Type::kTcp, "127.0.0.1", 0, ""}).status, Status::kError);
+}
+
+TEST(ProbeUdp, ReplyIsReady) {
+  Bound server(SOCK_DGRAM);
+  std::string got;
+  std::thread echo([&] {
+    char buf[256];
+    sockaddr_in from{};
+    socklen_t len = sizeof(from);
+    ssize_t n = ::recvfrom(server.fd(), buf, sizeof(buf), 0, reinterpret_cast<sockaddr*>(&from),
+                           &len);
+    if (n > 0) {
+      got.assign(buf, static_cast<size_t>(n));
+      ::sendto(server.fd(), "pong", 4, 0, reinterpret_cast<sockaddr*>(&from), len);
+    }
+  });
+  SocketProber prober(Opts());
+  Result r = RunProbe(prober, {Type::kUdp, "127.0.0.1", server.port(), ""});
+  echo.join();
+  EXPECT_EQ(r.status, Status::kSuccess) << r.detail;
+  EXPECT_EQ(got, "are-you-there");
+}
+
+TEST(ProbeUdp, NoReplyTimesOut) {
+  Bound server(SOCK_DGRAM);  // bound, never answers
+  SocketProber prober(Opts(100));
+  Result r = RunProbe(prober, {Type::kUdp, "127.0.0.1", server.port(), ""});
+  EXPECT_EQ(r.status, Status::kTimeout) << r.detail;
+}
+
+TEST(ProbeUdp, ClosedPortIsNotReadyOrTimesOut) {
+  uint16_t port;
+  {
+    Bound b(SOCK_DGRAM);
+    port = b.port();
+  }
+  SocketProber prober(Opts(200));
+  Result r = RunProbe(prober, {Type::kUdp, "127.0.0.1", port, ""});
+  EXPECT_FALSE(r.ok());
+}
+
+TEST(Prober, BoundedConcurrencyRunsEveryProbe) {
+  TinyHttp server("HTTP/1.1 200 OK\r\n\r\n");
+  ProberOptions o = Opts(5000);
+  o.max_concurrency = 3;
+  SocketProber prober(o);
+  constexpr int kProbes = 200;
+  std::atomic<int> ok{0};
+  std::atomic<int> done{0};
+  std::promise<void> all;
+  for (int i = 0; i < kProbes; ++i) {
+    prober.Probe({Type::kHttp, "127.0.0.1", server.port(), "/"}, [&](Result r) {
+      EXPECT_LE(prober.Active(), 3u);
+      if (r.ok()) ok++;
+      if (++done == kProbes) all.set_value();
+    });
+  }
+  all.get_future().wait();
+  EXPECT_EQ(ok.load(), kProbes);
+}
+
+TEST(Prober, PendingProbesFailWhenStopped) {
+  TinyHttp server("", /*hold=*/true);
+  std::atomic<int> stopped{0};
+  {
+    ProberOptions o = Opts(60'000);
+    o.max_concurrency = 1;
+    SocketProber prober(o);
+    for (int i = 0; i < 5; ++i) {
+      prober.Probe({Type::kHttp, "127.0.0.1", server.port(), "/"}, [&](Result r) {
+        if (r.status == Status::kError) stopped++;
+      });
+    }
+  }
+  EXPECT_EQ(stopped.load(), 5);
+}
+
+TEST(StatusLine, Parses) {
+  EXPECT_EQ(ParseStatusLine("HTTP/1.1 200 OK\r\n").code, 200);
+  EXPECT_EQ(ParseStatusLine("HTTP/1.0 503\r\n").code, 503);
+  EXPECT_EQ(ParseStatusLine("HTTP/1.1 204 No Content\n").state, StatusLineState::kComplete);
+  EXPECT_EQ(ParseStatusLine("HTTP/1.1 20").state, StatusLineState::kIncomplete);
+  EXPECT_EQ(ParseStatusLine("HT").state, StatusLineState::kIncomplete);
+  EXPECT_EQ(ParseStatusLine("").state, StatusLineState::kIncomplete);
+  EXPECT_EQ(ParseStatusLine("XYZ").state, StatusLineState::kMalformed);
+  EXPECT_EQ(ParseStatusLine("HTTP/2 200\r\n").state, StatusLineState::kMalformed);
+  EXPECT_EQ(ParseStatusLine("HTTP/1.1 2x0 OK\r\n").state, StatusLineState::kMalformed);
+  EXPECT_EQ(ParseStatusLine("HTTP/1.1 2000\r\n").state, StatusLineState::kMalformed);
+  EXPECT_EQ(ParseStatusLine("HTTP/1.1 099\r\n").state, StatusLineState::kMalformed);
+  EXPECT_EQ(ParseStatusLine("HTTP/1.1 " + std::string(2000, 'x')).state,
+            StatusLineState::kMalformed);
+  EXPECT_EQ(ParseStatusLine("HTTP/1.1 200 OK\r\n", 5).state, StatusLineState::kMalformed);
+}
+
+}  // namespace
+}  // namespace aw::probe

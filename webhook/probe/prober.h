@@ -1,0 +1,74 @@
+// Prober: HTTP, TCP and UDP readiness probes from outside the game server's pod.
+//
+// Promise:
+//   - Probe() never blocks on the network: it queues the request and returns. Every probe runs on
+//     the prober's single event-loop thread (epoll + non-blocking sockets), so thousands of probes
+//     need no more threads, and admission (other threads) is never slowed down.
+//   - At most `max_concurrency` probes have a socket open at once; the rest wait in FIFO order.
+//   - Each probe ends within `timeout` of its start (kTimeout otherwise) and its callback runs
+//     exactly once, on the prober's thread (or, for probes still pending when the prober is
+//     destroyed, on the destroying thread with kError "prober stopped").
+//   - HTTP: a minimal HTTP/1.1 GET (no TLS); ready on a 2xx status line. TCP: ready when connect
+//     succeeds. UDP: sends the payload on a connected socket; ready when any datagram comes back
+//     before the timeout; ICMP port-unreachable is a failure.
+//   - Host names (not IP literals) are resolved with getaddrinfo on the prober thread and cached
+//     for 30 s; Agones addresses are normally node IPs, which need no resolution.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstddef>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+
+#include "probe/probe.h"
+
+namespace aw::probe {
+
+// What the resolver needs from a prober (a port, so tests can use a fake).
+class Prober {
+ public:
+  virtual ~Prober() = default;
+  virtual void Probe(const Target& target, Callback done) = 0;
+};
+
+struct ProberOptions {
+  std::chrono::milliseconds timeout{200};
+  size_t max_concurrency = 256;
+  std::string udp_payload = "ping";
+};
+
+class SocketProber final : public Prober {
+ public:
+  explicit SocketProber(ProberOptions options);
+  ~SocketProber() override;
+  SocketProber(const SocketProber&) = delete;
+  SocketProber& operator=(const SocketProber&) = delete;
+
+  void Probe(const Target& target, Callback done) override;
+
+  // Probes with an open socket right now (for tests and metrics).
+  size_t Active() const { return active_count_.load(std::memory_order_relaxed); }
+
+ private:
+  struct Request {
+    Target target;
+    Callback done;
+  };
+  class Loop;
+
+  ProberOptions options_;
+  std::mutex mu_;
+  std::deque<Request> queue_;  // guarded by mu_
+  bool stopping_ = false;      // guarded by mu_
+  int wake_fd_ = -1;
+  std::atomic<size_t> active_count_{0};
+  std::unique_ptr<Loop> loop_;
+  std::thread thread_;
+};
+
+}  // namespace aw::probe
