@@ -1,0 +1,25 @@
+// Go-style durations (time.ParseDuration / time.Duration.String), as users write them in
+// annotations and flags: "300ms", "1.5s", "1m30s", "2h", "0".
+//
+// Promise: ParseDuration accepts a sequence of decimal numbers, each with an optional fraction and
+// a unit (ns, us, µs, μs, ms, s, m, h), like Go, plus a bare "0". An optional leading "+" is
+// accepted. It rejects the empty string, negative values, missing units, unknown units, garbage
+// and values beyond the int64 nanosecond range, returning std::nullopt and (optionally) a short
+// reason. FormatDuration prints the shortest Go-style form ("1m30s", "300ms", "1.5s", "0s"), so
+// FormatDuration(ParseDuration(FormatDuration(d))) == FormatDuration(d) for every d >= 0.
+// Pure functions, thread-safe, no allocation beyond the returned string.
+#pragma once
+
+#include <chrono>
+#include <optional>
+#include <string>
+#include <string_view>
+
+namespace aw::util {
+
+std::optional<std::chrono::nanoseconds> ParseDuration(std::string_view text,
+                                                      std::string* error = nullptr);
+
+std::string FormatDuration(std::chrono::nanoseconds d);
+
+}  // namespace aw::util
