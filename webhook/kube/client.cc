@@ -1,0 +1,274 @@
+#include "kube/client.h"
+
+#include <rapidjson/stringbuffer.h>
+#include <rapidjson/writer.h>
+
+#include <fmt/format.h>
+
+namespace aw::kube {
+
+std::string Resource::Path(std::string_view ns, std::string_view name, std::string_view sub) const {
+  std::string p = group.empty() ? "/api/" + version : "/apis/" + group + "/" + version;
+  if (namespaced && !ns.empty()) {
+    p += "/namespaces/";
+    p += ns;
+  }
+  p += "/" + plural;
+  if (!name.empty()) {
+    p += "/";
+    p += name;
+    if (!sub.empty()) {
+      p += "/";
+      p += sub;
+    }
+  }
+  return p;
+}
+
+std::string_view PatchContentType(PatchType t) {
+  switch (t) {
+    case PatchType::kJson: return "application/json-patch+json";
+    case PatchType::kMerge: return "application/merge-patch+json";
+    case PatchType::kStrategicMerge: return "application/strategic-merge-patch+json";
+  }
+  return "application/json-patch+json";
+}
+
+std::string QueryEscape(std::string_view v) {
+  std::string out;
+  out.reserve(v.size());
+  for (unsigned char c : v) {
+    if ((c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-' ||
+        c == '_' || c == '.' || c == '~') {
+      out.push_back(static_cast<char>(c));
+    } else {
+      out += fmt::format("%{:02X}", c);
+    }
+  }
+  return out;
+}
+
+std::string ToJson(const rapidjson::Value& v) {
+  rapidjson::StringBuffer sb;
+  rapidjson::Writer<rapidjson::StringBuffer> w(sb);
+  v.Accept(w);
+  return std::string(sb.GetString(), sb.GetSize());
+}
+
+namespace {
+
+void AddParam(std::string* q, std::string_view key, std::string_view value) {
+  if (value.empty()) return;
+  q->push_back(q->empty() ? '?' : '&');
+  q->append(key);
+  q->push_back('=');
+  q->append(QueryEscape(value));
+}
+
+}  // namespace
+
+Client::Client(std::unique_ptr<Transport> transport, std::chrono::milliseconds default_timeout)
+    : transport_(std::move(transport)), default_timeout_(default_timeout) {}
+
+Client::~Client() { transport_->Shutdown(); }
+
+void Client::Shutdown() { transport_->Shutdown(); }
+bool Client::IsShutdown() const { return transport_->IsShutdown(); }
+
+Result<JsonPtr> Client::Call(HttpRequest req) {
+  auto r = transport_->Do(req);
+  if (!r) return r.error();
+  if (r->status < 200 || r->status >= 300) return ParseStatusError(r->status, r->body, r->retry_after);
+  auto doc = std::make_shared<rapidjson::Document>();
+  doc->Parse(r->body.data(), r->body.size());
+  if (doc->HasParseError()) {
+    ApiError e;
+    e.http_status = r->status;
+    e.code = r->status;
+    e.reason = "InvalidResponse";
+    e.message = fmt::format("{} {}: response is not JSON", req.method, req.path.substr(0, req.path.find('?')));
+    return e;
+  }
+  return doc;
+}
+
+Result<JsonPtr> Client::Get(const Resource& r, std::string_view ns, std::string_view name) {
+  HttpRequest req;
+  req.path = r.Path(ns, name);
+  req.timeout = default_timeout_;
+  return Call(std::move(req));
+}
+
+Result<JsonPtr> Client::List(const Resource& r, std::string_view ns, const ListOptions& o) {
+  std::string q;
+  AddParam(&q, "labelSelector", o.label_selector);
+  AddParam(&q, "fieldSelector", o.field_selector);
+  if (o.limit > 0) AddParam(&q, "limit", std::to_string(o.limit));
+  AddParam(&q, "continue", o.continue_token);
+  if (o.continue_token.empty()) AddParam(&q, "resourceVersion", o.resource_version);
+  AddParam(&q, "timeout", fmt::format("{}s", std::max<int64_t>(1, o.timeout.count() / 1000)));
+  HttpRequest req;
+  req.path = r.Path(ns) + q;
+  req.timeout = o.timeout + std::chrono::seconds(5);
+  return Call(std::move(req));
+}
+
+Result<ListResult> Client::ListAll(const Resource& r, std::string_view ns, ListOptions o) {
+  bool restarted = false;
+  ListResult out;
+  while (true) {
+    auto page = List(r, ns, o);
+    if (!page) {
+      if (page.error().IsExpired() && !o.continue_token.empty() && !restarted) {
+        // The continue token expired: start over with one unpaginated list.
+        restarted = true;
+        out = ListResult{};
+        o.continue_token.clear();
+        o.limit = 0;
+        continue;
+      }
+      return page.error();
+    }
+    ++out.pages;
+    rapidjson::Document& d = **page;
+    if (!d.IsObject()) {
+      ApiError e;
+      e.http_status = 200;
+      e.reason = "InvalidResponse";
+      e.message = "list response is not an object";
+      return e;
+    }
+    auto items = d.FindMember("items");
+    if (items != d.MemberEnd() && items->value.IsArray()) {
+      for (auto& it : items->value.GetArray()) {
+        auto doc = std::make_shared<rapidjson::Document>();
+        doc->CopyFrom(it, doc->GetAllocator());
+        out.items.push_back(std::move(doc));
+      }
+    }
+    std::string cont;
+    auto md = d.FindMember("metadata");
+    if (md != d.MemberEnd() && md->value.IsObject()) {
+      auto rv = md->value.FindMember("resourceVersion");
+      if (rv != md->value.MemberEnd() && rv->value.IsString()) out.resource_version = rv->value.GetString();
+      auto c = md->value.FindMember("continue");
+      if (c != md->value.MemberEnd() && c->value.IsString()) cont = c->value.GetString();
+    }
+    if (cont.empty()) return out;
+    o.continue_token = cont;
+  }
+}
+
+Result<JsonPtr> Client::Create(const Resource& r, std::string_view ns, const std::string& body) {
+  HttpRequest req;
+  req.method = "POST";
+  req.path = r.Path(ns);
+  req.body = body;
+  req.content_type = "application/json";
+  req.timeout = default_timeout_;
+  return Call(std::move(req));
+}
+
+Result<JsonPtr> Client::Update(const Resource& r, std::string_view ns, std::string_view name,
+                               const std::string& body, std::string_view sub) {
+  HttpRequest req;
+  req.method = "PUT";
+  req.path = r.Path(ns, name, sub);
+  req.body = body;
+  req.content_type = "application/json";
+  req.timeout = default_timeout_;
+  return Call(std::move(req));
+}
+
+Result<JsonPtr> Client::Patch(const Resource& r, std::string_view ns, std::string_view name,
+                              PatchType type, const std::string& body, std::string_view sub) {
+  HttpRequest req;
+  req.method = "PATCH";
+  req.path = r.Path(ns, name, sub);
+  req.body = body;
+  req.content_type = std::string(PatchContentType(type));
+  req.timeout = default_timeout_;
+  return Call(std::move(req));
+}
+
+Result<JsonPtr> Client::Delete(const Resource& r, std::string_view ns, std::string_view name,
+                               const std::string& delete_options_json) {
+  HttpRequest req;
+  req.method = "DELETE";
+  req.path = r.Path(ns, name);
+  req.body = delete_options_json;
+  if (!req.body.empty()) req.content_type = "application/json";
+  req.timeout = default_timeout_;
+  return Call(std::move(req));
+}
+
+Result<std::string> Client::Watch(const Resource& r, std::string_view ns, const WatchOptions& o,
+                                  const WatchHandler& handler) {
+  std::string q = "?watch=true";
+  AddParam(&q, "labelSelector", o.label_selector);
+  AddParam(&q, "fieldSelector", o.field_selector);
+  AddParam(&q, "resourceVersion", o.resource_version);
+  if (o.allow_bookmarks) AddParam(&q, "allowWatchBookmarks", "true");
+  if (o.timeout_seconds > 0) AddParam(&q, "timeoutSeconds", std::to_string(o.timeout_seconds));
+  HttpRequest req;
+  req.path = r.Path(ns) + q;
+  // The server ends the stream after timeoutSeconds; a silent connection beyond that is dead.
+  req.timeout = std::chrono::seconds((o.timeout_seconds > 0 ? o.timeout_seconds : 300) + 30);
+
+  std::string last_rv = o.resource_version;
+  std::optional<ApiError> event_error;
+  bool handler_stopped = false;
+  LineFramer framer;
+  std::string parse_err;
+  auto res = transport_->Stream(req, [&](std::string_view chunk) {
+    bool keep = true;
+    bool ok = framer.Feed(chunk, [&](std::string_view line) {
+      if (!keep) return;
+      auto ev = ParseWatchEvent(line, &parse_err);
+      if (!ev) {
+        ApiError e;
+        e.http_status = 200;
+        e.reason = "InvalidWatchEvent";
+        e.message = parse_err;
+        event_error = e;
+        keep = false;
+        return;
+      }
+      if (ev->type == WatchEvent::Type::kError) {
+        event_error = ev->error;
+        keep = false;
+        return;
+      }
+      std::string rv = MetaString(*ev->object, "resourceVersion");
+      if (!handler(*ev)) {
+        handler_stopped = true;
+        keep = false;
+      }
+      if (!rv.empty()) last_rv = rv;
+    });
+    if (!ok) {
+      ApiError e;
+      e.http_status = 200;
+      e.reason = "InvalidWatchEvent";
+      e.message = "watch event exceeds the line size limit";
+      event_error = e;
+      return false;
+    }
+    return keep;
+  });
+  if (event_error) return *event_error;
+  if (!res) return res.error();
+  if (res->status < 200 || res->status >= 300) {
+    return ParseStatusError(res->status, res->body, res->retry_after);
+  }
+  (void)handler_stopped;
+  return last_rv;
+}
+
+std::unique_ptr<Client> NewClient(const ClientConfig& config, std::string* err) {
+  auto t = NewHttpsTransport(config, err);
+  if (!t) return nullptr;
+  return std::make_unique<Client>(std::move(t));
+}
+
+}  // namespace aw::kube

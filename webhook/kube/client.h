@@ -1,0 +1,118 @@
+// A small Kubernetes API client: the verbs the webhook needs, generic over resource paths.
+//
+// Promise: get/list/watch/create/update/patch/delete against any resource (core, apps, agones.dev,
+// apiextensions.k8s.io, coordination.k8s.io, ...) described by a Resource. Every call has a
+// timeout; errors carry the API server's Status (see status.h). Watch() streams events to a
+// callback until the server ends the stream, the callback says stop, an ERROR event arrives
+// (returned as the ApiError, 410 => IsExpired()) or Shutdown() is called. Thread-safe.
+//
+//   kube::Client c(std::move(transport));
+//   auto gs = c.Get(kube::kGameServers, "default", "gs-1");
+//   if (!gs) log::warn("get failed", {{"error", gs.error().ToString()}});
+#pragma once
+
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "kube/status.h"
+#include "kube/transport.h"
+#include "kube/watch_stream.h"
+
+namespace aw::kube {
+
+struct Resource {
+  std::string group;    // "" for core
+  std::string version;  // "v1"
+  std::string plural;   // "gameservers"
+  bool namespaced = true;
+  // Collection or object path: /api/v1/namespaces/ns/pods[/name[/sub]] or /apis/g/v/....
+  // ns is ignored for cluster-scoped resources; empty ns for a namespaced resource = all namespaces.
+  std::string Path(std::string_view ns, std::string_view name = {}, std::string_view sub = {}) const;
+};
+
+inline const Resource kGameServers{"agones.dev", "v1", "gameservers", true};
+inline const Resource kCustomResourceDefinitions{"apiextensions.k8s.io", "v1",
+                                                 "customresourcedefinitions", false};
+inline const Resource kLeases{"coordination.k8s.io", "v1", "leases", true};
+inline const Resource kEvents{"", "v1", "events", true};
+inline const Resource kConfigMaps{"", "v1", "configmaps", true};
+inline const Resource kNamespaces{"", "v1", "namespaces", false};
+
+struct ListOptions {
+  std::string label_selector;
+  std::string field_selector;
+  int64_t limit = 0;            // 0: no limit
+  std::string continue_token;
+  std::string resource_version; // "" = most recent (quorum read); "0" = any (cache)
+  std::chrono::milliseconds timeout{30000};
+};
+
+struct WatchOptions {
+  std::string label_selector;
+  std::string field_selector;
+  std::string resource_version;  // start after this version
+  bool allow_bookmarks = true;
+  int timeout_seconds = 300;     // server closes the stream after this (randomise per call)
+};
+
+struct ListResult {
+  std::vector<JsonPtr> items;     // each a standalone document
+  std::string resource_version;   // list metadata.resourceVersion: start the watch from here
+  int pages = 0;
+};
+
+enum class PatchType { kJson, kMerge, kStrategicMerge };
+std::string_view PatchContentType(PatchType t);
+
+// Percent-encodes a query parameter value (RFC 3986 unreserved chars stay).
+std::string QueryEscape(std::string_view v);
+// Serialises a JSON value compactly.
+std::string ToJson(const rapidjson::Value& v);
+
+class Client {
+ public:
+  explicit Client(std::unique_ptr<Transport> transport,
+                  std::chrono::milliseconds default_timeout = std::chrono::seconds(30));
+  ~Client();
+  Client(const Client&) = delete;
+  Client& operator=(const Client&) = delete;
+
+  Result<JsonPtr> Get(const Resource& r, std::string_view ns, std::string_view name);
+  // One page (follow ListOptions::continue_token yourself) ...
+  Result<JsonPtr> List(const Resource& r, std::string_view ns, const ListOptions& opts);
+  // ... or every page. When a continue token expires mid-way, restarts once without a limit.
+  Result<ListResult> ListAll(const Resource& r, std::string_view ns, ListOptions opts);
+  Result<JsonPtr> Create(const Resource& r, std::string_view ns, const std::string& body);
+  Result<JsonPtr> Update(const Resource& r, std::string_view ns, std::string_view name,
+                         const std::string& body, std::string_view sub = {});
+  Result<JsonPtr> Patch(const Resource& r, std::string_view ns, std::string_view name,
+                        PatchType type, const std::string& body, std::string_view sub = {});
+  // Returns the server's answer (the deleted object or a Status).
+  Result<JsonPtr> Delete(const Resource& r, std::string_view ns, std::string_view name,
+                         const std::string& delete_options_json = {});
+
+  using WatchHandler = std::function<bool(WatchEvent&)>;  // return false to stop
+  // Streams events; returns the resourceVersion of the last event seen (for resuming) when the
+  // stream ended normally or the handler stopped it; an ApiError otherwise.
+  Result<std::string> Watch(const Resource& r, std::string_view ns, const WatchOptions& opts,
+                            const WatchHandler& handler);
+
+  // Cancels every in-flight call (watches included) and fails future calls fast.
+  void Shutdown();
+  bool IsShutdown() const;
+
+ private:
+  Result<JsonPtr> Call(HttpRequest req);
+  std::unique_ptr<Transport> transport_;
+  std::chrono::milliseconds default_timeout_;
+};
+
+// Builds a Client from a config; nullptr and *err when TLS material is unusable.
+std::unique_ptr<Client> NewClient(const ClientConfig& config, std::string* err);
+
+}  // namespace aw::kube

@@ -1,0 +1,259 @@
+#include "kube/config.h"
+
+#include <openssl/evp.h>
+#include <yaml-cpp/yaml.h>
+
+#include <cstdlib>
+#include <fmt/format.h>
+#include <fstream>
+#include <sstream>
+
+namespace aw::kube {
+namespace {
+
+std::string Trim(std::string s) {
+  while (!s.empty() && (s.back() == '\n' || s.back() == '\r' || s.back() == ' ' || s.back() == '\t'))
+    s.pop_back();
+  size_t i = 0;
+  while (i < s.size() && (s[i] == ' ' || s[i] == '\t' || s[i] == '\n' || s[i] == '\r')) ++i;
+  return s.substr(i);
+}
+
+std::optional<std::string> Base64Decode(const std::string& in) {
+  std::string clean;
+  clean.reserve(in.size());
+  for (char c : in) {
+    if (c == '\n' || c == '\r' || c == ' ' || c == '\t') continue;
+    clean.push_back(c);
+  }
+  if (clean.empty()) return std::string();
+  if (clean.size() % 4 != 0) return std::nullopt;
+  std::string out(clean.size() / 4 * 3, '\0');
+  int n = EVP_DecodeBlock(reinterpret_cast<unsigned char*>(out.data()),
+                          reinterpret_cast<const unsigned char*>(clean.data()),
+                          static_cast<int>(clean.size()));
+  if (n < 0) return std::nullopt;
+  size_t pad = 0;
+  if (clean.size() >= 1 && clean[clean.size() - 1] == '=') ++pad;
+  if (clean.size() >= 2 && clean[clean.size() - 2] == '=') ++pad;
+  out.resize(static_cast<size_t>(n) - pad);
+  return out;
+}
+
+std::string Resolve(const std::string& base_dir, const std::string& p) {
+  if (p.empty() || p[0] == '/' || base_dir.empty()) return p;
+  return base_dir + "/" + p;
+}
+
+std::string ScalarOr(const YAML::Node& n, const char* key) {
+  const YAML::Node v = n[key];
+  if (!v || !v.IsScalar()) return {};
+  return v.as<std::string>();
+}
+
+// Finds the entry named `name` in a list of {name:, <field>: {...}} maps.
+YAML::Node FindNamed(const YAML::Node& list, const std::string& name, const char* field) {
+  if (!list || !list.IsSequence()) return YAML::Node();
+  for (const auto& item : list) {
+    if (!item.IsMap()) continue;
+    if (ScalarOr(item, "name") == name) {
+      YAML::Node inner = item[field];
+      if (inner && inner.IsMap()) return inner;
+      return YAML::Node(YAML::NodeType::Map);
+    }
+  }
+  return YAML::Node();
+}
+
+// Loads a PEM blob from "<field>-data" (base64) or "<field>" (file). Returns error or "".
+std::string LoadBlob(const YAML::Node& n, const std::string& field, const std::string& base_dir,
+                     const std::string& where, std::string* out) {
+  std::string data = ScalarOr(n, (field + "-data").c_str());
+  if (!data.empty()) {
+    auto dec = Base64Decode(data);
+    if (!dec) return fmt::format("{}: {}-data is not valid base64", where, field);
+    *out = std::move(*dec);
+    return {};
+  }
+  std::string file = ScalarOr(n, field.c_str());
+  if (!file.empty()) {
+    std::string err;
+    auto content = ReadFileToString(Resolve(base_dir, file), &err);
+    if (!content) return fmt::format("{}: {}: {}", where, field, err);
+    *out = std::move(*content);
+  }
+  return {};
+}
+
+ConfigResult Fail(std::string msg) { return ConfigResult{std::nullopt, std::move(msg)}; }
+
+}  // namespace
+
+std::optional<std::string> ReadFileToString(const std::string& path, std::string* err) {
+  std::ifstream f(path, std::ios::binary);
+  if (!f) {
+    if (err) *err = fmt::format("cannot read {}", path);
+    return std::nullopt;
+  }
+  std::ostringstream ss;
+  ss << f.rdbuf();
+  if (f.bad()) {
+    if (err) *err = fmt::format("error reading {}", path);
+    return std::nullopt;
+  }
+  return ss.str();
+}
+
+std::string ParseServerUrl(std::string_view url, ClientConfig* out) {
+  constexpr std::string_view kHttps = "https://";
+  if (url.substr(0, kHttps.size()) != kHttps) {
+    return fmt::format("server URL {:?} must start with https://", std::string(url));
+  }
+  std::string_view rest = url.substr(kHttps.size());
+  size_t slash = rest.find('/');
+  std::string_view hostport = rest.substr(0, slash);
+  std::string_view path = slash == std::string_view::npos ? "" : rest.substr(slash);
+  while (!path.empty() && path.back() == '/') path.remove_suffix(1);
+  std::string host;
+  std::string_view port_s;
+  if (!hostport.empty() && hostport[0] == '[') {
+    size_t rb = hostport.find(']');
+    if (rb == std::string_view::npos) return fmt::format("server URL {:?}: bad IPv6 literal", std::string(url));
+    host = std::string(hostport.substr(1, rb - 1));
+    std::string_view after = hostport.substr(rb + 1);
+    if (!after.empty()) {
+      if (after[0] != ':') return fmt::format("server URL {:?}: bad port", std::string(url));
+      port_s = after.substr(1);
+    }
+  } else {
+    size_t colon = hostport.rfind(':');
+    if (colon == std::string_view::npos) {
+      host = std::string(hostport);
+    } else {
+      host = std::string(hostport.substr(0, colon));
+      port_s = hostport.substr(colon + 1);
+    }
+  }
+  if (host.empty()) return fmt::format("server URL {:?} has no host", std::string(url));
+  int port = 443;
+  if (!port_s.empty()) {
+    if (port_s.size() > 5) return fmt::format("server URL {:?}: bad port", std::string(url));
+    port = 0;
+    for (char c : port_s) {
+      if (c < '0' || c > '9') return fmt::format("server URL {:?}: bad port", std::string(url));
+      port = port * 10 + (c - '0');
+    }
+    if (port <= 0 || port > 65535) return fmt::format("server URL {:?}: bad port", std::string(url));
+  }
+  out->host = std::move(host);
+  out->port = port;
+  out->base_path = std::string(path);
+  return {};
+}
+
+bool InClusterAvailable() {
+  const char* h = std::getenv("KUBERNETES_SERVICE_HOST");
+  return h != nullptr && *h != '\0';
+}
+
+ConfigResult LoadInCluster(const InClusterPaths& paths) {
+  const char* host = std::getenv("KUBERNETES_SERVICE_HOST");
+  const char* port = std::getenv("KUBERNETES_SERVICE_PORT");
+  if (!host || !*host) return Fail("in-cluster config: KUBERNETES_SERVICE_HOST is not set");
+  std::string h = host;
+  std::string url = "https://" + (h.find(':') != std::string::npos ? "[" + h + "]" : h) + ":" +
+                    std::string(port && *port ? port : "443");
+  ClientConfig c;
+  if (auto err = ParseServerUrl(url, &c); !err.empty()) return Fail("in-cluster config: " + err);
+  std::string err;
+  auto ca = ReadFileToString(paths.dir + "/ca.crt", &err);
+  if (!ca) return Fail("in-cluster config: " + err);
+  c.ca_pem = std::move(*ca);
+  c.token_file = paths.dir + "/token";
+  if (!ReadFileToString(c.token_file, &err)) return Fail("in-cluster config: " + err);
+  if (auto ns = ReadFileToString(paths.dir + "/namespace", nullptr)) c.namespace_ = Trim(*ns);
+  c.source = "in-cluster";
+  return ConfigResult{std::move(c), {}};
+}
+
+ConfigResult ParseKubeconfig(std::string_view yaml, const std::string& base_dir,
+                             const std::string& origin, std::string_view context_arg,
+                             bool allow_insecure) {
+  YAML::Node root;
+  try {
+    root = YAML::Load(std::string(yaml));
+  } catch (const std::exception& e) {
+    return Fail(fmt::format("kubeconfig {}: not valid YAML: {}", origin, e.what()));
+  }
+  if (!root || !root.IsMap()) return Fail(fmt::format("kubeconfig {}: not a YAML mapping", origin));
+  try {
+    std::string ctx_name = context_arg.empty() ? ScalarOr(root, "current-context")
+                                               : std::string(context_arg);
+    if (ctx_name.empty()) {
+      return Fail(fmt::format("kubeconfig {}: no current-context set and no --context given", origin));
+    }
+    YAML::Node ctx = FindNamed(root["contexts"], ctx_name, "context");
+    if (!ctx) return Fail(fmt::format("kubeconfig {}: context {:?} not found", origin, ctx_name));
+    std::string where = fmt::format("kubeconfig {} context {:?}", origin, ctx_name);
+    std::string cluster_name = ScalarOr(ctx, "cluster");
+    if (cluster_name.empty()) return Fail(where + ": context has no cluster");
+    YAML::Node cluster = FindNamed(root["clusters"], cluster_name, "cluster");
+    if (!cluster) return Fail(fmt::format("{}: cluster {:?} not found", where, cluster_name));
+    ClientConfig c;
+    std::string server = ScalarOr(cluster, "server");
+    if (server.empty()) return Fail(fmt::format("{}: cluster {:?} has no server", where, cluster_name));
+    if (auto err = ParseServerUrl(server, &c); !err.empty()) return Fail(where + ": " + err);
+    std::string insecure = ScalarOr(cluster, "insecure-skip-tls-verify");
+    if (insecure == "true") {
+      if (!allow_insecure) {
+        return Fail(where +
+                    ": cluster sets insecure-skip-tls-verify; refusing (pass "
+                    "--allow-insecure-kubeconfig to accept an unverified API server)");
+      }
+      c.insecure_skip_tls_verify = true;
+    }
+    if (auto err = LoadBlob(cluster, "certificate-authority", base_dir, where, &c.ca_pem); !err.empty())
+      return Fail(err);
+    std::string user_name = ScalarOr(ctx, "user");
+    if (!user_name.empty()) {
+      YAML::Node user = FindNamed(root["users"], user_name, "user");
+      if (!user) return Fail(fmt::format("{}: user {:?} not found", where, user_name));
+      if (auto err = LoadBlob(user, "client-certificate", base_dir, where, &c.client_cert_pem); !err.empty())
+        return Fail(err);
+      if (auto err = LoadBlob(user, "client-key", base_dir, where, &c.client_key_pem); !err.empty())
+        return Fail(err);
+      if (c.client_cert_pem.empty() != c.client_key_pem.empty()) {
+        return Fail(where + ": user has a client certificate without a key (or a key without a certificate)");
+      }
+      c.token = ScalarOr(user, "token");
+      std::string tf = ScalarOr(user, "tokenFile");
+      if (!tf.empty()) {
+        c.token_file = Resolve(base_dir, tf);
+        std::string err;
+        if (!ReadFileToString(c.token_file, &err)) return Fail(where + ": tokenFile: " + err);
+      }
+      if (user["exec"] && c.token.empty() && c.token_file.empty() && c.client_cert_pem.empty()) {
+        return Fail(where + ": exec credential plugins are not supported; use a token, tokenFile or client certificate");
+      }
+      if (user["auth-provider"] && c.token.empty() && c.token_file.empty() && c.client_cert_pem.empty()) {
+        return Fail(where + ": auth-provider plugins are not supported; use a token, tokenFile or client certificate");
+      }
+    }
+    c.namespace_ = ScalarOr(ctx, "namespace");
+    c.source = fmt::format("kubeconfig {} context {}", origin, ctx_name);
+    return ConfigResult{std::move(c), {}};
+  } catch (const std::exception& e) {
+    return Fail(fmt::format("kubeconfig {}: malformed: {}", origin, e.what()));
+  }
+}
+
+ConfigResult LoadKubeconfig(const std::string& path, std::string_view context, bool allow_insecure) {
+  std::string err;
+  auto text = ReadFileToString(path, &err);
+  if (!text) return Fail("kubeconfig: " + err);
+  std::string dir;
+  if (auto pos = path.rfind('/'); pos != std::string::npos) dir = path.substr(0, pos == 0 ? 1 : pos);
+  return ParseKubeconfig(*text, dir, path, context, allow_insecure);
+}
+
+}  // namespace aw::kube

@@ -1,0 +1,108 @@
+#include "kube/watch_stream.h"
+
+#include <rapidjson/stringbuffer.h>
+#include <rapidjson/writer.h>
+
+namespace aw::kube {
+
+bool LineFramer::Feed(std::string_view chunk, const std::function<void(std::string_view)>& emit) {
+  if (failed_) return false;
+  while (!chunk.empty()) {
+    size_t nl = chunk.find('\n');
+    if (nl == std::string_view::npos) {
+      if (buf_.size() + chunk.size() > max_line_) {
+        failed_ = true;
+        buf_.clear();
+        return false;
+      }
+      buf_.append(chunk);
+      return true;
+    }
+    std::string_view line;
+    if (buf_.empty()) {
+      line = chunk.substr(0, nl);
+    } else {
+      if (buf_.size() + nl > max_line_) {
+        failed_ = true;
+        buf_.clear();
+        return false;
+      }
+      buf_.append(chunk.substr(0, nl));
+      line = buf_;
+    }
+    while (!line.empty() && (line.back() == '\r' || line.back() == ' ' || line.back() == '\t')) {
+      line.remove_suffix(1);
+    }
+    bool blank = line.find_first_not_of(" \t\r") == std::string_view::npos;
+    if (!blank) emit(line);
+    buf_.clear();
+    chunk.remove_prefix(nl + 1);
+  }
+  return true;
+}
+
+std::string_view WatchEventTypeName(WatchEvent::Type t) {
+  switch (t) {
+    case WatchEvent::Type::kAdded: return "ADDED";
+    case WatchEvent::Type::kModified: return "MODIFIED";
+    case WatchEvent::Type::kDeleted: return "DELETED";
+    case WatchEvent::Type::kBookmark: return "BOOKMARK";
+    case WatchEvent::Type::kError: return "ERROR";
+  }
+  return "ERROR";
+}
+
+std::string MetaString(const rapidjson::Value& obj, const char* field) {
+  if (!obj.IsObject()) return {};
+  auto md = obj.FindMember("metadata");
+  if (md == obj.MemberEnd() || !md->value.IsObject()) return {};
+  auto f = md->value.FindMember(field);
+  if (f == md->value.MemberEnd() || !f->value.IsString()) return {};
+  return std::string(f->value.GetString(), f->value.GetStringLength());
+}
+
+std::optional<WatchEvent> ParseWatchEvent(std::string_view line, std::string* err) {
+  rapidjson::Document d;
+  d.Parse(line.data(), line.size());
+  if (d.HasParseError() || !d.IsObject()) {
+    *err = "watch event is not a JSON object";
+    return std::nullopt;
+  }
+  auto t = d.FindMember("type");
+  if (t == d.MemberEnd() || !t->value.IsString()) {
+    *err = "watch event has no type";
+    return std::nullopt;
+  }
+  std::string_view type(t->value.GetString(), t->value.GetStringLength());
+  auto o = d.FindMember("object");
+  if (o == d.MemberEnd() || !o->value.IsObject()) {
+    *err = "watch event has no object";
+    return std::nullopt;
+  }
+  WatchEvent ev;
+  if (type == "ERROR") {
+    ev.type = WatchEvent::Type::kError;
+    rapidjson::StringBuffer sb;
+    rapidjson::Writer<rapidjson::StringBuffer> w(sb);
+    o->value.Accept(w);
+    ev.error = StatusFromJsonObject(std::string_view(sb.GetString(), sb.GetSize()));
+    return ev;
+  }
+  if (type == "ADDED") {
+    ev.type = WatchEvent::Type::kAdded;
+  } else if (type == "MODIFIED") {
+    ev.type = WatchEvent::Type::kModified;
+  } else if (type == "DELETED") {
+    ev.type = WatchEvent::Type::kDeleted;
+  } else if (type == "BOOKMARK") {
+    ev.type = WatchEvent::Type::kBookmark;
+  } else {
+    *err = "unknown watch event type " + std::string(type);
+    return std::nullopt;
+  }
+  ev.object = std::make_shared<rapidjson::Document>();
+  ev.object->CopyFrom(o->value, ev.object->GetAllocator());
+  return ev;
+}
+
+}  // namespace aw::kube

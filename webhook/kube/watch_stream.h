@@ -1,0 +1,54 @@
+// Framing and parsing of the Kubernetes watch stream (newline-delimited JSON events).
+//
+// Promise: LineFramer turns arbitrary chunks into complete lines, whatever the chunk boundaries
+// (an event split across many chunks, many events in one chunk, CRLF), and refuses lines over a
+// size limit instead of growing without bound. ParseWatchEvent turns one line into a WatchEvent;
+// an ERROR event carries the API server's Status as an ApiError (410 Expired => IsExpired()).
+// Pure: no I/O.
+#pragma once
+
+#include <rapidjson/document.h>
+
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "kube/status.h"
+
+namespace aw::kube {
+
+using JsonPtr = std::shared_ptr<rapidjson::Document>;
+
+class LineFramer {
+ public:
+  explicit LineFramer(size_t max_line = 32 * 1024 * 1024) : max_line_(max_line) {}
+  // Emits each complete, non-blank line (without the terminator). Returns false once a line
+  // exceeds the limit (the framer then stays failed).
+  bool Feed(std::string_view chunk, const std::function<void(std::string_view)>& emit);
+  size_t buffered() const { return buf_.size(); }
+  bool failed() const { return failed_; }
+
+ private:
+  size_t max_line_;
+  std::string buf_;
+  bool failed_ = false;
+};
+
+struct WatchEvent {
+  enum class Type { kAdded, kModified, kDeleted, kBookmark, kError };
+  Type type = Type::kError;
+  JsonPtr object;    // the event's "object" (a standalone document); null for kError
+  ApiError error;    // for kError: the Status carried by the event
+};
+
+std::string_view WatchEventTypeName(WatchEvent::Type t);
+
+// Parses one line. Returns nullopt and sets *err for malformed input.
+std::optional<WatchEvent> ParseWatchEvent(std::string_view line, std::string* err);
+
+// metadata.resourceVersion / name / namespace / uid of an object ("" if absent).
+std::string MetaString(const rapidjson::Value& obj, const char* field);
+
+}  // namespace aw::kube
