@@ -1,0 +1,46 @@
+# syntax=docker/dockerfile:1
+# The allocating webhook image: built from Debian bookworm packages (the same ones scripts/setup
+# installs), shipped as a minimal runtime with only the binary and the shared libraries it links
+# (its ldd closure), running as the non-root user 65532. No shell, no package manager at runtime.
+#
+#   docker build -t allocating-webhook:dev .
+#   docker run --rm allocating-webhook:dev --help
+
+ARG DEBIAN_IMAGE=debian:bookworm
+
+FROM ${DEBIAN_IMAGE} AS build
+ARG DEBIAN_FRONTEND=noninteractive
+RUN apt-get update \
+ && apt-get install -y --no-install-recommends \
+      build-essential cmake ninja-build pkg-config ca-certificates \
+      libcpp-httplib-dev libssl-dev rapidjson-dev libfmt-dev \
+      prometheus-cpp-dev libyaml-cpp-dev \
+ && rm -rf /var/lib/apt/lists/*
+WORKDIR /src
+COPY CMakeLists.txt ./
+COPY webhook/ webhook/
+RUN cmake -S . -B /build -G Ninja -DCMAKE_BUILD_TYPE=Release -DAW_BUILD_TESTS=OFF \
+ && cmake --build /build --target allocating-webhook -j"$(nproc)" \
+ && strip /build/allocating-webhook
+
+# Assemble the runtime root: the binary, its shared-library closure (including the dynamic loader,
+# copied to the paths the binary asks for), a passwd/group entry for 65532, CA certificates and /tmp.
+RUN set -eu; \
+    mkdir -p /rootfs/usr/local/bin /rootfs/etc/ssl/certs /rootfs/tmp; \
+    chmod 1777 /rootfs/tmp; \
+    cp /build/allocating-webhook /rootfs/usr/local/bin/allocating-webhook; \
+    ldd /build/allocating-webhook \
+      | awk '$2 == "=>" && $3 ~ /^\// { print $3 } $1 ~ /^\// { print $1 }' \
+      | sort -u \
+      | while read -r lib; do cp --parents -L "$lib" /rootfs/; done; \
+    cp /etc/ssl/certs/ca-certificates.crt /rootfs/etc/ssl/certs/; \
+    echo 'nonroot:x:65532:65532:nonroot:/nonexistent:/sbin/nologin' > /rootfs/etc/passwd; \
+    echo 'nonroot:x:65532:' > /rootfs/etc/group; \
+    chroot /rootfs /usr/local/bin/allocating-webhook --help > /dev/null
+
+FROM scratch
+COPY --from=build /rootfs/ /
+USER 65532:65532
+# 8443: admission (HTTPS); 8081: /healthz, /readyz, /metrics (plain HTTP).
+EXPOSE 8443 8081
+ENTRYPOINT ["/usr/local/bin/allocating-webhook"]
