@@ -1,0 +1,22 @@
+package harness
+
+// Identities: kubeconfig context names written by scripts/controlplane (one static token each).
+const (
+	Admin            = "admin"             // user "admin", group system:masters
+	Resolver         = "resolver"          // ResolverUser, first token
+	Resolver2        = "resolver-2"        // ResolverUser, second token (token-file rotation tests)
+	AgonesController = "agones-controller" // AgonesControllerUser
+	AgonesSDK        = "agones-sdk"        // AgonesSDKUser
+	User             = "user"              // "alice": an ordinary, untrusted user who may edit Agones objects
+)
+
+// User names as kube-apiserver reports them in AdmissionReview userInfo.
+const (
+	ResolverUser         = "system:serviceaccount:allocating-system:allocating-webhook"
+	AgonesControllerUser = "system:serviceaccount:agones-system:agones-controller"
+	AgonesSDKUser        = "system:serviceaccount:default:agones-sdk"
+	AliceUser            = "alice"
+)
+
+// AllIdentities lists every context in the kubeconfig.
+var AllIdentities = []string{Admin, Resolver, Resolver2, AgonesController, AgonesSDK, User}
