@@ -48,10 +48,12 @@ void ParseBoundedDuration(const AnnotationLookup& lookup, std::string_view key,
   if (!v) return;
   auto d = util::ParseDuration(*v);
   if (!d) {
+    r->error_keys.emplace_back(key);
     r->errors.push_back(BadValue(key, *v, "is not a duration (e.g. 30s, 1m30s)"));
     return;
   }
   if (*d < min || *d > max) {
+    r->error_keys.emplace_back(key);
     r->errors.push_back(BadValue(key, *v,
                                  fmt::format("is out of bounds (must be between {} and {})",
                                              util::FormatDuration(min), util::FormatDuration(max))));
@@ -144,6 +146,7 @@ GateConfigResult ParseGateConfig(const AnnotationLookup& lookup, const Policy& p
     } else if (EqualsIgnoreCase(*v, "Shutdown")) {
       c.on_timeout = OnTimeout::kShutdown;
     } else {
+      r.error_keys.emplace_back(keys::kOnTimeout);
       r.errors.push_back(
           BadValue(keys::kOnTimeout, *v, "is not one of Unhealthy, Allocated, Shutdown"));
     }
@@ -154,6 +157,7 @@ GateConfigResult ParseGateConfig(const AnnotationLookup& lookup, const Policy& p
     } else if (EqualsIgnoreCase(*v, "reject")) {
       c.mode = GateMode::kReject;
     } else {
+      r.error_keys.emplace_back(keys::kMode);
       r.errors.push_back(BadValue(keys::kMode, *v, "is not one of rewrite, reject"));
     }
   }
@@ -163,6 +167,7 @@ GateConfigResult ParseGateConfig(const AnnotationLookup& lookup, const Policy& p
     } else if (EqualsIgnoreCase(*v, "false")) {
       c.require_annotation = false;
     } else {
+      r.error_keys.emplace_back(keys::kRequireAnnotation);
       r.errors.push_back(BadValue(keys::kRequireAnnotation, *v, "is not \"true\" or \"false\""));
     }
   }
@@ -178,6 +183,7 @@ GateConfigResult ParseGateConfig(const AnnotationLookup& lookup, const Policy& p
         if (n > 65535) break;
       }
       if (n < 1 || n > 65535) {
+        r.error_keys.emplace_back(keys::kProbePort);
         r.errors.push_back(BadValue(keys::kProbePort, *v, "is not a port number (1-65535)"));
       } else {
         c.probe_port = ProbePort{"", n};
@@ -185,6 +191,7 @@ GateConfigResult ParseGateConfig(const AnnotationLookup& lookup, const Policy& p
     } else if (ValidPortName(*v)) {
       c.probe_port = ProbePort{std::string(*v), 0};
     } else {
+      r.error_keys.emplace_back(keys::kProbePort);
       r.errors.push_back(BadValue(keys::kProbePort, *v,
                                   "is not a GameServer port name or a port number (1-65535)"));
     }
@@ -199,6 +206,7 @@ GateConfigResult ParseGateConfig(const AnnotationLookup& lookup, const Policy& p
     } else if (EqualsIgnoreCase(*v, "udp")) {
       c.probe_type = ProbeType::kUdp;
     } else {
+      r.error_keys.emplace_back(keys::kProbeType);
       r.errors.push_back(BadValue(keys::kProbeType, *v, "is not one of http, tcp, udp"));
     }
   }
@@ -208,6 +216,7 @@ GateConfigResult ParseGateConfig(const AnnotationLookup& lookup, const Policy& p
     if (ValidPath(*v)) {
       c.probe_path = std::string(*v);
     } else {
+      r.error_keys.emplace_back(keys::kProbePath);
       r.errors.push_back(BadValue(keys::kProbePath, *v,
                                   "is not an HTTP path (must start with \"/\", no spaces)"));
     }

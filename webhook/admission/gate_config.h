@@ -56,6 +56,7 @@ struct GateConfig {
 struct GateConfigResult {
   GateConfig config;                  // complete: defaults where absent or invalid
   std::vector<std::string> errors;    // one per invalid annotation, naming key and value
+  std::vector<std::string> error_keys;  // parallel to errors: the annotation key of each error
   std::vector<std::string> warnings;  // valid but ineffective settings
   bool ok() const { return errors.empty(); }
   // All errors joined with "; " (empty when ok()).

@@ -1,0 +1,175 @@
+// /validate/gameservers: configuration annotations, owned-annotation protection, scale-down
+// protection (DESIGN.md section 3).
+#include <fmt/format.h>
+
+#include <chrono>
+
+#include "admission/decisions.h"
+#include "admission/gate_config.h"
+#include "admission/keys.h"
+#include "util/time_format.h"
+
+namespace aw::admission {
+namespace {
+
+// How far a `since` written by an untrusted request (i.e. by the mutating webhook's rewrite on
+// its behalf) may be from this replica's clock: covers the mutate->validate delay and clock skew.
+constexpr auto kSinceTolerance = std::chrono::minutes(2);
+
+std::string ObjectName(const ReviewRequest& req, const GameServerView& gs) {
+  std::string_view ns = gs.meta.namespace_.empty() ? req.namespace_ : gs.meta.namespace_;
+  std::string_view name = gs.meta.name.empty()
+                              ? (req.name.empty() ? gs.meta.generate_name : req.name)
+                              : gs.meta.name;
+  return fmt::format("{}/{}", ns, name);
+}
+
+bool ConfigChanged(const GameServerView& o, const GameServerView& n, std::string_view key) {
+  return o.Annotation(key) != n.Annotation(key);
+}
+
+std::string Quoted(std::optional<std::string_view> v) {
+  return v ? fmt::format("\"{}\"", v->substr(0, 100)) : std::string("absent");
+}
+
+// Checks one owned annotation change by an untrusted identity against what the mutating
+// webhook's rewrite produces; returns an error message or "" when the change is allowed.
+std::string CheckOwnedChange(std::string_view key, const GameServerView& o,
+                             const GameServerView& n, const Context& ctx) {
+  auto ov = o.Annotation(key);
+  auto nv = n.Annotation(key);
+  const std::string_view os = o.state, ns = n.state;
+  const bool leaving = ns != keys::kStateAllocating && ns != keys::kStateAllocated;
+  const bool entering = ns == keys::kStateAllocating && os != keys::kStateAllocating;
+  const bool allocating = ns == keys::kStateAllocating;
+  if (!nv) {
+    // Removal: row 5 removes all owned keys; entering a new cycle drops confirmed/outcome.
+    if (leaving) return "";
+    if (entering && (key == keys::kConfirmed || key == keys::kOutcome)) return "";
+    return fmt::format("{} may not be removed while the GameServer is {}", key, ns);
+  }
+  if (key == keys::kConfirmed || key == keys::kOutcome) {
+    return fmt::format("{} is written only by the resolver (a trusted identity)", key);
+  }
+  // since / allocation: set when entering a cycle, or restored while Allocating.
+  if (!allocating || !(entering || !ov)) {
+    return fmt::format("{} is written only by the webhook when the GameServer enters Allocating",
+                       key);
+  }
+  if (key == keys::kSince) {
+    auto t = util::ParseRfc3339(*nv);
+    if (!t) return fmt::format("{}: \"{}\" is not an RFC 3339 time", key, nv->substr(0, 100));
+    auto now = std::chrono::time_point_cast<std::chrono::nanoseconds>(ctx.now);
+    if (*t < now - kSinceTolerance || *t > now + kSinceTolerance) {
+      return fmt::format("{}: \"{}\" is not the current time; it is written by the webhook", key,
+                         *nv);
+    }
+    return "";
+  }
+  // allocation: agones.dev/last-allocated set by this update, else since.
+  auto fresh = FreshLastAllocated(o, n);
+  auto expected = fresh ? fresh : n.Annotation(keys::kSince);
+  if (!expected || *expected != *nv) {
+    return fmt::format("{}: \"{}\" must equal {} ({})", key, nv->substr(0, 100),
+                       fresh ? keys::kLastAllocated : keys::kSince, Quoted(expected));
+  }
+  return "";
+}
+
+}  // namespace
+
+Decision ValidateGameServer(const ReviewRequest& req, const Context& ctx) {
+  const bool create = req.operation == "CREATE";
+  const bool update = req.operation == "UPDATE";
+  if (!create && !update) {
+    return Decision::Allow(fmt::format("operation {} is not validated", req.operation));
+  }
+  if (!req.object) throw BadRequest("request.object is missing");
+  if (update && !req.old_object) throw BadRequest("request.oldObject is missing (UPDATE)");
+  GameServerView n = ReadGameServer(req.object, "request.object");
+  GameServerView o = update ? ReadGameServer(req.old_object, "request.oldObject") : GameServerView{};
+
+  Decision d = Decision::Allow("valid");
+  auto label = n.Label(keys::kEnabledLabel);
+  if (label && *label != "true") {
+    d.warnings.push_back(fmt::format("{}: \"{}\" does not opt in; only \"true\" does",
+                                     keys::kEnabledLabel, label->substr(0, 60)));
+  }
+  if (!n.OptedIn() && !o.OptedIn()) {
+    d.reason = "not opted in";
+    return d;
+  }
+  const std::string name = ObjectName(req, n);
+  const std::string user(req.username);
+  const bool trusted = ctx.policy.IsTrusted(user);
+
+  // Configuration annotations. On UPDATE only changed keys are enforced, so that a value made
+  // invalid by a later policy change never blocks Agones' own updates of the server.
+  if (n.OptedIn()) {
+    GateConfigResult cfg =
+        ParseGateConfig([&n](std::string_view k) { return n.Annotation(k); }, ctx.policy);
+    const bool newly_opted = update && !o.OptedIn();
+    std::vector<std::string> errors;
+    for (size_t i = 0; i < cfg.errors.size(); ++i) {
+      if (create || newly_opted || ConfigChanged(o, n, cfg.error_keys[i])) {
+        errors.push_back(cfg.errors[i]);
+      } else {
+        d.warnings.push_back(cfg.errors[i]);
+      }
+    }
+    if (cfg.config.CanNeverConfirm()) {
+      bool changed = create || newly_opted || ConfigChanged(o, n, keys::kRequireAnnotation) ||
+                     ConfigChanged(o, n, keys::kProbePort);
+      if (changed) {
+        errors.push_back(CanNeverConfirmMessage());
+      } else {
+        d.warnings.push_back(CanNeverConfirmMessage());
+      }
+    }
+    for (auto& w : cfg.warnings) d.warnings.push_back(std::move(w));
+    if (!errors.empty()) {
+      std::string msg = fmt::format("GameServer {}: ", name);
+      for (size_t i = 0; i < errors.size(); ++i) msg += (i ? "; " : "") + errors[i];
+      Decision deny = Decision::Deny(422, "Invalid", msg);
+      deny.warnings = std::move(d.warnings);
+      return deny;
+    }
+  }
+
+  // Project-owned annotations.
+  if (!trusted) {
+    for (std::string_view key : OwnedAnnotationKeys()) {
+      std::string err;
+      if (create) {
+        if (n.Annotation(key)) {
+          err = fmt::format("{} is written only by the webhook and the resolver; remove it", key);
+        }
+      } else if (o.Annotation(key) != n.Annotation(key)) {
+        err = CheckOwnedChange(key, o, n, ctx);
+      }
+      if (!err.empty()) {
+        return Decision::Deny(
+            403, "Forbidden",
+            fmt::format("GameServer {}: {} (user \"{}\" is not trusted)", name, err, user));
+      }
+    }
+  }
+
+  // Scale-down protection: the Agones controller may not shut down a server that is being
+  // prepared for a match, as it never deletes an Allocated one. The game server (SDK) and the
+  // resolver may. A server already being deleted is not held back.
+  if (update && o.state == keys::kStateAllocating && n.state == keys::kStateShutdown &&
+      !trusted && ctx.policy.IsAgonesController(user) && !n.meta.deleting) {
+    Decision deny = Decision::Deny(
+        403, "Forbidden",
+        fmt::format("GameServer {} is Allocating (being prepared for a match): the Agones "
+                    "controller may not shut it down (scale-down protection, like an Allocated "
+                    "server); it is resolved within its {}",
+                    name, keys::kTimeout));
+    deny.reason = "scale-down protection";
+    return deny;
+  }
+  return d;
+}
+
+}  // namespace aw::admission

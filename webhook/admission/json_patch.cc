@@ -1,0 +1,120 @@
+#include "admission/json_patch.h"
+
+#include <rapidjson/stringbuffer.h>
+#include <rapidjson/writer.h>
+
+namespace aw::admission {
+
+std::string EscapePointerToken(std::string_view token) {
+  std::string out;
+  out.reserve(token.size() + 4);
+  for (char c : token) {
+    if (c == '~') {
+      out += "~0";
+    } else if (c == '/') {
+      out += "~1";
+    } else {
+      out += c;
+    }
+  }
+  return out;
+}
+
+void JsonPatch::AddString(std::string path, std::string value) {
+  entries_.push_back(Entry{Op::kAdd, std::move(path), false, std::move(value), {}});
+}
+void JsonPatch::ReplaceString(std::string path, std::string value) {
+  entries_.push_back(Entry{Op::kReplace, std::move(path), false, std::move(value), {}});
+}
+void JsonPatch::Remove(std::string path) {
+  entries_.push_back(Entry{Op::kRemove, std::move(path), false, {}, {}});
+}
+void JsonPatch::AddMap(std::string path, std::vector<std::pair<std::string, std::string>> map) {
+  entries_.push_back(Entry{Op::kAdd, std::move(path), true, {}, std::move(map)});
+}
+
+std::string JsonPatch::ToJson() const {
+  rapidjson::StringBuffer buf;
+  rapidjson::Writer<rapidjson::StringBuffer> w(buf);
+  auto str = [&w](std::string_view s) {
+    w.String(s.data(), static_cast<rapidjson::SizeType>(s.size()));
+  };
+  w.StartArray();
+  for (const Entry& e : entries_) {
+    w.StartObject();
+    str("op");
+    str(e.op == Op::kAdd ? "add" : e.op == Op::kReplace ? "replace" : "remove");
+    str("path");
+    str(e.path);
+    if (e.op != Op::kRemove) {
+      str("value");
+      if (e.is_map) {
+        w.StartObject();
+        for (const auto& [k, v] : e.map) {
+          str(k);
+          str(v);
+        }
+        w.EndObject();
+      } else {
+        str(e.value);
+      }
+    }
+    w.EndObject();
+  }
+  w.EndArray();
+  return std::string(buf.GetString(), buf.GetSize());
+}
+
+void MapEdit::Set(std::string_view key, std::string_view value) {
+  for (auto& [k, v] : edits_) {
+    if (k == key) {
+      v = std::string(value);
+      return;
+    }
+  }
+  edits_.emplace_back(std::string(key), std::string(value));
+}
+
+void MapEdit::Remove(std::string_view key) {
+  for (auto& [k, v] : edits_) {
+    if (k == key) {
+      v.reset();
+      return;
+    }
+  }
+  edits_.emplace_back(std::string(key), std::nullopt);
+}
+
+std::optional<std::string_view> MapEdit::Get(std::string_view key) const {
+  for (const auto& [k, v] : edits_) {
+    if (k == key) {
+      if (v) return std::string_view(*v);
+      return std::nullopt;
+    }
+  }
+  return current_.Get(key);
+}
+
+void MapEdit::AppendTo(JsonPatch* patch) const {
+  if (!current_.present()) {
+    std::vector<std::pair<std::string, std::string>> map;
+    for (const auto& [k, v] : edits_) {
+      if (v) map.emplace_back(k, *v);
+    }
+    if (!map.empty()) patch->AddMap(path_, std::move(map));
+    return;
+  }
+  for (const auto& [k, v] : edits_) {
+    auto cur = current_.Get(k);
+    std::string path = path_ + "/" + EscapePointerToken(k);
+    if (!v) {
+      if (cur) patch->Remove(std::move(path));
+    } else if (!cur) {
+      patch->AddString(std::move(path), *v);
+    } else if (*cur != *v) {
+      patch->ReplaceString(std::move(path), *v);
+    }
+  }
+}
+
+}  // namespace aw::admission

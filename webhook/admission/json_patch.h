@@ -1,0 +1,66 @@
+// Minimal RFC 6902 JSON Patch construction for the edits admission makes: replace a string at a
+// path, and set/remove keys of a string map (metadata.annotations).
+//
+// Promise: paths are RFC 6901 JSON Pointers with "~" escaped as "~0" and "/" as "~1"; the
+// serialized patch is a JSON array of {"op","path"[,"value"]} objects in insertion order.
+// MapEdit emits only ops that apply to the map as sent: "add" for a missing key, "replace" for a
+// key whose value differs, nothing for a key that already has the value, "remove" only for keys
+// that exist, and a single "add" of the whole map when the map itself is absent.
+#pragma once
+
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "admission/json_view.h"
+
+namespace aw::admission {
+
+// Escapes one reference token: "~" -> "~0", "/" -> "~1".
+std::string EscapePointerToken(std::string_view token);
+
+class JsonPatch {
+ public:
+  enum class Op { kAdd, kReplace, kRemove };
+  struct Entry {
+    Op op;
+    std::string path;
+    bool is_map = false;
+    std::string value;                                       // when !is_map (and op != remove)
+    std::vector<std::pair<std::string, std::string>> map;  // when is_map
+  };
+
+  void AddString(std::string path, std::string value);
+  void ReplaceString(std::string path, std::string value);
+  void Remove(std::string path);
+  void AddMap(std::string path, std::vector<std::pair<std::string, std::string>> map);
+
+  bool empty() const { return entries_.empty(); }
+  const std::vector<Entry>& entries() const { return entries_; }
+  std::string ToJson() const;
+
+ private:
+  std::vector<Entry> entries_;
+};
+
+// Collects edits to one string map and appends the minimal ops to a patch.
+class MapEdit {
+ public:
+  // `map_path` is the JSON Pointer of the map (e.g. "/metadata/annotations").
+  MapEdit(const StringMap& current, std::string map_path)
+      : current_(current), path_(std::move(map_path)) {}
+  void Set(std::string_view key, std::string_view value);
+  void Remove(std::string_view key);
+  // The value the map would hold for `key` after the edits.
+  std::optional<std::string_view> Get(std::string_view key) const;
+  void AppendTo(JsonPatch* patch) const;
+
+ private:
+  const StringMap& current_;
+  std::string path_;
+  // Ordered list of final edits per key: value or nullopt (= removed).
+  std::vector<std::pair<std::string, std::optional<std::string>>> edits_;
+};
+
+}  // namespace aw::admission

@@ -1,0 +1,117 @@
+#include "admission/review.h"
+
+#include <fmt/format.h>
+#include <rapidjson/error/en.h>
+#include <rapidjson/stringbuffer.h>
+#include <rapidjson/writer.h>
+
+#include "util/base64.h"
+
+namespace aw::admission {
+namespace {
+
+constexpr std::string_view kV1 = "admission.k8s.io/v1";
+constexpr std::string_view kV1beta1 = "admission.k8s.io/v1beta1";
+
+std::string Truncate(std::string_view s) {
+  if (s.size() <= 100) return std::string(s);
+  return std::string(s.substr(0, 100)) + "...";
+}
+
+}  // namespace
+
+void ParseReview(std::string_view body, ReviewRequest* out) {
+  rapidjson::Document& doc = out->doc;
+  // kParseStopWhenDoneFlag is not used: trailing garbage is an error.
+  doc.Parse<rapidjson::kParseDefaultFlags>(body.data(), body.size());
+  if (doc.HasParseError()) {
+    throw BadRequest(fmt::format("request body is not valid JSON: {} (at offset {})",
+                                 rapidjson::GetParseError_En(doc.GetParseError()),
+                                 doc.GetErrorOffset()));
+  }
+  if (!doc.IsObject()) {
+    throw BadRequest(
+        fmt::format("request body is {}, expected an AdmissionReview object", JsonTypeName(doc)));
+  }
+  auto kind = OptString(doc, "kind", "body");
+  if (!kind || *kind != "AdmissionReview") {
+    throw BadRequest(fmt::format("body.kind is {}, expected \"AdmissionReview\"",
+                                 kind ? "\"" + Truncate(*kind) + "\"" : "missing"));
+  }
+  auto api = OptString(doc, "apiVersion", "body");
+  if (!api || (*api != kV1 && *api != kV1beta1)) {
+    throw BadRequest(fmt::format(
+        "body.apiVersion is {}, expected \"admission.k8s.io/v1\" or \"admission.k8s.io/v1beta1\"",
+        api ? "\"" + Truncate(*api) + "\"" : "missing"));
+  }
+  out->api_version = *api;
+  const Json* req = Member(doc, "request");
+  if (!req) throw BadRequest("body.request is missing");
+  if (!req->IsObject()) {
+    throw BadRequest(fmt::format("body.request is {}, expected an object", JsonTypeName(*req)));
+  }
+  auto uid = OptString(*req, "uid", "request");
+  if (!uid || uid->empty()) throw BadRequest("request.uid is missing or empty");
+  out->uid = std::string(*uid);
+  out->operation = OptString(*req, "operation", "request").value_or("");
+  if (const Json* ui = OptObject(*req, "userInfo", "request")) {
+    out->username = OptString(*ui, "username", "request.userInfo").value_or("");
+  }
+  if (const Json* k = OptObject(*req, "kind", "request")) {
+    out->kind = OptString(*k, "kind", "request.kind").value_or("");
+  }
+  out->sub_resource = OptString(*req, "subResource", "request").value_or("");
+  out->namespace_ = OptString(*req, "namespace", "request").value_or("");
+  out->name = OptString(*req, "name", "request").value_or("");
+  out->object = Member(*req, "object");
+  out->old_object = Member(*req, "oldObject");
+}
+
+std::string BuildResponse(std::string_view api_version, std::string_view uid, const Decision& d) {
+  rapidjson::StringBuffer buf;
+  rapidjson::Writer<rapidjson::StringBuffer> w(buf);
+  auto str = [&w](std::string_view s) {
+    w.String(s.data(), static_cast<rapidjson::SizeType>(s.size()));
+  };
+  w.StartObject();
+  str("apiVersion");
+  str(api_version);
+  str("kind");
+  str("AdmissionReview");
+  str("response");
+  w.StartObject();
+  str("uid");
+  str(uid);
+  str("allowed");
+  w.Bool(d.allowed);
+  if (!d.allowed) {
+    str("status");
+    w.StartObject();
+    str("status");
+    str("Failure");
+    str("code");
+    w.Int(d.code ? d.code : 403);
+    str("reason");
+    str(d.status_reason.empty() ? std::string_view("Forbidden") : d.status_reason);
+    str("message");
+    str(d.message);
+    w.EndObject();
+  }
+  if (d.allowed && !d.patch.empty()) {
+    str("patchType");
+    str("JSONPatch");
+    str("patch");
+    str(util::Base64Encode(d.patch));
+  }
+  if (!d.warnings.empty()) {
+    str("warnings");
+    w.StartArray();
+    for (const auto& s : d.warnings) str(s);
+    w.EndArray();
+  }
+  w.EndObject();
+  w.EndObject();
+  return std::string(buf.GetString(), buf.GetSize());
+}
+
+}  // namespace aw::admission

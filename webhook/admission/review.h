@@ -1,0 +1,68 @@
+// AdmissionReview codec (admission.k8s.io/v1 and v1beta1).
+//
+// Promise: ParseReview parses the body once into a rapidjson Document and exposes typed views of
+// the request; it throws BadRequest (-> HTTP 400) for invalid JSON, a non-object, a wrong
+// kind/apiVersion, a missing or non-object request, a missing or empty uid, and wrong JSON types
+// of the request fields it reads. Objects are checked by the route handlers, which know which of
+// object/oldObject the operation needs. BuildResponse serialises the answer in the request's
+// apiVersion, echoing the uid, with status {code, reason, message} on denial, patchType
+// "JSONPatch" plus the base64 patch when there is one, and warnings when any.
+#pragma once
+
+#include <rapidjson/document.h>
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "admission/json_view.h"
+
+namespace aw::admission {
+
+struct ReviewRequest {
+  rapidjson::Document doc;
+  std::string_view api_version;  // "admission.k8s.io/v1" or "admission.k8s.io/v1beta1"
+  std::string uid;
+  std::string_view operation;    // CREATE, UPDATE, DELETE, CONNECT ("" when absent)
+  std::string_view username;     // request.userInfo.username ("" when absent)
+  std::string_view kind;         // request.kind.kind ("" when absent)
+  std::string_view sub_resource;
+  std::string_view namespace_;   // request.namespace
+  std::string_view name;         // request.name
+  const Json* object = nullptr;      // request.object (nullptr when absent or null)
+  const Json* old_object = nullptr;  // request.oldObject
+};
+
+// Parses into *out (not movable: views point into out->doc). Throws BadRequest.
+void ParseReview(std::string_view body, ReviewRequest* out);
+
+struct Decision {
+  bool allowed = true;
+  int code = 0;             // HTTP-like status code for a denial (403, 422)
+  std::string status_reason;  // metav1.StatusReason for a denial ("Forbidden", "Invalid")
+  std::string message;      // shown to the user on denial
+  std::string patch;        // RFC 6902 JSON text, empty when none
+  std::vector<std::string> warnings;
+  // For logs/metrics.
+  bool fail_open = false;
+  std::string reason;
+
+  static Decision Allow(std::string reason) {
+    Decision d;
+    d.reason = std::move(reason);
+    return d;
+  }
+  static Decision Deny(int code, std::string status_reason, std::string message) {
+    Decision d;
+    d.allowed = false;
+    d.code = code;
+    d.status_reason = std::move(status_reason);
+    d.reason = message;
+    d.message = std::move(message);
+    return d;
+  }
+};
+
+std::string BuildResponse(std::string_view api_version, std::string_view uid, const Decision& d);
+
+}  // namespace aw::admission

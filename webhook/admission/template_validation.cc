@@ -1,0 +1,162 @@
+// /validate/fleets, /validate/gameserversets (spec.template.metadata) and
+// /validate/gameserverallocations (spec.metadata): configuration that GameServers will inherit.
+#include <fmt/format.h>
+
+#include "admission/decisions.h"
+#include "admission/gate_config.h"
+#include "admission/keys.h"
+
+namespace aw::admission {
+namespace {
+
+std::string ObjectName(const ReviewRequest& req, const MetaView& meta) {
+  std::string_view ns = meta.namespace_.empty() ? req.namespace_ : meta.namespace_;
+  std::string_view name =
+      meta.name.empty() ? (req.name.empty() ? meta.generate_name : req.name) : meta.name;
+  return fmt::format("{}/{}", ns, name);
+}
+
+// spec.template.metadata of a Fleet or GameServerSet (empty view when absent).
+MetaView ReadTemplateMeta(const Json* obj, const std::string& path) {
+  if (!obj) return {};
+  if (!obj->IsObject()) {
+    throw BadRequest(fmt::format("{} is {}, expected an object", path, JsonTypeName(*obj)));
+  }
+  const Json* spec = OptObject(*obj, "spec", path);
+  if (!spec) return {};
+  const Json* tmpl = OptObject(*spec, "template", path + ".spec");
+  if (!tmpl) return {};
+  return ReadMeta(OptObject(*tmpl, "metadata", path + ".spec.template"),
+                  path + ".spec.template.metadata");
+}
+
+bool OptedIn(const MetaView& m) {
+  auto v = m.labels.Get(keys::kEnabledLabel);
+  return v && *v == "true";
+}
+
+}  // namespace
+
+Decision ValidateTemplateOwner(const ReviewRequest& req, const Context& ctx) {
+  const bool create = req.operation == "CREATE";
+  const bool update = req.operation == "UPDATE";
+  if (!create && !update) {
+    return Decision::Allow(fmt::format("operation {} is not validated", req.operation));
+  }
+  if (!req.object) throw BadRequest("request.object is missing");
+  if (update && !req.old_object) throw BadRequest("request.oldObject is missing (UPDATE)");
+  if (!req.object->IsObject()) {
+    throw BadRequest(
+        fmt::format("request.object is {}, expected an object", JsonTypeName(*req.object)));
+  }
+  MetaView meta = ReadMeta(OptObject(*req.object, "metadata", "request.object"),
+                           "request.object.metadata");
+  MetaView t = ReadTemplateMeta(req.object, "request.object");
+  MetaView ot = update ? ReadTemplateMeta(req.old_object, "request.oldObject") : MetaView{};
+  const std::string kind = req.kind.empty() ? "object" : std::string(req.kind);
+  const std::string name = ObjectName(req, meta);
+
+  Decision d = Decision::Allow("valid");
+  auto label = t.labels.Get(keys::kEnabledLabel);
+  if (label && *label != "true") {
+    d.warnings.push_back(fmt::format("template label {}: \"{}\" does not opt in; only \"true\" does",
+                                     keys::kEnabledLabel, label->substr(0, 60)));
+  }
+  if (!OptedIn(t)) {
+    d.reason = "template not opted in";
+    return d;
+  }
+  auto changed = [&](std::string_view key) {
+    return create || !OptedIn(ot) || ot.annotations.Get(key) != t.annotations.Get(key);
+  };
+  std::vector<std::string> errors;
+  GateConfigResult cfg =
+      ParseGateConfig([&t](std::string_view k) { return t.annotations.Get(k); }, ctx.policy);
+  for (size_t i = 0; i < cfg.errors.size(); ++i) {
+    if (changed(cfg.error_keys[i])) {
+      errors.push_back(cfg.errors[i]);
+    } else {
+      d.warnings.push_back(cfg.errors[i]);
+    }
+  }
+  if (cfg.config.CanNeverConfirm()) {
+    if (changed(keys::kRequireAnnotation) || changed(keys::kProbePort)) {
+      errors.push_back(CanNeverConfirmMessage());
+    } else {
+      d.warnings.push_back(CanNeverConfirmMessage());
+    }
+  }
+  for (std::string_view key : OwnedAnnotationKeys()) {
+    if (t.annotations.Get(key) && changed(key)) {
+      errors.push_back(
+          fmt::format("{} is written only by the webhook and the resolver; remove it from the "
+                      "template",
+                      key));
+    }
+  }
+  for (auto& w : cfg.warnings) d.warnings.push_back(std::move(w));
+  if (!errors.empty()) {
+    std::string msg = fmt::format("{} {}: spec.template.metadata.annotations: ", kind, name);
+    for (size_t i = 0; i < errors.size(); ++i) msg += (i ? "; " : "") + errors[i];
+    Decision deny = Decision::Deny(422, "Invalid", msg);
+    deny.warnings = std::move(d.warnings);
+    return deny;
+  }
+  return d;
+}
+
+Decision ValidateGameServerAllocation(const ReviewRequest& req, const Context& ctx) {
+  if (req.operation != "CREATE") {
+    return Decision::Allow(fmt::format("operation {} is not validated", req.operation));
+  }
+  if (!req.object) throw BadRequest("request.object is missing");
+  if (!req.object->IsObject()) {
+    throw BadRequest(
+        fmt::format("request.object is {}, expected an object", JsonTypeName(*req.object)));
+  }
+  MetaView meta = ReadMeta(OptObject(*req.object, "metadata", "request.object"),
+                           "request.object.metadata");
+  const std::string name = ObjectName(req, meta);
+  const Json* spec = OptObject(*req.object, "spec", "request.object");
+  if (!spec) return Decision::Allow("no spec");
+  std::vector<std::string> errors;
+  std::vector<std::string> warnings;
+  // spec.metadata (allocation.agones.dev/v1) and its older name spec.metaPatch.
+  for (std::string_view field : {"metadata", "metaPatch"}) {
+    std::string path = "spec." + std::string(field);
+    const Json* mp = OptObject(*spec, field, "request.object.spec");
+    if (!mp) continue;
+    MetaView m;
+    m.labels = StringMap(Member(*mp, "labels"), "request.object." + path + ".labels");
+    m.annotations =
+        StringMap(Member(*mp, "annotations"), "request.object." + path + ".annotations");
+    std::vector<std::string_view> forbidden(OwnedAnnotationKeys());
+    forbidden.push_back(keys::kSdkReady);
+    for (std::string_view key : forbidden) {
+      if (m.annotations.Get(key)) {
+        errors.push_back(fmt::format("{}.annotations[\"{}\"] may not be set by an allocation: it "
+                                     "is written only by the webhook, the resolver or the game "
+                                     "server",
+                                     path, key));
+      }
+    }
+    if (m.labels.Get(keys::kEnabledLabel)) {
+      errors.push_back(fmt::format(
+          "{}.labels[\"{}\"] may not be set by an allocation: it would switch the gate on or off "
+          "for the allocated server",
+          path, keys::kEnabledLabel));
+    }
+    // Configuration annotations are merged into the GameServer: they must parse.
+    GateConfigResult cfg =
+        ParseGateConfig([&m](std::string_view k) { return m.annotations.Get(k); }, ctx.policy);
+    for (const auto& e : cfg.errors) errors.push_back(path + ".annotations: " + e);
+  }
+  if (!errors.empty()) {
+    std::string msg = fmt::format("GameServerAllocation {}: ", name);
+    for (size_t i = 0; i < errors.size(); ++i) msg += (i ? "; " : "") + errors[i];
+    return Decision::Deny(403, "Forbidden", msg);
+  }
+  return Decision::Allow("valid");
+}
+
+}  // namespace aw::admission

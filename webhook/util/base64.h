@@ -1,0 +1,16 @@
+// Standard base64 (RFC 4648, with padding), as AdmissionReview's response.patch requires.
+//
+// Promise: Base64Encode is total; Base64Decode accepts only canonical padded input and returns
+// std::nullopt otherwise.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <string_view>
+
+namespace aw::util {
+
+std::string Base64Encode(std::string_view in);
+std::optional<std::string> Base64Decode(std::string_view in);
+
+}  // namespace aw::util

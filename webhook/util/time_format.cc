@@ -1,0 +1,93 @@
+#include "util/time_format.h"
+
+#include <fmt/format.h>
+
+namespace aw::util {
+namespace {
+
+bool Digits(std::string_view s, size_t pos, size_t n, int* out) {
+  if (pos + n > s.size()) return false;
+  int v = 0;
+  for (size_t i = pos; i < pos + n; ++i) {
+    if (s[i] < '0' || s[i] > '9') return false;
+    v = v * 10 + (s[i] - '0');
+  }
+  *out = v;
+  return true;
+}
+
+}  // namespace
+
+std::string FormatRfc3339Nano(SysNanos t) {
+  using namespace std::chrono;
+  auto day = floor<days>(t);
+  year_month_day ymd{day};
+  auto rest = t - day;  // nanoseconds within the day, >= 0
+  auto h = duration_cast<hours>(rest);
+  rest -= h;
+  auto m = duration_cast<minutes>(rest);
+  rest -= m;
+  auto s = duration_cast<seconds>(rest);
+  rest -= s;
+  long long ns = rest.count();
+  std::string out = fmt::format("{:04d}-{:02d}-{:02d}T{:02d}:{:02d}:{:02d}", int(ymd.year()),
+                                unsigned(ymd.month()), unsigned(ymd.day()), h.count(), m.count(),
+                                s.count());
+  if (ns != 0) {
+    std::string frac = fmt::format("{:09d}", ns);
+    while (!frac.empty() && frac.back() == '0') frac.pop_back();
+    out += '.';
+    out += frac;
+  }
+  out += 'Z';
+  return out;
+}
+
+std::optional<SysNanos> ParseRfc3339(std::string_view s) {
+  using namespace std::chrono;
+  int y, mo, d, h, mi, sec;
+  if (s.size() < 20 || !Digits(s, 0, 4, &y) || s[4] != '-' || !Digits(s, 5, 2, &mo) ||
+      s[7] != '-' || !Digits(s, 8, 2, &d) || (s[10] != 'T' && s[10] != 't') ||
+      !Digits(s, 11, 2, &h) || s[13] != ':' || !Digits(s, 14, 2, &mi) || s[16] != ':' ||
+      !Digits(s, 17, 2, &sec)) {
+    return std::nullopt;
+  }
+  if (h > 23 || mi > 59 || sec > 59) return std::nullopt;
+  year_month_day ymd{year{y}, month{static_cast<unsigned>(mo)}, day{static_cast<unsigned>(d)}};
+  if (!ymd.ok()) return std::nullopt;
+  size_t pos = 19;
+  long long ns = 0;
+  if (pos < s.size() && s[pos] == '.') {
+    ++pos;
+    size_t start = pos;
+    long long scale = 100000000;
+    while (pos < s.size() && s[pos] >= '0' && s[pos] <= '9') {
+      if (scale > 0) {
+        ns += (s[pos] - '0') * scale;
+        scale /= 10;
+      }
+      ++pos;
+    }
+    if (pos == start) return std::nullopt;
+  }
+  if (pos >= s.size()) return std::nullopt;
+  int offset_min = 0;
+  if (s[pos] == 'Z' || s[pos] == 'z') {
+    ++pos;
+  } else if (s[pos] == '+' || s[pos] == '-') {
+    int oh, om;
+    if (!Digits(s, pos + 1, 2, &oh) || pos + 3 >= s.size() || s[pos + 3] != ':' ||
+        !Digits(s, pos + 4, 2, &om) || oh > 23 || om > 59) {
+      return std::nullopt;
+    }
+    offset_min = (oh * 60 + om) * (s[pos] == '-' ? -1 : 1);
+    pos += 6;
+  } else {
+    return std::nullopt;
+  }
+  if (pos != s.size()) return std::nullopt;
+  SysNanos t = sys_days{ymd} + hours{h} + minutes{mi} + seconds{sec} + nanoseconds{ns};
+  return t - minutes{offset_min};
+}
+
+}  // namespace aw::util
