@@ -1,0 +1,70 @@
+#include "server/admission_metrics.h"
+
+#include <string>
+
+namespace aw::server {
+
+const prometheus::Histogram::BucketBoundaries& AdmissionLatencyBuckets() {
+  static const prometheus::Histogram::BucketBoundaries kBuckets = {
+      0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.1, 0.5, 1};
+  return kBuckets;
+}
+
+AdmissionMetrics::AdmissionMetrics(prometheus::Registry& registry)
+    : requests_(prometheus::BuildCounter()
+                    .Name("allocating_webhook_admission_requests_total")
+                    .Help("Admission requests by route and outcome (allowed, rewritten, denied, error)")
+                    .Register(registry)),
+      duration_(prometheus::BuildHistogram()
+                    .Name("allocating_webhook_admission_duration_seconds")
+                    .Help("Time to answer an admission request, from the body read to the decision")
+                    .Register(registry)),
+      fail_open_(prometheus::BuildCounter()
+                     .Name("allocating_webhook_fail_open_total")
+                     .Help("Updates allowed unchanged only because the GameServer CRD does not "
+                           "(yet) accept the Allocating state")
+                     .Register(registry)),
+      http_errors_(prometheus::BuildCounter()
+                       .Name("allocating_webhook_http_errors_total")
+                       .Help("Non-200 HTTP answers on the admission port, by status code")
+                       .Register(registry)),
+      in_flight_(prometheus::BuildGauge()
+                     .Name("allocating_webhook_admission_in_flight")
+                     .Help("Admission requests being handled right now")
+                     .Register(registry)
+                     .Add({})) {
+  const admission::Outcome outcomes[kOutcomes] = {
+      admission::Outcome::kAllowed, admission::Outcome::kRewritten, admission::Outcome::kDenied,
+      admission::Outcome::kError};
+  for (admission::Route route : admission::AllRoutes()) {
+    auto r = static_cast<size_t>(route);
+    std::string route_name(admission::RouteName(route));
+    for (size_t o = 0; o < kOutcomes; ++o) {
+      request_series_[r][o] = &requests_.Add(
+          {{"route", route_name}, {"outcome", std::string(admission::OutcomeName(outcomes[o]))}});
+    }
+    duration_series_[r] = &duration_.Add({{"route", route_name}}, AdmissionLatencyBuckets());
+    fail_open_series_[r] = &fail_open_.Add({{"route", route_name}});
+  }
+}
+
+void AdmissionMetrics::Record(admission::Route route, admission::Outcome outcome, bool fail_open,
+                              std::chrono::nanoseconds latency) {
+  auto r = static_cast<size_t>(route);
+  auto o = static_cast<size_t>(outcome);
+  if (r >= kRoutes || o >= kOutcomes || request_series_[r][o] == nullptr) return;
+  request_series_[r][o]->Increment();
+  duration_series_[r]->Observe(std::chrono::duration<double>(latency).count());
+  if (fail_open) fail_open_series_[r]->Increment();
+}
+
+void AdmissionMetrics::HttpError(int code) {
+  std::lock_guard lock(http_errors_mu_);
+  auto it = http_error_series_.find(code);
+  if (it == http_error_series_.end()) {
+    it = http_error_series_.emplace(code, &http_errors_.Add({{"code", std::to_string(code)}})).first;
+  }
+  it->second->Increment();
+}
+
+}  // namespace aw::server

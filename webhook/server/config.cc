@@ -1,0 +1,87 @@
+#include "server/config.h"
+
+namespace aw::server {
+
+using std::chrono::milliseconds;
+
+void RegisterServerFlags(flags::FlagSet& fs, ServerConfig* cfg) {
+  fs.Int("port", &cfg->https.port, "HTTPS port for admission requests", 1, 65535);
+  fs.Int("health-port", &cfg->health_port,
+         "Plain-HTTP port for /healthz, /readyz and /metrics", 1, 65535);
+  fs.String("bind-address", &cfg->https.bind_address,
+            "Address both listeners bind to (0.0.0.0 = all IPv4 addresses)");
+  fs.String("tls-cert-file", &cfg->tls_cert_file,
+            "PEM serving certificate (leaf first, then intermediates); reloaded when it changes. "
+            "Required");
+  fs.String("tls-key-file", &cfg->tls_key_file,
+            "PEM private key of the serving certificate; reloaded when it changes. Required");
+  fs.Duration("cert-reload-interval", &cfg->cert_reload_interval,
+              "How often the certificate and key files are checked for changes", milliseconds(10));
+  fs.Enum("log-level", &cfg->log_level, {"debug", "info", "warn", "error"},
+          "Lowest log level written");
+  fs.Enum("log-format", &cfg->log_format, {"json", "text"}, "Log line format");
+  fs.Bool("crd-accepts-allocating", &cfg->crd_accepts_allocating,
+          "Whether the GameServer CRD's status.state enum lists Allocating; while false the "
+          "mutating webhook fails open (allows Allocated unchanged, with a warning)");
+  fs.Size("max-connections", &cfg->https.max_connections,
+          "Most HTTPS connections served at once (one thread each); more wait for a free one", 1,
+          65536);
+  fs.Duration("read-timeout", &cfg->https.read_timeout,
+              "Longest wait for the next bytes of a TLS handshake or request before the "
+              "connection is closed (slow or silent clients)",
+              milliseconds(1));
+  fs.Duration("write-timeout", &cfg->https.write_timeout,
+              "Longest wait for a client to accept response bytes", milliseconds(1));
+  fs.Duration("keep-alive-timeout", &cfg->https.keep_alive_timeout,
+              "How long an idle keep-alive connection is kept open (whole seconds; keep it above "
+              "the client's idle timeout, 90s for kube-apiserver)",
+              std::chrono::seconds(1));
+  fs.Size("keep-alive-max-requests", &cfg->https.keep_alive_max_requests,
+          "Requests served on one connection before it is closed", 1, UINT32_MAX);
+  fs.Size("max-body-bytes", &cfg->https.max_body_bytes,
+          "Largest admission request body accepted; larger ones get 413", 1024, 1u << 30);
+  fs.Duration("shutdown-grace", &cfg->shutdown_grace,
+              "On SIGTERM/SIGINT, how long to wait for in-flight requests before exiting");
+}
+
+void RegisterPolicyFlags(flags::FlagSet& fs, admission::Policy* policy) {
+  fs.StringList("trusted-users", &policy->trusted_users,
+                "Comma-separated usernames (request.userInfo.username) allowed to promote "
+                "Allocating to Allocated and to write the project-owned annotations; list the "
+                "resolver's service account here");
+  fs.StringList("agones-controller-users", &policy->agones_controller_users,
+                "Comma-separated usernames of the Agones controller (denied Allocating -> "
+                "Shutdown: scale-down protection)");
+  fs.Duration("default-timeout", &policy->default_timeout,
+              "Allocating deadline when a GameServer has no allocating.agones.dev/timeout");
+  fs.Duration("min-timeout", &policy->min_timeout,
+              "Smallest allocating.agones.dev/timeout accepted");
+  fs.Duration("max-timeout", &policy->max_timeout,
+              "Largest allocating.agones.dev/timeout accepted");
+  fs.Duration("default-probe-period", &policy->default_probe_period,
+              "Probe period when a GameServer has no allocating.agones.dev/probe-period");
+  fs.Duration("min-probe-period", &policy->min_probe_period,
+              "Smallest allocating.agones.dev/probe-period accepted");
+  fs.Duration("max-probe-period", &policy->max_probe_period,
+              "Largest allocating.agones.dev/probe-period accepted");
+}
+
+std::optional<std::string> Validate(const ServerConfig& cfg, const admission::Policy& p) {
+  if (cfg.tls_cert_file.empty() || cfg.tls_key_file.empty()) {
+    return "--tls-cert-file and --tls-key-file are required (see scripts/gen-certs)";
+  }
+  if (cfg.https.port == cfg.health_port) return "--port and --health-port must differ";
+  if (p.min_timeout > p.max_timeout) return "--min-timeout is larger than --max-timeout";
+  if (p.default_timeout < p.min_timeout || p.default_timeout > p.max_timeout) {
+    return "--default-timeout must lie between --min-timeout and --max-timeout";
+  }
+  if (p.min_probe_period > p.max_probe_period) {
+    return "--min-probe-period is larger than --max-probe-period";
+  }
+  if (p.default_probe_period < p.min_probe_period || p.default_probe_period > p.max_probe_period) {
+    return "--default-probe-period must lie between --min-probe-period and --max-probe-period";
+  }
+  return std::nullopt;
+}
+
+}  // namespace aw::server

@@ -1,0 +1,37 @@
+// The server's configuration and the command-line flags that set it.
+//
+// Promise: RegisterServerFlags / RegisterPolicyFlags bind every server and admission-policy knob
+// to a flag whose --help default is the struct's default; Validate reports inconsistent
+// combinations (e.g. missing certificate files) as one message. No I/O.
+#pragma once
+
+#include <chrono>
+#include <optional>
+#include <string>
+
+#include "admission/policy.h"
+#include "server/https_server.h"
+#include "util/flags.h"
+
+namespace aw::server {
+
+struct ServerConfig {
+  ServerOptions https;
+  int health_port = 8081;
+  std::string tls_cert_file;
+  std::string tls_key_file;
+  std::chrono::nanoseconds cert_reload_interval = std::chrono::seconds(1);
+  std::string log_level = "info";
+  std::string log_format = "json";
+  bool crd_accepts_allocating = false;
+  // On SIGTERM: how long to wait for in-flight requests before exiting anyway.
+  std::chrono::nanoseconds shutdown_grace = std::chrono::seconds(25);
+};
+
+void RegisterServerFlags(flags::FlagSet& fs, ServerConfig* cfg);
+void RegisterPolicyFlags(flags::FlagSet& fs, admission::Policy* policy);
+
+// The first problem found, or nullopt.
+std::optional<std::string> Validate(const ServerConfig& cfg, const admission::Policy& policy);
+
+}  // namespace aw::server

@@ -1,0 +1,73 @@
+// AdmissionServer: the HTTPS listener kube-apiserver calls, on cpp-httplib + OpenSSL.
+//
+// Promise:
+//   - POST on each admission route goes through AdmissionPipeline (a `?timeout=` query is
+//     ignored); another method on those paths -> 405 with `Allow: POST`; any other path -> 404;
+//     every error answer has a plain-text message.
+//   - the body limit holds for Content-Length and chunked bodies alike (413, connection kept when
+//     the rest of the body could be drained, closed otherwise);
+//   - one thread per connection up to `max_connections` (see ElasticTaskQueue), TCP_NODELAY,
+//     long keep-alive, read/write timeouts: a silent client is cut after `read_timeout` and never
+//     delays another connection;
+//   - TLS per ConfigureServerContext, with the key pair read from `source` at each handshake.
+// Start() binds and serves on a background thread; Stop() stops accepting and lets in-flight
+// requests finish (idle keep-alive connections end at their next request or keep-alive timeout).
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <memory>
+#include <optional>
+#include <string>
+#include <thread>
+
+#include "server/admission_pipeline.h"
+#include "server/tls_context.h"
+
+namespace httplib {
+class SSLServer;
+}
+
+namespace aw::server {
+
+struct ServerOptions {
+  std::string bind_address = "0.0.0.0";
+  int port = 8443;
+  size_t max_connections = 1024;
+  std::chrono::nanoseconds read_timeout = std::chrono::seconds(10);
+  std::chrono::nanoseconds write_timeout = std::chrono::seconds(10);
+  std::chrono::nanoseconds keep_alive_timeout = std::chrono::seconds(120);
+  size_t keep_alive_max_requests = 1'000'000;
+  size_t max_body_bytes = kDefaultMaxBodyBytes;
+};
+
+class AdmissionServer {
+ public:
+  AdmissionServer(ServerOptions options, const KeyPairSource& source, AdmissionPipeline& pipeline,
+                  AdmissionMetrics& metrics);
+  ~AdmissionServer();
+  AdmissionServer(const AdmissionServer&) = delete;
+  AdmissionServer& operator=(const AdmissionServer&) = delete;
+
+  // Binds the port and starts serving; the error when the TLS setup or the bind fails.
+  std::optional<std::string> Start();
+  void Stop();
+  // Waits for the listener thread to finish (after Stop); false on timeout.
+  bool WaitStopped(std::chrono::milliseconds timeout);
+
+  // Listener bound and accepting.
+  bool Serving() const;
+
+ private:
+  void RegisterRoutes();
+
+  const ServerOptions options_;
+  const KeyPairSource& source_;
+  AdmissionPipeline& pipeline_;
+  AdmissionMetrics& metrics_;
+  std::unique_ptr<httplib::SSLServer> http_;
+  std::thread thread_;
+  std::atomic<bool> done_{false};
+};
+
+}  // namespace aw::server
