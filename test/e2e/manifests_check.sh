@@ -1,0 +1,398 @@
+#!/usr/bin/env bash
+# Checks the shipped manifests and scripts/install-certs against a real kube-apiserver.
+#
+#   test/e2e/manifests_check.sh [--kubeconfig FILE]
+#
+# Without --kubeconfig it starts its own control plane (scripts/controlplane with
+# AW_E2E_DIR=build/e2e-manifests) and stops it at the end. With one, it uses that cluster's admin
+# context and touches nothing the other tests use: everything it creates lives in the namespaces
+# aw-psa-check and aw-certs-check, or is named aw-certs-check (inert webhook configurations whose
+# objectSelector never matches); everything else is --dry-run=server.
+#
+# Checks:
+#   render        kubectl kustomize renders base, every overlay and the examples
+#   dry-run       kubectl apply --dry-run=server of base, every overlay and the example Fleet
+#                 succeeds with no warning (cert-manager overlay: against minimal stub CRDs for
+#                 Issuer/Certificate, test/e2e/manifests-testdata, with strict field validation)
+#   pod-security  the Deployment's pod passes Pod Security "restricted" (a Pod built from the
+#                 template is admitted with no warning in an enforce=restricted namespace, and a
+#                 negative control without the securityContext is refused)
+#   rbac          the service account may do exactly what the program needs and no more
+#                 (kubectl auth can-i --as, plus real requests with the resolver token when the
+#                 kubeconfig has a `resolver` context)
+#   install-certs two runs are idempotent; the caBundle verifies the served certificate; renewal
+#                 keeps the CA; a CA rotation keeps the old CA in the bundle
+set -uo pipefail
+
+ROOT=$(cd "$(dirname "$0")/../.." && pwd)
+KCFG=""
+OWN_CP=0
+while (($#)); do
+  case "$1" in
+    --kubeconfig) KCFG="$2"; shift ;;
+    --kubeconfig=*) KCFG="${1#*=}" ;;
+    -h | --help) sed -n '2,26p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    *) echo "manifests_check: unknown argument $1" >&2; exit 2 ;;
+  esac
+  shift
+done
+
+CP_DIR="$ROOT/build/e2e-manifests"
+if [[ -z "$KCFG" ]]; then
+  OWN_CP=1
+  AW_E2E_DIR="$CP_DIR" "$ROOT/scripts/controlplane" up >&2 || { echo "control plane failed" >&2; exit 1; }
+  KCFG="$CP_DIR/kubeconfig"
+fi
+WORK=$(mktemp -d)
+cleanup() {
+  rm -rf "$WORK"
+  if ((OWN_CP)); then AW_E2E_DIR="$CP_DIR" "$ROOT/scripts/controlplane" down >&2 || true; fi
+}
+trap cleanup EXIT
+
+ADMIN_CONTEXT=()
+if kubectl --kubeconfig "$KCFG" config get-contexts admin >/dev/null 2>&1; then ADMIN_CONTEXT=(--context admin); fi
+KUBECTL=(kubectl --kubeconfig "$KCFG" "${ADMIN_CONTEXT[@]}")
+# shellcheck source=scripts/lib/kube.sh
+source "$ROOT/scripts/lib/kube.sh"
+
+SA_USER=system:serviceaccount:allocating-system:allocating-webhook
+passed=0
+failed=0
+failures=()
+
+# check NAME FUNCTION: runs one check, records its result.
+check() {
+  local name="$1"; shift
+  kube_log "== check $name"
+  if "$@"; then
+    passed=$((passed + 1)); kube_log "== check $name: PASS"
+  else
+    failed=$((failed + 1)); failures+=("$name"); kube_log "== check $name: FAIL"
+  fi
+}
+
+overlays() { find "$ROOT/manifests/overlays" -mindepth 1 -maxdepth 1 -type d | sort; }
+
+# --- render ----------------------------------------------------------------------------------
+
+check_render() {
+  local d ok=0
+  for d in "$ROOT/manifests/base" $(overlays) "$ROOT/manifests/examples"; do
+    if kc kustomize "$d" >"$WORK/render.yaml" 2>"$WORK/render.err"; then
+      kube_log "ok: renders ${d#"$ROOT"/}"
+    else
+      kube_log "render failed: ${d#"$ROOT"/}: $(cat "$WORK/render.err")"; ok=1
+    fi
+  done
+  return $ok
+}
+
+# --- server dry-run --------------------------------------------------------------------------
+
+# dry_run_apply DIR: server-side dry-run apply, no error and no warning.
+dry_run_apply() {
+  local rel="${1#"$ROOT"/}"
+  if ! kc apply --dry-run=server --validate=strict -k "$1" >"$WORK/apply.out" 2>"$WORK/apply.err"; then
+    kube_log "dry-run apply of $rel failed:"; cat "$WORK/apply.err" >&2
+    return 1
+  fi
+  if grep -qi 'warning' "$WORK/apply.err"; then
+    kube_log "dry-run apply of $rel raised warnings:"; cat "$WORK/apply.err" >&2
+    return 1
+  fi
+  kube_log "ok: kubectl apply --dry-run=server -k $rel ($(wc -l <"$WORK/apply.out") objects, no warning)"
+}
+
+install_cert_manager_stubs() {
+  kc apply -f "$ROOT/test/e2e/manifests-testdata/cert-manager-crds.yaml" >/dev/null &&
+    kc wait --for condition=established --timeout=60s \
+      crd/issuers.cert-manager.io crd/certificates.cert-manager.io >/dev/null
+}
+
+check_dry_run() {
+  local d ok=0
+  dry_run_apply "$ROOT/manifests/base" || ok=1
+  for d in $(overlays); do
+    if [[ "$(basename "$d")" == cert-manager ]]; then
+      install_cert_manager_stubs || { kube_log "cannot install the cert-manager stub CRDs"; ok=1; continue; }
+    fi
+    dry_run_apply "$d" || ok=1
+  done
+  dry_run_apply "$ROOT/manifests/examples" || ok=1
+  # Both webhook configurations must carry the cert-manager annotation in that overlay.
+  local n
+  n=$(kc kustomize "$ROOT/manifests/overlays/cert-manager" |
+    grep -c 'cert-manager.io/inject-ca-from: allocating-system/allocating-webhook-serving')
+  assert_eq "webhook configurations with inject-ca-from" 2 "$n" || ok=1
+  return $ok
+}
+
+# --- Pod Security ----------------------------------------------------------------------------
+
+PSA_NS=aw-psa-check
+
+ensure_namespace() {
+  kc create namespace "$1" --dry-run=client -o yaml | kc apply -f - >/dev/null || return 1
+  shift
+  (($# == 0)) || kc label namespace "$PSA_NS" --overwrite "$@" >/dev/null
+}
+
+# base_objects: the rendered base as a stream of JSON objects, one per line.
+base_objects() {
+  kc kustomize "$ROOT/manifests/base" | kc create --dry-run=client -o json -f - |
+    jq -c 'if .kind == "List" then .items[] else . end'
+}
+
+# rendered_object KIND: the object of KIND from the rendered base, as JSON.
+rendered_object() { base_objects | jq -c --arg kind "$1" 'select(.kind == $kind)'; }
+
+check_pod_security() {
+  local ok=0 deployment
+  ensure_namespace "$PSA_NS" pod-security.kubernetes.io/enforce=restricted \
+    pod-security.kubernetes.io/enforce-version=latest pod-security.kubernetes.io/warn=restricted ||
+    return 1
+  kc -n "$PSA_NS" create serviceaccount allocating-webhook --dry-run=client -o yaml |
+    kc apply -f - >/dev/null || return 1
+  deployment=$(rendered_object Deployment)
+  [[ -n "$deployment" ]] || { kube_log "no Deployment in the base"; return 1; }
+
+  # The Pod the Deployment would create, in a namespace that enforces "restricted".
+  jq --arg ns "$PSA_NS" '{apiVersion: "v1", kind: "Pod",
+      metadata: {name: "allocating-webhook-psa", namespace: $ns, labels: .spec.template.metadata.labels},
+      spec: .spec.template.spec}' <<<"$deployment" >"$WORK/pod.json"
+  if kc create --dry-run=server -f "$WORK/pod.json" >/dev/null 2>"$WORK/pod.err" &&
+    ! grep -qi warning "$WORK/pod.err"; then
+    kube_log "ok: the Deployment's pod is admitted under enforce=restricted with no warning"
+  else
+    kube_log "the Deployment's pod is not clean under restricted:"; cat "$WORK/pod.err" >&2; ok=1
+  fi
+
+  # The Deployment itself in that namespace: PSA warns on workload templates (warn=restricted).
+  jq --arg ns "$PSA_NS" '.metadata.namespace = $ns' <<<"$deployment" >"$WORK/deploy.json"
+  if kc apply --dry-run=server -f "$WORK/deploy.json" >/dev/null 2>"$WORK/deploy.err" &&
+    ! grep -qi warning "$WORK/deploy.err"; then
+    kube_log "ok: the Deployment raises no Pod Security warning"
+  else
+    kube_log "the Deployment raises warnings:"; cat "$WORK/deploy.err" >&2; ok=1
+  fi
+
+  # Negative control: without the security contexts the same pod must be refused (proves the
+  # namespace really enforces the level).
+  jq 'del(.spec.securityContext) | del(.spec.containers[].securityContext) | .metadata.name = "psa-negative"' \
+    "$WORK/pod.json" >"$WORK/bad.json"
+  if kc create --dry-run=server -f "$WORK/bad.json" >/dev/null 2>"$WORK/bad.err"; then
+    kube_log "negative control admitted: Pod Security is not enforced in $PSA_NS"; ok=1
+  elif grep -q 'violates PodSecurity' "$WORK/bad.err"; then
+    kube_log "ok: negative control refused ($(head -c 120 "$WORK/bad.err")...)"
+  else
+    kube_log "negative control failed for another reason:"; cat "$WORK/bad.err" >&2; ok=1
+  fi
+  return $ok
+}
+
+# --- RBAC ------------------------------------------------------------------------------------
+
+# can_i EXPECT VERB RESOURCE [ARGS...]: kubectl auth can-i as the service account.
+can_i() {
+  local expect="$1"; shift
+  local got
+  got=$(kc auth can-i --as="$SA_USER" "$@" 2>/dev/null)
+  [[ -n "$got" ]] || got=no
+  if [[ "$got" == "$expect" ]]; then
+    kube_log "ok: can-i $* = $got"
+  else
+    kube_log "RBAC: can-i $* = $got, want $expect"
+    return 1
+  fi
+}
+
+# as_resolver EXPECT DESC KUBECTL-ARGS...: a real request with the resolver's own token.
+as_resolver() {
+  local expect="$1" desc="$2"; shift 2
+  if kubectl --kubeconfig "$KCFG" --context resolver "$@" >/dev/null 2>"$WORK/resolver.err"; then
+    [[ "$expect" == allowed ]] && { kube_log "ok: resolver token: $desc allowed"; return 0; }
+    kube_log "RBAC: resolver token: $desc was allowed, want forbidden"; return 1
+  fi
+  if [[ "$expect" == forbidden ]] && grep -q -i forbidden "$WORK/resolver.err"; then
+    kube_log "ok: resolver token: $desc forbidden"; return 0
+  fi
+  kube_log "RBAC: resolver token: $desc: $(cat "$WORK/resolver.err")"
+  return 1
+}
+
+check_rbac() {
+  local ok=0 v
+  # The manifests' RBAC (namespace, service account, roles, bindings) must be what is installed.
+  base_objects | jq -s '{apiVersion: "v1", kind: "List", items: [.[] |
+      select(.kind | test("^(Namespace|ServiceAccount|ClusterRole|ClusterRoleBinding|Role|RoleBinding)$"))]}' \
+      >"$WORK/rbac.json" || return 1
+  kc apply -f "$WORK/rbac.json" >/dev/null || { kube_log "cannot apply the manifests' RBAC"; return 1; }
+
+  # Needed: the resolver and the cache.
+  for v in get list watch update patch; do can_i yes "$v" gameservers.agones.dev --all-namespaces || ok=1; done
+  # Needed: outcome events (both APIs).
+  for v in create patch; do
+    can_i yes "$v" events -n default || ok=1
+    can_i yes "$v" events.events.k8s.io -n default || ok=1
+  done
+  # Needed: the CRD guard, on that one CRD.
+  for v in get list watch patch; do
+    can_i yes "$v" customresourcedefinitions.apiextensions.k8s.io/gameservers.agones.dev || ok=1
+  done
+  # Needed: leader election on its Lease.
+  for v in get update; do can_i yes "$v" leases.coordination.k8s.io/allocating-webhook -n allocating-system || ok=1; done
+  can_i yes create leases.coordination.k8s.io -n allocating-system || ok=1
+
+  # Not needed, so refused.
+  can_i no patch customresourcedefinitions.apiextensions.k8s.io/fleets.agones.dev || ok=1
+  can_i no update customresourcedefinitions.apiextensions.k8s.io/gameservers.agones.dev || ok=1
+  can_i no delete customresourcedefinitions.apiextensions.k8s.io/gameservers.agones.dev || ok=1
+  can_i no list customresourcedefinitions.apiextensions.k8s.io || ok=1
+  can_i no create customresourcedefinitions.apiextensions.k8s.io || ok=1
+  for v in create delete deletecollection; do can_i no "$v" gameservers.agones.dev -n default || ok=1; done
+  can_i no update fleets.agones.dev -n default || ok=1
+  can_i no update gameserversets.agones.dev -n default || ok=1
+  can_i no create gameserverallocations.allocation.agones.dev -n default || ok=1
+  can_i no get secrets -n allocating-system || ok=1
+  can_i no get pods -n default || ok=1
+  can_i no update leases.coordination.k8s.io/some-other-lease -n allocating-system || ok=1
+  can_i no delete leases.coordination.k8s.io/allocating-webhook -n allocating-system || ok=1
+  can_i no create leases.coordination.k8s.io -n default || ok=1
+  can_i no patch mutatingwebhookconfigurations.admissionregistration.k8s.io/allocating-webhook || ok=1
+  can_i no get events -n default || ok=1
+
+  # Real requests with the resolver's token (the identity scripts/controlplane maps to the
+  # service account), which also proves the resourceNames + fieldSelector rule for list/watch.
+  if kubectl --kubeconfig "$KCFG" config get-contexts resolver >/dev/null 2>&1; then
+    as_resolver allowed "list gameservers in every namespace" get gameservers.agones.dev -A || ok=1
+    as_resolver allowed "get the GameServer CRD" get crd gameservers.agones.dev || ok=1
+    as_resolver allowed "list CRDs with fieldSelector metadata.name=gameservers.agones.dev" \
+      get crd --field-selector metadata.name=gameservers.agones.dev || ok=1
+    as_resolver allowed "watch the GameServer CRD by fieldSelector" get --raw \
+      '/apis/apiextensions.k8s.io/v1/customresourcedefinitions?fieldSelector=metadata.name%3Dgameservers.agones.dev&watch=true&timeoutSeconds=1' || ok=1
+    as_resolver forbidden "list every CRD" get crd || ok=1
+    as_resolver allowed "patch the GameServer CRD (dry run)" patch crd gameservers.agones.dev \
+      --dry-run=server --type=merge -p '{"metadata":{"labels":{"aw-rbac-check":"x"}}}' || ok=1
+    as_resolver forbidden "patch another CRD (fleets.agones.dev)" patch crd fleets.agones.dev \
+      --dry-run=server --type=merge -p '{"metadata":{"labels":{"aw-rbac-check":"x"}}}' || ok=1
+    as_resolver forbidden "read Secrets in its own namespace" -n allocating-system get secrets || ok=1
+    as_resolver allowed "create its Lease (dry run)" -n allocating-system create --dry-run=server -f - \
+      <<<'{"apiVersion":"coordination.k8s.io/v1","kind":"Lease","metadata":{"name":"allocating-webhook"},"spec":{}}' || ok=1
+    as_resolver forbidden "create a Lease in another namespace" -n default create --dry-run=server -f - \
+      <<<'{"apiVersion":"coordination.k8s.io/v1","kind":"Lease","metadata":{"name":"allocating-webhook"},"spec":{}}' || ok=1
+  else
+    kube_log "no 'resolver' context in $KCFG: real-token requests skipped (can-i checks only)"
+  fi
+  return $ok
+}
+
+# --- install-certs ---------------------------------------------------------------------------
+
+CERTS_NS=aw-certs-check
+CERTS_CFG=aw-certs-check
+
+# inert_webhook_configs: the base's webhook configurations renamed to $CERTS_CFG, pointing at a
+# Service in $CERTS_NS, with an objectSelector no object carries (so they never intercept anything).
+inert_webhook_configs() {
+  base_objects | jq -s --arg name "$CERTS_CFG" --arg ns "$CERTS_NS" '{apiVersion: "v1", kind: "List", items: [.[] |
+      select(.kind | test("WebhookConfiguration$")) |
+      .metadata.name = $name |
+      .webhooks |= map(.clientConfig.service.namespace = $ns |
+        .objectSelector = {matchLabels: {"allocating.agones.dev/manifests-check": "never"}})]}'
+}
+
+secret_json() { kc -n "$CERTS_NS" get secret allocating-webhook-tls -o json; }
+bundles() {
+  local kind
+  for kind in mutatingwebhookconfiguration validatingwebhookconfiguration; do
+    kc get "$kind" "$CERTS_CFG" -o 'jsonpath={range .webhooks[*]}{.clientConfig.caBundle}{"\n"}{end}'
+  done
+}
+config_versions() {
+  kc get mutatingwebhookconfiguration "$CERTS_CFG" -o 'jsonpath={.metadata.resourceVersion}'
+  echo -n " "
+  kc get validatingwebhookconfiguration "$CERTS_CFG" -o 'jsonpath={.metadata.resourceVersion}'
+}
+install_certs() {
+  "$ROOT/scripts/install-certs" --kubeconfig "$KCFG" "${ADMIN_CONTEXT[@]}" --namespace "$CERTS_NS" \
+    --webhook-config "$CERTS_CFG" --dir "$WORK/certs" "$@" 2>>"$WORK/install-certs.log"
+}
+
+# verify_bundles CERT: every webhook's caBundle verifies CERT for the service's DNS name.
+verify_bundles() {
+  local i=0 b ok=0 host="allocating-webhook.$CERTS_NS.svc"
+  while read -r b; do
+    base64 -d <<<"$b" >"$WORK/bundle.pem"
+    if openssl verify -CAfile "$WORK/bundle.pem" -verify_hostname "$host" -purpose sslserver "$1" >/dev/null 2>&1; then
+      i=$((i + 1))
+    else
+      kube_log "caBundle #$i does not verify the serving certificate for $host"; ok=1
+    fi
+  done < <(bundles)
+  ((ok == 0 && i == 5)) || { kube_log "verified $i of 5 webhooks"; return 1; }
+  kube_log "ok: all 5 caBundles verify the served certificate for $host"
+}
+
+check_install_certs() {
+  local ok=0 s1 s2 b1 b2 v1 v2 n
+  kc create namespace "$CERTS_NS" --dry-run=client -o yaml | kc apply -f - >/dev/null || return 1
+  kc -n "$CERTS_NS" delete secret allocating-webhook-tls --ignore-not-found >/dev/null
+  kc delete mutatingwebhookconfiguration,validatingwebhookconfiguration "$CERTS_CFG" --ignore-not-found >/dev/null
+  inert_webhook_configs | kc create -f - >/dev/null || { kube_log "cannot create the test webhook configurations"; return 1; }
+
+  # First run: issues; second run: changes nothing.
+  install_certs || { kube_log "install-certs failed: $(cat "$WORK/install-certs.log")"; return 1; }
+  s1=$(secret_json) b1=$(bundles) v1=$(config_versions)
+  assert_eq "Secret type" kubernetes.io/tls "$(jq -r .type <<<"$s1")" || ok=1
+  assert_eq "Secret keys" "ca.crt tls.crt tls.key" "$(jq -r '.data | keys | join(" ")' <<<"$s1")" || ok=1
+  if jq -e '.metadata.annotations["kubectl.kubernetes.io/last-applied-configuration"]' <<<"$s1" >/dev/null; then
+    kube_log "the Secret carries a last-applied annotation (it would hold the key)"; ok=1
+  fi
+  install_certs || { kube_log "second install-certs failed"; return 1; }
+  s2=$(secret_json) b2=$(bundles) v2=$(config_versions)
+  assert_eq "Secret resourceVersion after a second run" \
+    "$(jq -r .metadata.resourceVersion <<<"$s1")" "$(jq -r .metadata.resourceVersion <<<"$s2")" || ok=1
+  # Compared by digest: the data holds the private key, which must not reach the logs.
+  assert_eq "Secret data digest after a second run" "$(jq -cS .data <<<"$s1" | sha256sum | cut -c1-16)" \
+    "$(jq -cS .data <<<"$s2" | sha256sum | cut -c1-16)" || ok=1
+  if [[ "$b1" == "$b2" ]]; then kube_log "ok: caBundles unchanged by the second run"
+  else kube_log "caBundles changed on the second run"; ok=1; fi
+  assert_eq "webhook configuration resourceVersions after a second run" "$v1" "$v2" || ok=1
+  jq -r '.data["tls.crt"]' <<<"$s2" | base64 -d >"$WORK/served1.crt"
+  verify_bundles "$WORK/served1.crt" || ok=1
+
+  # Renewal inside the window: new serving certificate, same CA, caBundle untouched.
+  install_certs --renew-days 400 || { kube_log "renewal failed"; return 1; }
+  jq -r '.data["tls.crt"]' <<<"$(secret_json)" | base64 -d >"$WORK/served2.crt"
+  if cmp -s "$WORK/served1.crt" "$WORK/served2.crt"; then
+    kube_log "--renew-days 400 did not renew a 365-day certificate"; ok=1
+  else
+    kube_log "ok: renewed inside the renewal window"
+  fi
+  if [[ "$(bundles)" == "$b1" ]]; then kube_log "ok: renewal with the same CA leaves the caBundles alone"
+  else kube_log "renewal changed the caBundles"; ok=1; fi
+  verify_bundles "$WORK/served2.crt" || ok=1
+
+  # CA rotation: the bundle trusts the new and the previous CA, so both certificates verify.
+  install_certs --force || { kube_log "forced rotation failed"; return 1; }
+  jq -r '.data["tls.crt"]' <<<"$(secret_json)" | base64 -d >"$WORK/served3.crt"
+  n=$(kc get validatingwebhookconfiguration "$CERTS_CFG" -o 'jsonpath={.webhooks[0].clientConfig.caBundle}' |
+    base64 -d | grep -c 'BEGIN CERTIFICATE')
+  assert_eq "CA certificates in the bundle after a CA rotation" 2 "$n" || ok=1
+  verify_bundles "$WORK/served3.crt" || ok=1
+  verify_bundles "$WORK/served2.crt" || ok=1
+
+  kc delete mutatingwebhookconfiguration,validatingwebhookconfiguration "$CERTS_CFG" --ignore-not-found >/dev/null
+  kc -n "$CERTS_NS" delete secret allocating-webhook-tls --ignore-not-found >/dev/null
+  return $ok
+}
+
+command -v jq >/dev/null || { echo "manifests_check: jq is required" >&2; exit 1; }
+check render check_render
+check dry-run check_dry_run
+check pod-security check_pod_security
+check rbac check_rbac
+check install-certs check_install_certs
+kube_log "manifests checks: $passed passed, $failed failed${failures[*]:+ (${failures[*]})}"
+((failed == 0))
