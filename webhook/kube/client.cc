@@ -92,10 +92,11 @@ Result<JsonPtr> Client::Call(HttpRequest req) {
   return doc;
 }
 
-Result<JsonPtr> Client::Get(const Resource& r, std::string_view ns, std::string_view name) {
+Result<JsonPtr> Client::Get(const Resource& r, std::string_view ns, std::string_view name,
+                            Timeout timeout) {
   HttpRequest req;
   req.path = r.Path(ns, name);
-  req.timeout = default_timeout_;
+  req.timeout = timeout.value_or(default_timeout_);
   return Call(std::move(req));
 }
 
@@ -159,24 +160,25 @@ Result<ListResult> Client::ListAll(const Resource& r, std::string_view ns, ListO
   }
 }
 
-Result<JsonPtr> Client::Create(const Resource& r, std::string_view ns, const std::string& body) {
+Result<JsonPtr> Client::Create(const Resource& r, std::string_view ns, const std::string& body,
+                               Timeout timeout) {
   HttpRequest req;
   req.method = "POST";
   req.path = r.Path(ns);
   req.body = body;
   req.content_type = "application/json";
-  req.timeout = default_timeout_;
+  req.timeout = timeout.value_or(default_timeout_);
   return Call(std::move(req));
 }
 
 Result<JsonPtr> Client::Update(const Resource& r, std::string_view ns, std::string_view name,
-                               const std::string& body, std::string_view sub) {
+                               const std::string& body, std::string_view sub, Timeout timeout) {
   HttpRequest req;
   req.method = "PUT";
   req.path = r.Path(ns, name, sub);
   req.body = body;
   req.content_type = "application/json";
-  req.timeout = default_timeout_;
+  req.timeout = timeout.value_or(default_timeout_);
   return Call(std::move(req));
 }
 

@@ -82,14 +82,19 @@ class Client {
   Client(const Client&) = delete;
   Client& operator=(const Client&) = delete;
 
-  Result<JsonPtr> Get(const Resource& r, std::string_view ns, std::string_view name);
+  // `timeout` (optional) overrides the client's default per-call timeout.
+  using Timeout = std::optional<std::chrono::milliseconds>;
+  Result<JsonPtr> Get(const Resource& r, std::string_view ns, std::string_view name,
+                      Timeout timeout = std::nullopt);
   // One page (follow ListOptions::continue_token yourself) ...
   Result<JsonPtr> List(const Resource& r, std::string_view ns, const ListOptions& opts);
   // ... or every page. When a continue token expires mid-way, restarts once without a limit.
   Result<ListResult> ListAll(const Resource& r, std::string_view ns, ListOptions opts);
-  Result<JsonPtr> Create(const Resource& r, std::string_view ns, const std::string& body);
+  Result<JsonPtr> Create(const Resource& r, std::string_view ns, const std::string& body,
+                         Timeout timeout = std::nullopt);
   Result<JsonPtr> Update(const Resource& r, std::string_view ns, std::string_view name,
-                         const std::string& body, std::string_view sub = {});
+                         const std::string& body, std::string_view sub = {},
+                         Timeout timeout = std::nullopt);
   Result<JsonPtr> Patch(const Resource& r, std::string_view ns, std::string_view name,
                         PatchType type, const std::string& body, std::string_view sub = {});
   // Returns the server's answer (the deleted object or a Status).

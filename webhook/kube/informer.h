@@ -110,6 +110,7 @@ class Informer {
   std::condition_variable wait_cv_;
   std::thread thread_;
   std::chrono::steady_clock::time_point last_resync_;
+  std::string resume_rv_;
   prometheus::Family<prometheus::Counter>* restarts_ = nullptr;
   prometheus::Gauge* objects_ = nullptr;
 };
