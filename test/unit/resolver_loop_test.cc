@@ -1,0 +1,378 @@
+// The resolver loop with fake ports: promotion, timeout actions, probes, conflicts, deletions,
+// servers moved away by someone else, no double promotion, and resumption after a restart.
+#include <prometheus/text_serializer.h>
+
+#include <gtest/gtest.h>
+
+#include "resolver/resolver.h"
+#include "resolver_test_util.h"
+
+namespace aw::resolver {
+namespace {
+
+using namespace std::chrono_literals;
+using testing::AllocatingAnnotations;
+using testing::FakeClock;
+using testing::FakeEvents;
+using testing::FakePatcher;
+using testing::FakeProber;
+using testing::FakeSource;
+using testing::GsSpec;
+using testing::ManualExecutor;
+using testing::T0;
+using testing::View;
+
+const std::string kReady(keys::kSdkReady);
+const std::string kAlloc(keys::kAllocation);
+
+class LoopTest : public ::testing::Test {
+ protected:
+  LoopTest() : metrics_(registry_) { Make(); }
+
+  void Make() {
+    resolver_.reset();
+    ResolverOptions o;
+    o.resync_period = 1h;
+    resolver_ = std::make_unique<Resolver>(o, source_, patcher_, events_, prober_, clock_, exec_,
+                                           &metrics_);
+    resolver_->EnableStepMode();
+  }
+
+  // Steps and runs posted patches until nothing more happens.
+  void Settle() {
+    for (int i = 0; i < 20; ++i) {
+      resolver_->Step();
+      if (exec_.RunAll() == 0) break;
+    }
+  }
+
+  GsSpec Spec(std::map<std::string, std::string> extra = {}) {
+    GsSpec s;
+    s.annotations = AllocatingAnnotations(T0());
+    for (auto& [k, v] : extra) s.annotations[k] = v;
+    return s;
+  }
+
+  void Put(const GsSpec& s) {
+    source_.Put(View(s));
+    resolver_->Notify(s.ns, s.name);
+  }
+
+  std::shared_ptr<const GameServerView> Current(const std::string& key = "default/gs-1") {
+    return source_.At(key);
+  }
+
+  std::string Metrics() {
+    prometheus::TextSerializer ser;
+    return ser.Serialize(registry_.Collect());
+  }
+
+  prometheus::Registry registry_;
+  resolver::Metrics metrics_;
+  FakeClock clock_;
+  FakeSource source_;
+  FakePatcher patcher_{source_};
+  FakeEvents events_;
+  FakeProber prober_;
+  ManualExecutor exec_;
+  std::unique_ptr<Resolver> resolver_;
+};
+
+TEST_F(LoopTest, PromotesWhenReady) {
+  Put(Spec({{kReady, util::FormatRfc3339Nano(T0())}}));
+  clock_.now = T0() + 1500ms;
+  Settle();
+  auto gs = Current();
+  EXPECT_EQ(gs->state, "Allocated");
+  EXPECT_EQ(*gs->Annotation(keys::kConfirmed), gs->allocation);
+  EXPECT_EQ(*gs->Annotation(keys::kOutcome), "Confirmed");
+  ASSERT_EQ(events_.events.size(), 1u);
+  EXPECT_EQ(events_.events[0].type, EventType::kNormal);
+  EXPECT_EQ(events_.events[0].reason, "AllocatingConfirmed");
+  EXPECT_NE(events_.events[0].message.find("1.5s"), std::string::npos) << events_.events[0].message;
+  EXPECT_EQ(resolver_->Tracked(), 0u);
+  EXPECT_NE(Metrics().find("allocating_webhook_resolver_promotions_total 1"), std::string::npos);
+  EXPECT_NE(Metrics().find("allocating_webhook_allocating_servers 0"), std::string::npos);
+}
+
+TEST_F(LoopTest, WaitsForTheAnnotationThenPromotes) {
+  Put(Spec());
+  Settle();
+  EXPECT_TRUE(patcher_.patches.empty());
+  EXPECT_EQ(resolver_->Tracked(), 1u);
+  EXPECT_NE(Metrics().find("allocating_webhook_allocating_servers 1"), std::string::npos);
+  GsSpec s = Spec({{kReady, util::FormatRfc3339Nano(T0())}});
+  s.rv = "101";
+  Put(s);
+  Settle();
+  EXPECT_EQ(Current()->state, "Allocated");
+  ASSERT_EQ(patcher_.patches.size(), 1u);
+  EXPECT_NE(patcher_.patches[0].find("\"value\":\"101\""), std::string::npos);
+}
+
+TEST_F(LoopTest, TimesOutToUnhealthyByDefault) {
+  Put(Spec());
+  Settle();
+  clock_.now = T0() + 29s;
+  Settle();
+  EXPECT_EQ(Current()->state, "Allocating");
+  clock_.now = T0() + 30s;
+  Settle();
+  auto gs = Current();
+  EXPECT_EQ(gs->state, "Unhealthy");
+  EXPECT_EQ(*gs->Annotation(keys::kOutcome), "TimedOut");
+  EXPECT_EQ(gs->Annotation(keys::kConfirmed), nullptr);
+  ASSERT_EQ(events_.events.size(), 1u);
+  EXPECT_EQ(events_.events[0].type, EventType::kWarning);
+  EXPECT_EQ(events_.events[0].reason, "AllocatingTimedOut");
+  EXPECT_NE(events_.events[0].message.find("agones.dev/sdk-allocating-ready not set"),
+            std::string::npos)
+      << events_.events[0].message;
+  EXPECT_NE(Metrics().find("allocating_webhook_resolver_timeouts_total{action=\"Unhealthy\"} 1"),
+            std::string::npos);
+}
+
+TEST_F(LoopTest, TimeoutActionsAllocatedAndShutdown) {
+  GsSpec a = Spec({{"allocating.agones.dev/on-timeout", "Allocated"},
+                   {"allocating.agones.dev/timeout", "5s"}});
+  a.name = "fail-open";
+  GsSpec b = Spec({{"allocating.agones.dev/on-timeout", "Shutdown"},
+                   {"allocating.agones.dev/timeout", "5s"}});
+  b.name = "shut";
+  Put(a);
+  Put(b);
+  clock_.now = T0() + 5s;
+  Settle();
+  auto ga = Current("default/fail-open");
+  EXPECT_EQ(ga->state, "Allocated");
+  EXPECT_EQ(*ga->Annotation(keys::kConfirmed), ga->allocation);
+  EXPECT_EQ(*ga->Annotation(keys::kOutcome), "TimedOut");
+  auto gb = Current("default/shut");
+  EXPECT_EQ(gb->state, "Shutdown");
+  EXPECT_EQ(*gb->Annotation(keys::kOutcome), "TimedOut");
+  EXPECT_EQ(events_.events.size(), 2u);
+}
+
+TEST_F(LoopTest, ProbesOnItsPeriodAndPromotesWhenItPasses) {
+  Put(Spec({{kReady, util::FormatRfc3339Nano(T0())},
+            {"allocating.agones.dev/probe-port", "game"},
+            {"allocating.agones.dev/probe-type", "tcp"},
+            {"allocating.agones.dev/probe-period", "500ms"}}));
+  Settle();
+  ASSERT_EQ(prober_.pending.size(), 1u);
+  EXPECT_EQ(prober_.pending[0].first.type, probe::Type::kTcp);
+  EXPECT_EQ(prober_.pending[0].first.port, 7777);
+  prober_.CompleteAll({probe::Status::kFailure, "connection refused"});
+  Settle();
+  EXPECT_TRUE(patcher_.patches.empty());
+  EXPECT_TRUE(prober_.pending.empty());  // the next probe waits for the period
+  clock_.now = T0() + 499ms;
+  Settle();
+  EXPECT_TRUE(prober_.pending.empty());
+  clock_.now = T0() + 500ms;
+  Settle();
+  ASSERT_EQ(prober_.pending.size(), 1u);
+  prober_.CompleteAll({probe::Status::kSuccess, "connected"});
+  Settle();
+  EXPECT_EQ(Current()->state, "Allocated");
+  EXPECT_NE(Metrics().find("allocating_webhook_probes_total{result=\"failure\",type=\"tcp\"} 1"),
+            std::string::npos);
+}
+
+TEST_F(LoopTest, ProbeFailingAtTheDeadlineIsNamedInTheEvent) {
+  Put(Spec({{kReady, util::FormatRfc3339Nano(T0())},
+            {"allocating.agones.dev/probe-port", "http"},
+            {"allocating.agones.dev/timeout", "1s"}}));
+  Settle();
+  prober_.CompleteAll({probe::Status::kFailure, "http 503"});
+  clock_.now = T0() + 1s;
+  Settle();
+  prober_.CompleteAll({probe::Status::kFailure, "http 503"});
+  Settle();
+  EXPECT_EQ(Current()->state, "Unhealthy");
+  ASSERT_EQ(events_.events.size(), 1u);
+  EXPECT_NE(events_.events[0].message.find("http 503"), std::string::npos);
+}
+
+TEST_F(LoopTest, ConflictIsReDecidedOnTheNewerView) {
+  Put(Spec({{kReady, util::FormatRfc3339Nano(T0())}}));
+  patcher_.scripted.push_back({PatchStatus::kConflict, "the object has been modified"});
+  resolver_->Step();
+  ASSERT_EQ(exec_.RunAll(), 1u);
+  // Meanwhile someone else changed the object (e.g. a label): the cache delivers rv 101.
+  GsSpec s = Spec({{kReady, util::FormatRfc3339Nano(T0())}, {"other", "x"}});
+  s.rv = "101";
+  Put(s);
+  Settle();
+  EXPECT_EQ(Current()->state, "Allocated");
+  ASSERT_EQ(patcher_.patches.size(), 2u);
+  EXPECT_NE(patcher_.patches[1].find("\"value\":\"101\""), std::string::npos);
+  EXPECT_NE(Metrics().find("allocating_webhook_resolver_conflicts_total 1"), std::string::npos);
+}
+
+TEST_F(LoopTest, ConflictWithoutNewerViewRetriesAfterBackoff) {
+  Put(Spec({{kReady, util::FormatRfc3339Nano(T0())}}));
+  patcher_.scripted.push_back({PatchStatus::kConflict, "conflict"});
+  Settle();
+  EXPECT_EQ(patcher_.patches.size(), 1u);
+  EXPECT_EQ(Current()->state, "Allocating");
+  clock_.now = T0() + 100ms;
+  Settle();
+  EXPECT_EQ(patcher_.patches.size(), 2u);
+  EXPECT_EQ(Current()->state, "Allocated");
+}
+
+TEST_F(LoopTest, AllocationChangedBeforeThePatchIsNeverPromoted) {
+  Put(Spec({{kReady, util::FormatRfc3339Nano(T0())}}));
+  resolver_->Step();  // decides to promote on rv 100
+  // Before the patch runs, the server is re-allocated: new allocation id, rv 102 (the readiness
+  // value now belongs to the previous allocation).
+  GsSpec s = Spec({{kReady, util::FormatRfc3339Nano(T0())}});
+  s.rv = "102";
+  s.annotations[kAlloc] = "2026-01-02T03:09:00Z";
+  s.annotations[std::string(keys::kLastAllocated)] = "2026-01-02T03:09:00Z";
+  source_.Put(View(s));
+  Settle();
+  resolver_->Notify("default", "gs-1");
+  Settle();
+  EXPECT_EQ(Current()->state, "Allocating");
+  EXPECT_EQ(Current()->Annotation(keys::kConfirmed), nullptr);
+  EXPECT_EQ(patcher_.applied.size(), 0u);
+  EXPECT_TRUE(events_.events.empty());
+}
+
+TEST_F(LoopTest, DeletedServerIsDropped) {
+  Put(Spec());
+  Settle();
+  EXPECT_EQ(resolver_->Tracked(), 1u);
+  source_.Remove("default/gs-1");
+  resolver_->Notify("default", "gs-1");
+  clock_.now = T0() + 1h;
+  Settle();
+  EXPECT_EQ(resolver_->Tracked(), 0u);
+  EXPECT_TRUE(patcher_.patches.empty());
+}
+
+TEST_F(LoopTest, PatchNotFoundDrops) {
+  Put(Spec({{kReady, util::FormatRfc3339Nano(T0())}}));
+  patcher_.scripted.push_back({PatchStatus::kNotFound, "gone"});
+  resolver_->Step();
+  exec_.RunAll();
+  source_.Remove("default/gs-1");
+  Settle();
+  EXPECT_EQ(resolver_->Tracked(), 0u);
+  EXPECT_EQ(patcher_.patches.size(), 1u);
+}
+
+TEST_F(LoopTest, MovedOutByOthersIsDropped) {
+  Put(Spec());
+  Settle();
+  GsSpec s = Spec();
+  s.state = "Shutdown";  // e.g. the game server called Shutdown()
+  s.rv = "101";
+  Put(s);
+  clock_.now = T0() + 1h;
+  Settle();
+  EXPECT_EQ(resolver_->Tracked(), 0u);
+  EXPECT_TRUE(patcher_.patches.empty());
+  EXPECT_EQ(Current()->state, "Shutdown");
+}
+
+TEST_F(LoopTest, NeverPromotesTwiceWhileTheCacheLags) {
+  patcher_.auto_apply = false;  // the cache keeps showing the pre-patch object
+  Put(Spec({{kReady, util::FormatRfc3339Nano(T0())}}));
+  Settle();
+  ASSERT_EQ(patcher_.applied.size(), 1u);
+  for (int i = 0; i < 5; ++i) {
+    clock_.now += 10s;
+    resolver_->NotifyAll();
+    resolver_->Notify("default", "gs-1");
+    Settle();
+  }
+  EXPECT_EQ(patcher_.patches.size(), 1u);
+  EXPECT_EQ(events_.events.size(), 1u);
+  // When the cache catches up, nothing more happens either.
+  source_.Put(patcher_.applied[0]);
+  resolver_->Notify("default", "gs-1");
+  Settle();
+  EXPECT_EQ(patcher_.patches.size(), 1u);
+  EXPECT_EQ(resolver_->Tracked(), 0u);
+}
+
+TEST_F(LoopTest, RejectedPatchIsRetriedWithBackoff) {
+  Put(Spec({{kReady, util::FormatRfc3339Nano(T0())}}));
+  patcher_.scripted.push_back({PatchStatus::kRejected, "admission webhook denied the request"});
+  Settle();
+  EXPECT_EQ(Current()->state, "Allocating");
+  clock_.now = T0() + 500ms;
+  Settle();
+  EXPECT_EQ(patcher_.patches.size(), 1u);
+  clock_.now = T0() + 1s;
+  Settle();
+  EXPECT_EQ(patcher_.patches.size(), 2u);
+  EXPECT_EQ(Current()->state, "Allocated");
+}
+
+TEST_F(LoopTest, NewLeaderResolvesOverdueServersAtOnce) {
+  GsSpec late = Spec();
+  late.name = "late";
+  GsSpec ready = Spec({{kReady, util::FormatRfc3339Nano(T0())}});
+  ready.name = "ready";
+  GsSpec early = Spec();
+  early.name = "early";
+  early.annotations = AllocatingAnnotations(T0() + 1h);
+  source_.Put(View(late));
+  source_.Put(View(ready));
+  source_.Put(View(early));
+  clock_.now = T0() + 1h + 1s;  // the previous leader died long ago
+  Make();                        // a fresh resolver, nothing but the source
+  Settle();
+  EXPECT_EQ(Current("default/late")->state, "Unhealthy");
+  EXPECT_EQ(Current("default/ready")->state, "Allocated");
+  EXPECT_EQ(Current("default/early")->state, "Allocating");
+  EXPECT_EQ(resolver_->Tracked(), 1u);
+}
+
+TEST_F(LoopTest, IgnoresServersThatAreNotOptedInOrNotAllocating) {
+  GsSpec a = Spec({{kReady, "true"}});
+  a.opted_in = false;
+  a.name = "a";
+  GsSpec b = Spec({{kReady, "true"}});
+  b.state = "Allocated";
+  b.name = "b";
+  Put(a);
+  Put(b);
+  clock_.now = T0() + 1h;
+  Settle();
+  EXPECT_TRUE(patcher_.patches.empty());
+  EXPECT_EQ(resolver_->Tracked(), 0u);
+}
+
+TEST(ResolverThreaded, StartStopAndPromote) {
+  FakeClock clock;
+  FakeSource source;
+  FakePatcher patcher(source);
+  FakeEvents events;
+  FakeProber prober;
+  GsSpec s;
+  s.annotations = AllocatingAnnotations(T0());
+  s.annotations[kReady] = util::FormatRfc3339Nano(T0());
+  source.Put(View(s));
+  {
+    ThreadPoolExecutor exec(2);
+    Resolver r(ResolverOptions{}, source, patcher, events, prober, clock, exec);
+    r.Start();
+    EXPECT_TRUE(r.Running());
+    for (int i = 0; i < 500 && source.At("default/gs-1")->state != "Allocated"; ++i) {
+      std::this_thread::sleep_for(10ms);
+    }
+    r.Stop();
+    EXPECT_FALSE(r.Running());
+    r.Start();  // restartable (a re-elected leader)
+    r.Stop();
+  }
+  EXPECT_EQ(source.At("default/gs-1")->state, "Allocated");
+}
+
+}  // namespace
+}  // namespace aw::resolver

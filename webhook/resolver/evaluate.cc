@@ -1,0 +1,129 @@
+#include "resolver/evaluate.h"
+
+#include "admission/keys.h"
+
+namespace aw::resolver {
+
+std::string_view VerdictName(Verdict v) {
+  switch (v) {
+    case Verdict::kIgnore: return "ignore";
+    case Verdict::kWait: return "wait";
+    case Verdict::kPromote: return "promote";
+    case Verdict::kTimeOut: return "timeout";
+  }
+  return "unknown";
+}
+
+probe::Type ToProbeType(admission::ProbeType t) {
+  switch (t) {
+    case admission::ProbeType::kHttp: return probe::Type::kHttp;
+    case admission::ProbeType::kTcp: return probe::Type::kTcp;
+    case admission::ProbeType::kUdp: return probe::Type::kUdp;
+  }
+  return probe::Type::kHttp;
+}
+
+std::optional<std::string> ReadinessAnnotationProblem(const GameServerView& gs) {
+  const std::string key(keys::kSdkReady);
+  const std::string* ready = gs.Annotation(keys::kSdkReady);
+  if (ready == nullptr) return "readiness annotation " + key + " not set";
+  if (gs.allocation.empty()) return "no allocation id yet (" + std::string(keys::kAllocation) + ")";
+  if (*ready == gs.allocation) return std::nullopt;
+  if (*ready == "true") {
+    if (gs.Annotation(keys::kLastAllocated) == nullptr) return std::nullopt;
+    return "readiness annotation " + key + " is \"true\", but the server has " +
+           std::string(keys::kLastAllocated) + ": it must equal the allocation id " +
+           gs.allocation;
+  }
+  return "readiness annotation " + key + " is \"" + *ready +
+         "\" (stale or wrong), expected the allocation id " + gs.allocation;
+}
+
+std::optional<probe::Target> ResolveProbeTarget(const GameServerView& gs,
+                                                const admission::GateConfig& config,
+                                                std::string* problem) {
+  if (!config.probe_port) return std::nullopt;
+  const admission::ProbePort& pp = *config.probe_port;
+  int port = 0;
+  if (pp.IsNumber()) {
+    port = pp.number;
+  } else {
+    for (const PortView& p : gs.ports) {
+      if (p.name == pp.name) {
+        port = p.port;
+        break;
+      }
+    }
+    if (port == 0) {
+      *problem = "probe port \"" + pp.name + "\" not found in status.ports";
+      return std::nullopt;
+    }
+  }
+  if (port <= 0 || port > 65535) {
+    *problem = "probe port " + std::to_string(port) + " out of range";
+    return std::nullopt;
+  }
+  if (gs.address.empty()) {
+    *problem = "no status.address to probe";
+    return std::nullopt;
+  }
+  probe::Target t;
+  t.type = ToProbeType(config.probe_type);
+  t.host = gs.address;
+  t.port = static_cast<uint16_t>(port);
+  t.path = config.probe_path.empty() ? "/" : config.probe_path;
+  return t;
+}
+
+Evaluation Evaluate(const GameServerView& gs, const admission::GateConfig& config,
+                    const ProbeObservation* last_probe, TimePoint now, TimePoint first_seen) {
+  Evaluation ev;
+  if (!gs.opted_in) {
+    ev.reason = "not opted in";
+    return ev;
+  }
+  if (gs.deleting) {
+    ev.reason = "being deleted";
+    return ev;
+  }
+  if (gs.state != keys::kStateAllocating) {
+    ev.reason = "state is " + (gs.state.empty() ? std::string("empty") : gs.state);
+    return ev;
+  }
+  ev.action = config.on_timeout;
+  TimePoint start = gs.since.value_or(first_seen);
+  ev.deadline = start + std::chrono::duration_cast<Clock::duration>(config.timeout);
+
+  if (config.require_annotation) {
+    if (auto problem = ReadinessAnnotationProblem(gs)) ev.failed.push_back(*problem);
+  } else if (gs.allocation.empty()) {
+    ev.failed.push_back("no allocation id yet (" + std::string(keys::kAllocation) + ")");
+  }
+  if (config.probe_port) {
+    std::string problem;
+    ev.probe = ResolveProbeTarget(gs, config, &problem);
+    if (!ev.probe) {
+      ev.failed.push_back(problem);
+    } else if (last_probe == nullptr || last_probe->allocation != gs.allocation ||
+               !(last_probe->target == *ev.probe)) {
+      ev.failed.push_back("probe " + probe::Describe(*ev.probe) + " has not answered yet");
+    } else if (!last_probe->result.ok()) {
+      ev.failed.push_back("probe " + probe::Describe(*ev.probe) + ": " +
+                          std::string(probe::StatusName(last_probe->result.status)) +
+                          (last_probe->result.detail.empty() ? "" : " (" + last_probe->result.detail + ")"));
+    }
+  }
+  if (config.CanNeverConfirm() && ev.failed.empty()) {
+    ev.failed.push_back("no check configured (" + admission::CanNeverConfirmMessage() + ")");
+  }
+  if (ev.failed.empty()) {
+    ev.verdict = Verdict::kPromote;
+  } else if (now >= ev.deadline) {
+    ev.verdict = Verdict::kTimeOut;
+  } else {
+    ev.verdict = Verdict::kWait;
+  }
+  return ev;
+}
+
+}  // namespace aw::resolver

@@ -1,0 +1,62 @@
+// The resolver's decision for one GameServer: a pure function of the object, its gate config,
+// the latest probe result and the current time.
+//
+// Promise (DESIGN.md sections 2 and 4):
+//   - kIgnore: not opted in, being deleted, or not in state Allocating: nothing to do.
+//   - kPromote: every configured check passes: the readiness annotation
+//     agones.dev/sdk-allocating-ready equals allocating.agones.dev/allocation (when
+//     require-annotation; "true" counts only when agones.dev/last-allocated is absent), and the
+//     latest probe of the current target, taken for the current allocation, succeeded (when
+//     probe-port is set). Readiness wins over a deadline that passed at the same moment.
+//   - kTimeOut: not ready and now >= deadline (since + timeout): apply config.on_timeout.
+//   - kWait: otherwise; `probe` says what to probe next (when a probe is configured and its
+//     target resolves) and `deadline` when to give up.
+// `failed` always lists the checks that do not pass, in words fit for a Warning Event.
+// Without a parsable `since`, the deadline counts from `first_seen` (when the resolver first saw
+// the server Allocating). Without an allocation id nothing can be confirmed (webhook row 4 adds it).
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "admission/gate_config.h"
+#include "probe/probe.h"
+#include "resolver/gameserver.h"
+
+namespace aw::resolver {
+
+enum class Verdict { kIgnore, kWait, kPromote, kTimeOut };
+std::string_view VerdictName(Verdict v);
+
+// A probe result remembered by the resolver, with what it was for.
+struct ProbeObservation {
+  std::string allocation;  // allocation id current when the probe was started
+  probe::Target target;
+  probe::Result result;
+};
+
+struct Evaluation {
+  Verdict verdict = Verdict::kIgnore;
+  admission::OnTimeout action = admission::OnTimeout::kUnhealthy;  // for kTimeOut
+  TimePoint deadline{};
+  std::optional<probe::Target> probe;  // the probe target, when configured and resolvable
+  std::vector<std::string> failed;     // checks that do not pass (empty for kPromote)
+  std::string reason;                  // for kIgnore: why
+};
+
+// The readiness-annotation check alone: empty when it passes, else why not.
+std::optional<std::string> ReadinessAnnotationProblem(const GameServerView& gs);
+
+// Resolves the probe target from status.address and probe-port (a port name looked up in
+// status.ports, or a number). std::nullopt and *problem when it cannot be resolved.
+std::optional<probe::Target> ResolveProbeTarget(const GameServerView& gs,
+                                                const admission::GateConfig& config,
+                                                std::string* problem);
+
+probe::Type ToProbeType(admission::ProbeType t);
+
+Evaluation Evaluate(const GameServerView& gs, const admission::GateConfig& config,
+                    const ProbeObservation* last_probe, TimePoint now, TimePoint first_seen);
+
+}  // namespace aw::resolver

@@ -1,0 +1,66 @@
+#include "resolver/metrics.h"
+
+#include <string>
+
+namespace aw::resolver {
+
+Metrics::Metrics(prometheus::Registry& registry) {
+  allocating_ = &prometheus::BuildGauge()
+                     .Name("allocating_webhook_allocating_servers")
+                     .Help("GameServers currently held in Allocating (seen by the leader)")
+                     .Register(registry)
+                     .Add({});
+  duration_ = &prometheus::BuildHistogram()
+                   .Name("allocating_webhook_allocating_duration_seconds")
+                   .Help("Time from entering Allocating to the resolver's outcome")
+                   .Register(registry);
+  probes_ = &prometheus::BuildCounter()
+                 .Name("allocating_webhook_probes_total")
+                 .Help("Readiness probes by type and result")
+                 .Register(registry);
+  promotions_ = &prometheus::BuildCounter()
+                     .Name("allocating_webhook_resolver_promotions_total")
+                     .Help("Allocating GameServers promoted to Allocated after confirmation")
+                     .Register(registry)
+                     .Add({});
+  timeouts_ = &prometheus::BuildCounter()
+                   .Name("allocating_webhook_resolver_timeouts_total")
+                   .Help("Allocating GameServers resolved by their on-timeout action")
+                   .Register(registry);
+  conflicts_ = &prometheus::BuildCounter()
+                    .Name("allocating_webhook_resolver_conflicts_total")
+                    .Help("Resolver patches refused by optimistic concurrency (re-decided)")
+                    .Register(registry)
+                    .Add({});
+  patch_errors_ = &prometheus::BuildCounter()
+                       .Name("allocating_webhook_resolver_patch_errors_total")
+                       .Help("Resolver patches that failed for another reason, by status")
+                       .Register(registry);
+  for (const char* o : {"Confirmed", "TimedOut"}) {
+    duration_->Add({{"outcome", o}},
+                   prometheus::Histogram::BucketBoundaries{0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10,
+                                                           30, 60, 120, 300, 600});
+  }
+}
+
+void Metrics::ObserveDuration(std::string_view outcome, double seconds) {
+  duration_
+      ->Add({{"outcome", std::string(outcome)}},
+            prometheus::Histogram::BucketBoundaries{0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60,
+                                                    120, 300, 600})
+      .Observe(seconds);
+}
+
+void Metrics::CountProbe(std::string_view type, std::string_view result) {
+  probes_->Add({{"type", std::string(type)}, {"result", std::string(result)}}).Increment();
+}
+
+void Metrics::CountTimeout(std::string_view action) {
+  timeouts_->Add({{"action", std::string(action)}}).Increment();
+}
+
+void Metrics::CountPatchError(std::string_view status) {
+  patch_errors_->Add({{"status", std::string(status)}}).Increment();
+}
+
+}  // namespace aw::resolver

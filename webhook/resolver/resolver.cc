@@ -1,0 +1,501 @@
+#include "resolver/resolver.h"
+
+#include <algorithm>
+
+#include "admission/gate_config.h"
+#include "admission/keys.h"
+#include "resolver/patches.h"
+#include "util/duration.h"
+#include "util/log.h"
+
+namespace aw::resolver {
+
+struct Resolver::ProbeDone {
+  std::string key;
+  ProbeObservation obs;
+};
+
+struct Resolver::PatchDone {
+  std::string key;
+  std::string resource_version;  // the version the patch tested
+  Verdict verdict = Verdict::kWait;
+  admission::OnTimeout action = admission::OnTimeout::kUnhealthy;
+  std::optional<TimePoint> since;
+  PatchOutcome outcome;
+};
+
+struct Resolver::Inbox {
+  std::mutex mu;
+  std::condition_variable cv;
+  bool accepting = false;  // running or step mode
+  bool stop = false;
+  bool all = false;
+  std::set<std::string> dirty;
+  std::vector<ProbeDone> probes;
+  std::vector<PatchDone> patches;
+
+  bool HasWork() const { return stop || all || !dirty.empty() || !probes.empty() || !patches.empty(); }
+};
+
+struct Resolver::Entry {
+  std::string ns;
+  std::string name;
+  std::string allocation;
+  TimePoint first_seen{};
+  std::optional<ProbeObservation> last_probe;
+  bool probe_in_flight = false;
+  TimePoint next_probe{};
+  bool patch_in_flight = false;
+  std::string resolved_rv;  // our successful patch applied on top of this version
+  std::string conflict_rv;  // our patch on this version was refused: wait for a newer view
+  TimePoint retry_at{};
+  std::chrono::milliseconds backoff{0};
+  uint64_t gen = 0;
+  std::optional<TimePoint> scheduled;
+};
+
+namespace {
+
+std::string Seconds(std::chrono::nanoseconds d) {
+  if (d < std::chrono::nanoseconds::zero()) d = std::chrono::nanoseconds::zero();
+  return util::FormatDuration(std::chrono::duration_cast<std::chrono::milliseconds>(d));
+}
+
+std::string Join(const std::vector<std::string>& parts, const char* sep) {
+  std::string out;
+  for (const auto& p : parts) {
+    if (!out.empty()) out += sep;
+    out += p;
+  }
+  return out;
+}
+
+std::pair<std::string, std::string> SplitKey(const std::string& key) {
+  size_t slash = key.find('/');
+  if (slash == std::string::npos) return {"", key};
+  return {key.substr(0, slash), key.substr(slash + 1)};
+}
+
+}  // namespace
+
+Resolver::Resolver(ResolverOptions options, GameServerSource& source, Patcher& patcher,
+                   EventRecorder& events, probe::Prober& prober, const WallClock& clock,
+                   Executor& executor, Metrics* metrics)
+    : options_(std::move(options)),
+      source_(source),
+      patcher_(patcher),
+      events_(events),
+      prober_(prober),
+      clock_(clock),
+      executor_(executor),
+      metrics_(metrics),
+      inbox_(std::make_shared<Inbox>()) {}
+
+Resolver::~Resolver() { Stop(); }
+
+void Resolver::Notify(const std::string& ns, const std::string& name) {
+  std::lock_guard<std::mutex> lock(inbox_->mu);
+  if (!inbox_->accepting) return;
+  inbox_->dirty.insert(ns + "/" + name);
+  inbox_->cv.notify_one();
+}
+
+void Resolver::NotifyAll() {
+  std::lock_guard<std::mutex> lock(inbox_->mu);
+  if (!inbox_->accepting) return;
+  inbox_->all = true;
+  inbox_->cv.notify_one();
+}
+
+void Resolver::Reset() {
+  entries_.clear();
+  timers_ = {};
+  next_resync_ = TimePoint{};
+  std::lock_guard<std::mutex> lock(inbox_->mu);
+  inbox_->dirty.clear();
+  inbox_->probes.clear();
+  inbox_->patches.clear();
+  inbox_->all = true;
+  inbox_->stop = false;
+  inbox_->accepting = true;
+}
+
+void Resolver::EnableStepMode() { Reset(); }
+
+void Resolver::Start() {
+  if (thread_.joinable()) return;
+  Reset();
+  log::info("resolver started", {{"resync_period", util::FormatDuration(options_.resync_period)}});
+  thread_ = std::thread([this] { Run(); });
+}
+
+void Resolver::Stop() {
+  {
+    std::lock_guard<std::mutex> lock(inbox_->mu);
+    inbox_->accepting = false;
+    inbox_->stop = true;
+    inbox_->cv.notify_all();
+  }
+  if (thread_.joinable()) {
+    thread_.join();
+    log::info("resolver stopped");
+  }
+  entries_.clear();
+  timers_ = {};
+  if (metrics_) metrics_->SetAllocating(0);
+}
+
+bool Resolver::Running() const { return thread_.joinable(); }
+
+size_t Resolver::Tracked() const {
+  size_t n = 0;
+  for (const auto& [k, e] : entries_) {
+    if (e.resolved_rv.empty()) ++n;
+  }
+  return n;
+}
+
+void Resolver::Run() {
+  for (;;) {
+    TimePoint next = Step();
+    std::unique_lock<std::mutex> lock(inbox_->mu);
+    if (inbox_->stop) return;
+    auto wait = next - clock_.Now();
+    if (wait > std::chrono::seconds(1)) wait = std::chrono::seconds(1);
+    if (wait > Clock::duration::zero()) {
+      inbox_->cv.wait_for(lock, wait, [this] { return inbox_->HasWork(); });
+    }
+    if (inbox_->stop) return;
+  }
+}
+
+TimePoint Resolver::Step() {
+  TimePoint now = clock_.Now();
+  bool all = false;
+  std::set<std::string> dirty;
+  std::vector<ProbeDone> probes;
+  std::vector<PatchDone> patches;
+  {
+    std::lock_guard<std::mutex> lock(inbox_->mu);
+    all = inbox_->all;
+    inbox_->all = false;
+    dirty.swap(inbox_->dirty);
+    probes.swap(inbox_->probes);
+    patches.swap(inbox_->patches);
+  }
+  for (auto& p : patches) OnPatchDone(std::move(p), now);
+  for (auto& p : probes) OnProbeDone(std::move(p), now);
+  if (all || now >= next_resync_) {
+    Resync(now);
+    next_resync_ = now + options_.resync_period;
+  } else {
+    for (const auto& key : dirty) EvaluateKey(key, now);
+  }
+  while (!timers_.empty() && timers_.top().due <= now) {
+    Timer t = timers_.top();
+    timers_.pop();
+    auto it = entries_.find(t.key);
+    if (it == entries_.end() || it->second.gen != t.gen) continue;
+    it->second.scheduled.reset();
+    EvaluateKey(t.key, now);
+  }
+  UpdateGauge();
+  TimePoint next = next_resync_;
+  while (!timers_.empty()) {
+    const Timer& t = timers_.top();
+    auto it = entries_.find(t.key);
+    if (it == entries_.end() || it->second.gen != t.gen) {
+      timers_.pop();
+      continue;
+    }
+    next = std::min(next, t.due);
+    break;
+  }
+  return next;
+}
+
+void Resolver::Resync(TimePoint now) {
+  std::set<std::string> seen;
+  for (const auto& gs : source_.List()) {
+    if (!gs) continue;
+    std::string key = gs->Key();
+    seen.insert(key);
+    EvaluateKey(key, now);
+  }
+  std::vector<std::string> gone;
+  for (const auto& [key, e] : entries_) {
+    if (!seen.count(key)) gone.push_back(key);
+  }
+  for (const auto& key : gone) EvaluateKey(key, now);
+}
+
+void Resolver::Drop(const std::string& key, const char* why) {
+  auto it = entries_.find(key);
+  if (it == entries_.end()) return;
+  if (it->second.resolved_rv.empty()) {
+    log::info("resolver: dropped", {{"gameserver", key}, {"why", why}});
+  }
+  entries_.erase(it);
+}
+
+void Resolver::Schedule(Entry& e, const std::string& key, TimePoint due) {
+  if (e.scheduled && *e.scheduled <= due) return;  // an earlier wake-up is already pending
+  e.scheduled = due;
+  timers_.push(Timer{due, key, ++e.gen});
+}
+
+void Resolver::EvaluateKey(const std::string& key, TimePoint now) {
+  auto it = entries_.find(key);
+  if (it != entries_.end() && it->second.patch_in_flight) return;  // re-evaluated on completion
+  auto [ns, name] = SplitKey(key);
+  std::shared_ptr<const GameServerView> gs = source_.Get(ns, name);
+  if (!gs) return Drop(key, "deleted");
+  if (it != entries_.end() && !it->second.resolved_rv.empty() &&
+      gs->resource_version == it->second.resolved_rv) {
+    return;  // the cache has not caught up with our own write yet
+  }
+  if (it == entries_.end()) {
+    if (!gs->opted_in || gs->deleting || gs->state != keys::kStateAllocating) return;
+    Entry fresh;
+    fresh.ns = ns;
+    fresh.name = name;
+    fresh.allocation = gs->allocation;
+    fresh.first_seen = now;
+    it = entries_.emplace(key, std::move(fresh)).first;
+  }
+  Entry& e = it->second;
+  if (e.allocation != gs->allocation || !e.resolved_rv.empty()) {
+    // A new allocation cycle (or the object moved on after our write): start over.
+    e.allocation = gs->allocation;
+    e.first_seen = now;
+    e.last_probe.reset();
+    e.resolved_rv.clear();
+    e.conflict_rv.clear();
+    e.backoff = std::chrono::milliseconds(0);
+    e.retry_at = TimePoint{};
+    e.next_probe = TimePoint{};
+  }
+
+  admission::GateConfigResult parsed = ParseGateConfig(gs->annotations, options_.policy);
+  if (!parsed.ok()) {
+    log::debug("resolver: invalid gate annotations, using defaults",
+               {{"gameserver", key}, {"error", parsed.ErrorText()}});
+  }
+  const admission::GateConfig& config = parsed.config;
+  const ProbeObservation* last = e.last_probe ? &*e.last_probe : nullptr;
+  Evaluation ev = Evaluate(*gs, config, last, now, e.first_seen);
+
+  switch (ev.verdict) {
+    case Verdict::kIgnore:
+      return Drop(key, ev.reason.c_str());
+    case Verdict::kPromote:
+    case Verdict::kTimeOut:
+      if (!e.conflict_rv.empty() && gs->resource_version == e.conflict_rv && now < e.retry_at) {
+        return Schedule(e, key, e.retry_at);  // wait for a newer view (or the backoff)
+      }
+      if (e.conflict_rv.empty() && now < e.retry_at) return Schedule(e, key, e.retry_at);
+      return DispatchPatch(e, key, *gs, ev, now);
+    case Verdict::kWait:
+      break;
+  }
+  TimePoint due = ev.deadline;
+  if (ev.probe) {
+    if (!e.probe_in_flight && now >= e.next_probe) {
+      StartProbe(e, key, *ev.probe, config.probe_period, now);
+    }
+    // While a probe is in flight its completion re-evaluates; next_probe is the next start.
+    due = std::min(due, e.next_probe);
+  }
+  Schedule(e, key, due);
+}
+
+void Resolver::StartProbe(Entry& e, const std::string& key, const probe::Target& target,
+                          std::chrono::nanoseconds period, TimePoint now) {
+  e.probe_in_flight = true;
+  e.next_probe = now + std::chrono::duration_cast<Clock::duration>(period);
+  std::weak_ptr<Inbox> weak = inbox_;
+  ProbeObservation obs{e.allocation, target, {}};
+  prober_.Probe(target, [weak, key, obs](probe::Result r) mutable {
+    auto inbox = weak.lock();
+    if (!inbox) return;
+    obs.result = std::move(r);
+    std::lock_guard<std::mutex> lock(inbox->mu);
+    if (!inbox->accepting) return;
+    inbox->probes.push_back(ProbeDone{key, std::move(obs)});
+    inbox->cv.notify_one();
+  });
+}
+
+void Resolver::OnProbeDone(ProbeDone done, TimePoint now) {
+  if (metrics_) {
+    metrics_->CountProbe(probe::TypeName(done.obs.target.type),
+                         probe::StatusName(done.obs.result.status));
+  }
+  auto it = entries_.find(done.key);
+  if (it == entries_.end()) return;
+  Entry& e = it->second;
+  if (e.allocation != done.obs.allocation) return;  // for an earlier allocation
+  e.probe_in_flight = false;
+  log::debug("resolver: probe", {{"gameserver", done.key},
+                                 {"target", probe::Describe(done.obs.target)},
+                                 {"result", std::string(probe::StatusName(done.obs.result.status))},
+                                 {"detail", done.obs.result.detail}});
+  e.last_probe = std::move(done.obs);
+  EvaluateKey(done.key, now);
+}
+
+void Resolver::DispatchPatch(Entry& e, const std::string& key, const GameServerView& gs,
+                             const Evaluation& ev, TimePoint now) {
+  e.patch_in_flight = true;
+  bool promote = ev.verdict == Verdict::kPromote;
+  std::string patch = promote ? PromotePatch(gs) : TimeoutPatch(gs, ev.action);
+  std::string held = Seconds(now - gs.since.value_or(e.first_seen));
+  std::string reason;
+  std::string message;
+  EventType type;
+  if (promote) {
+    type = EventType::kNormal;
+    reason = "AllocatingConfirmed";
+    message = "Confirmed playable after " + held + " in Allocating (allocation " + gs.allocation +
+              "); moved to Allocated";
+  } else {
+    type = EventType::kWarning;
+    reason = "AllocatingTimedOut";
+    message = "Not confirmed playable within its deadline (" + held +
+              " in Allocating, allocation " + gs.allocation + "); on-timeout moved it to " +
+              std::string(admission::OnTimeoutName(ev.action)) +
+              ". Checks that failed last: " + Join(ev.failed, "; ");
+  }
+  PatchDone done;
+  done.key = key;
+  done.resource_version = gs.resource_version;
+  done.verdict = ev.verdict;
+  done.action = ev.action;
+  done.since = gs.since ? gs.since : std::optional<TimePoint>(e.first_seen);
+  std::weak_ptr<Inbox> weak = inbox_;
+  auto view = std::make_shared<GameServerView>(gs);
+  Patcher& patcher = patcher_;
+  EventRecorder& events = events_;
+  executor_.Post([weak, view, patch = std::move(patch), type, reason = std::move(reason),
+                  message = std::move(message), done = std::move(done), &patcher,
+                  &events]() mutable {
+    done.outcome = patcher.PatchGameServer(view->namespace_, view->name, patch);
+    if (done.outcome.status == PatchStatus::kOk) events.Record(*view, type, reason, message);
+    auto inbox = weak.lock();
+    if (!inbox) return;
+    std::lock_guard<std::mutex> lock(inbox->mu);
+    if (!inbox->accepting) return;
+    inbox->patches.push_back(std::move(done));
+    inbox->cv.notify_one();
+  });
+}
+
+void Resolver::OnPatchDone(PatchDone done, TimePoint now) {
+  auto it = entries_.find(done.key);
+  const bool promote = done.verdict == Verdict::kPromote;
+  const std::string what = promote ? "promote" : "timeout";
+  if (done.outcome.status == PatchStatus::kOk) {
+    double held = done.since ? std::chrono::duration<double>(now - *done.since).count() : 0;
+    if (metrics_) {
+      metrics_->ObserveDuration(promote ? keys::kOutcomeConfirmed : keys::kOutcomeTimedOut,
+                                std::max(held, 0.0));
+      if (promote) metrics_->CountPromotion();
+      else metrics_->CountTimeout(admission::OnTimeoutName(done.action));
+    }
+    log::info(promote ? "resolver: promoted to Allocated" : "resolver: timed out",
+              {{"gameserver", done.key},
+               {"state", promote ? std::string(keys::kStateAllocated)
+                                 : std::string(admission::OnTimeoutName(done.action))},
+               {"allocating_seconds", std::to_string(held)}});
+  }
+  if (it == entries_.end()) return;
+  Entry& e = it->second;
+  e.patch_in_flight = false;
+  switch (done.outcome.status) {
+    case PatchStatus::kOk:
+      e.resolved_rv = done.resource_version;
+      e.conflict_rv.clear();
+      e.backoff = std::chrono::milliseconds(0);
+      break;
+    case PatchStatus::kConflict:
+      if (metrics_) metrics_->CountConflict();
+      log::debug("resolver: conflict, re-deciding",
+                 {{"gameserver", done.key}, {"action", what}, {"message", done.outcome.message}});
+      e.conflict_rv = done.resource_version;
+      e.backoff = std::clamp(e.backoff * 2, options_.retry_initial, options_.retry_max);
+      e.retry_at = now + e.backoff;
+      break;
+    case PatchStatus::kNotFound:
+      return Drop(done.key, "deleted");
+    case PatchStatus::kRejected:
+    case PatchStatus::kRetry:
+      if (metrics_) metrics_->CountPatchError(PatchStatusName(done.outcome.status));
+      log::warn("resolver: patch failed, will retry",
+                {{"gameserver", done.key},
+                 {"action", what},
+                 {"status", std::string(PatchStatusName(done.outcome.status))},
+                 {"message", done.outcome.message}});
+      e.conflict_rv.clear();
+      e.backoff = std::clamp(e.backoff * 2,
+                             done.outcome.status == PatchStatus::kRejected
+                                 ? std::max(options_.retry_initial, std::chrono::milliseconds(1000))
+                                 : options_.retry_initial,
+                             std::max(options_.retry_max, options_.retry_initial));
+      e.retry_at = now + e.backoff;
+      break;
+  }
+  EvaluateKey(done.key, now);
+}
+
+void Resolver::UpdateGauge() {
+  if (metrics_) metrics_->SetAllocating(Tracked());
+}
+
+std::string_view PatchStatusName(PatchStatus s) {
+  switch (s) {
+    case PatchStatus::kOk: return "ok";
+    case PatchStatus::kConflict: return "conflict";
+    case PatchStatus::kNotFound: return "not_found";
+    case PatchStatus::kRejected: return "rejected";
+    case PatchStatus::kRetry: return "retry";
+  }
+  return "unknown";
+}
+
+ThreadPoolExecutor::ThreadPoolExecutor(size_t threads) {
+  if (threads == 0) threads = 1;
+  for (size_t i = 0; i < threads; ++i) {
+    threads_.emplace_back([this] {
+      for (;;) {
+        std::function<void()> task;
+        {
+          std::unique_lock<std::mutex> lock(mu_);
+          cv_.wait(lock, [this] { return stop_ || !tasks_.empty(); });
+          if (tasks_.empty()) return;
+          task = std::move(tasks_.front());
+          tasks_.pop();
+        }
+        task();
+      }
+    });
+  }
+}
+
+ThreadPoolExecutor::~ThreadPoolExecutor() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  for (auto& t : threads_) t.join();
+}
+
+void ThreadPoolExecutor::Post(std::function<void()> task) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    tasks_.push(std::move(task));
+  }
+  cv_.notify_one();
+}
+
+}  // namespace aw::resolver

@@ -1,0 +1,132 @@
+// The resolver loop: holds every opted-in Allocating GameServer until it is confirmed playable
+// (promotion to Allocated) or its deadline passes (the on-timeout action).
+//
+// Promise:
+//   - One loop thread owns all state. Work arrives as notifications (Notify/NotifyAll from the
+//     GameServer cache), probe completions and patch completions; timers (next probe, deadline,
+//     retry) live in a min-heap of due times, one live entry per server.
+//   - Decisions come from Evaluate() (evaluate.h); writes are the patches in patches.h, applied
+//     on the Executor (never on the loop thread), at most one in flight per server.
+//   - Conflicts are re-decided on the next view of the object (or after a short backoff); a server
+//     deleted or moved out of Allocating by someone else is dropped; a view with the
+//     resourceVersion the resolver already resolved is ignored, so nothing is promoted twice.
+//   - No state outlives a Stop(): after Start() (e.g. a new leader) everything is rebuilt from the
+//     source, and servers whose deadline already passed are resolved at once.
+//   - Step() runs one pass without a thread (for tests with fake ports and a fake clock).
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <queue>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "admission/policy.h"
+#include "probe/prober.h"
+#include "resolver/evaluate.h"
+#include "resolver/metrics.h"
+#include "resolver/ports.h"
+
+namespace aw::resolver {
+
+struct ResolverOptions {
+  admission::Policy policy;
+  std::chrono::milliseconds resync_period{30000};  // full re-evaluation from the source
+  std::chrono::milliseconds retry_initial{100};    // after a conflict or a failed patch
+  std::chrono::milliseconds retry_max{5000};
+};
+
+class Resolver {
+ public:
+  Resolver(ResolverOptions options, GameServerSource& source, Patcher& patcher,
+           EventRecorder& events, probe::Prober& prober, const WallClock& clock,
+           Executor& executor, Metrics* metrics = nullptr);
+  ~Resolver();
+  Resolver(const Resolver&) = delete;
+  Resolver& operator=(const Resolver&) = delete;
+
+  // Thread-safe; cheap; ignored while the resolver is not running (unless in step mode).
+  void Notify(const std::string& ns, const std::string& name);
+  void NotifyAll();
+
+  // Starts/stops the loop thread. Start() re-reads everything from the source.
+  void Start();
+  void Stop();
+  bool Running() const;
+
+  // Step mode (tests): enables notifications without a thread, then Step() runs one pass
+  // (inbox, resync when due, due timers) and returns when the loop next wants to run.
+  void EnableStepMode();
+  TimePoint Step();
+
+  // Servers currently tracked as Allocating (not yet resolved). Loop thread / step mode only.
+  size_t Tracked() const;
+
+ private:
+  struct Inbox;
+  struct ProbeDone;
+  struct PatchDone;
+  struct Entry;
+  struct Timer {
+    TimePoint due;
+    std::string key;
+    uint64_t gen;
+    bool operator>(const Timer& o) const { return due > o.due; }
+  };
+
+  void Run();
+  void Reset();
+  void Resync(TimePoint now);
+  void EvaluateKey(const std::string& key, TimePoint now);
+  void OnProbeDone(ProbeDone done, TimePoint now);
+  void OnPatchDone(PatchDone done, TimePoint now);
+  void Schedule(Entry& e, const std::string& key, TimePoint due);
+  void StartProbe(Entry& e, const std::string& key, const probe::Target& target,
+                  std::chrono::nanoseconds period, TimePoint now);
+  void DispatchPatch(Entry& e, const std::string& key, const GameServerView& gs,
+                     const Evaluation& ev, TimePoint now);
+  void Drop(const std::string& key, const char* why);
+  void UpdateGauge();
+
+  ResolverOptions options_;
+  GameServerSource& source_;
+  Patcher& patcher_;
+  EventRecorder& events_;
+  probe::Prober& prober_;
+  const WallClock& clock_;
+  Executor& executor_;
+  Metrics* metrics_;
+
+  std::shared_ptr<Inbox> inbox_;
+  std::thread thread_;
+
+  // Loop-thread state.
+  std::map<std::string, Entry> entries_;
+  std::priority_queue<Timer, std::vector<Timer>, std::greater<Timer>> timers_;
+  TimePoint next_resync_{};
+};
+
+// A fixed-size pool of worker threads (the production Executor). The destructor runs every task
+// already posted, then joins.
+class ThreadPoolExecutor final : public Executor {
+ public:
+  explicit ThreadPoolExecutor(size_t threads);
+  ~ThreadPoolExecutor() override;
+  void Post(std::function<void()> task) override;
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::queue<std::function<void()>> tasks_;
+  bool stop_ = false;
+  std::vector<std::thread> threads_;
+};
+
+}  // namespace aw::resolver
