@@ -22,8 +22,9 @@ std::string Truncate(std::string_view s) {
 
 void ParseReview(std::string_view body, ReviewRequest* out) {
   rapidjson::Document& doc = out->doc;
-  // kParseStopWhenDoneFlag is not used: trailing garbage is an error.
-  doc.Parse<rapidjson::kParseDefaultFlags>(body.data(), body.size());
+  // Iterative parsing: deeply nested input cannot exhaust the stack. No kParseStopWhenDoneFlag:
+  // trailing garbage is an error.
+  doc.Parse<rapidjson::kParseIterativeFlag>(body.data(), body.size());
   if (doc.HasParseError()) {
     throw BadRequest(fmt::format("request body is not valid JSON: {} (at offset {})",
                                  rapidjson::GetParseError_En(doc.GetParseError()),
