@@ -111,6 +111,7 @@ Result<JsonPtr> Client::List(const Resource& r, std::string_view ns, const ListO
   HttpRequest req;
   req.path = r.Path(ns) + q;
   req.timeout = o.timeout + std::chrono::seconds(5);
+  req.cancel = o.cancel;
   return Call(std::move(req));
 }
 
@@ -216,6 +217,7 @@ Result<std::string> Client::Watch(const Resource& r, std::string_view ns, const 
   req.path = r.Path(ns) + q;
   // The server ends the stream after timeoutSeconds; a silent connection beyond that is dead.
   req.timeout = std::chrono::seconds((o.timeout_seconds > 0 ? o.timeout_seconds : 300) + 30);
+  req.cancel = o.cancel;
 
   std::string last_rv = o.resource_version;
   std::optional<ApiError> event_error;

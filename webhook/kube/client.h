@@ -50,6 +50,7 @@ struct ListOptions {
   std::string continue_token;
   std::string resource_version; // "" = most recent (quorum read); "0" = any (cache)
   std::chrono::milliseconds timeout{30000};
+  Cancellation* cancel = nullptr;  // optional: lets another thread abort the call
 };
 
 struct WatchOptions {
@@ -58,6 +59,7 @@ struct WatchOptions {
   std::string resource_version;  // start after this version
   bool allow_bookmarks = true;
   int timeout_seconds = 300;     // server closes the stream after this (randomise per call)
+  Cancellation* cancel = nullptr;  // optional: lets another thread end the stream (e.g. Stop())
 };
 
 struct ListResult {

@@ -49,6 +49,7 @@ void Informer::AddHandler(InformerHandler* h) { handlers_.push_back(h); }
 void Informer::Start() {
   if (thread_.joinable()) return;
   stop_.store(false);
+  cancel_.Reset();
   thread_ = std::thread([this] { Run(); });
 }
 
@@ -58,6 +59,7 @@ void Informer::Stop() {
     stop_.store(true);
   }
   wait_cv_.notify_all();
+  cancel_.Cancel();
   if (thread_.joinable()) thread_.join();
 }
 
@@ -140,6 +142,7 @@ bool Informer::Relist() {
   lo.label_selector = opts_.label_selector;
   lo.field_selector = opts_.field_selector;
   lo.limit = opts_.page_size;
+  lo.cancel = &cancel_;
   auto res = client_.ListAll(opts_.resource, opts_.namespace_, lo);
   if (!res) {
     if (!stop_.load()) {
@@ -182,6 +185,7 @@ Informer::WatchEnd Informer::WatchOnce(std::string* rv) {
   wo.field_selector = opts_.field_selector;
   wo.resource_version = *rv;
   wo.allow_bookmarks = true;
+  wo.cancel = &cancel_;
   int t = std::max(1, opts_.watch_timeout_seconds);
   wo.timeout_seconds = t + std::uniform_int_distribution<int>(0, t - 1 > 0 ? t - 1 : 0)(gen);
   bool got_event = false;

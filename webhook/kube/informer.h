@@ -111,6 +111,7 @@ class Informer {
   std::thread thread_;
   std::chrono::steady_clock::time_point last_resync_;
   std::string resume_rv_;
+  Cancellation cancel_;  // aborts the in-flight list/watch on Stop()
   prometheus::Family<prometheus::Counter>* restarts_ = nullptr;
   prometheus::Gauge* objects_ = nullptr;
 };

@@ -107,6 +107,36 @@ class TokenSource {
   ino_t ino_ = 0;
 };
 
+}  // namespace
+
+void Cancellation::Cancel() {
+  auto deadline = Clock::now() + std::chrono::milliseconds(1500);
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    cancelled_ = true;
+  }
+  // The call may be between "registered" and "socket open": keep stopping for a short while.
+  while (true) {
+    {
+      std::lock_guard<std::mutex> lk(mu_);
+      if (!stopper_) return;
+      stopper_();
+    }
+    if (Clock::now() > deadline) return;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+}
+
+bool Cancellation::cancelled() const {
+  std::lock_guard<std::mutex> lk(mu_);
+  return cancelled_;
+}
+
+void Cancellation::Reset() {
+  std::lock_guard<std::mutex> lk(mu_);
+  cancelled_ = false;
+}
+
 class HttpsTransport final : public Transport {
  public:
   HttpsTransport(const ClientConfig& c) : cfg_(c), tokens_(c.token, c.token_file) {}
@@ -231,6 +261,16 @@ class HttpsTransport final : public Transport {
       std::lock_guard<std::mutex> lk(mu_);
       in_flight_.insert(client.get());
     }
+    if (req.cancel) {
+      std::lock_guard<std::mutex> lk(req.cancel->mu_);
+      if (req.cancel->cancelled_) {
+        std::lock_guard<std::mutex> lk2(mu_);
+        in_flight_.erase(client.get());
+        return TransportError("call cancelled", true);
+      }
+      httplib::SSLClient* raw = client.get();
+      req.cancel->stopper_ = [raw] { raw->stop(); };
+    }
     httplib::Headers headers;
     headers.emplace("Accept", "application/json");
     headers.emplace("User-Agent", "allocating-webhook");
@@ -254,7 +294,7 @@ class HttpsTransport final : public Transport {
             return true;
           },
           [&](const char* data, size_t len) {
-            if (shutdown_.load()) return false;
+            if (shutdown_.load() || (req.cancel && req.cancel->cancelled())) return false;
             if (out.status >= 200 && out.status < 300) {
               if (!(*on_data)(std::string_view(data, len))) {
                 stopped_by_caller = true;
@@ -284,6 +324,12 @@ class HttpsTransport final : public Transport {
       in_flight_.erase(client.get());
       return TransportError("unsupported method " + req.method);
     }
+    bool cancelled = false;
+    if (req.cancel) {
+      std::lock_guard<std::mutex> lk(req.cancel->mu_);
+      req.cancel->stopper_ = nullptr;
+      cancelled = req.cancel->cancelled_;
+    }
     bool keep = false;
     {
       std::lock_guard<std::mutex> lk(mu_);
@@ -291,6 +337,7 @@ class HttpsTransport final : public Transport {
       keep = res && !streaming && !shutdown_.load() && idle_.size() < kMaxIdle;
     }
     if (shutdown_.load()) return TransportError("client is shut down", true);
+    if (cancelled) return TransportError("call cancelled", true);
     if (!res) {
       if (stopped_by_caller || (res.error() == httplib::Error::Canceled && streaming && out.status != 0)) {
         return out;  // the caller stopped the stream
@@ -323,7 +370,7 @@ class HttpsTransport final : public Transport {
   std::set<httplib::SSLClient*> in_flight_;
 };
 
-}  // namespace
+
 
 std::unique_ptr<Transport> NewHttpsTransport(const ClientConfig& config, std::string* err) {
   auto t = std::make_unique<HttpsTransport>(config);

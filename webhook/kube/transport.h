@@ -12,6 +12,7 @@
 #include <chrono>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <string_view>
 
@@ -20,12 +21,28 @@
 
 namespace aw::kube {
 
+// Cancels one in-flight call from another thread (e.g. an informer's watch on Stop()). Once
+// cancelled, calls using it fail fast with a cancelled error. Reset() re-arms it.
+class Cancellation {
+ public:
+  void Cancel();
+  bool cancelled() const;
+  void Reset();
+
+ private:
+  friend class HttpsTransport;
+  mutable std::mutex mu_;
+  bool cancelled_ = false;
+  std::function<void()> stopper_;  // set while a call is in flight
+};
+
 struct HttpRequest {
   std::string method = "GET";    // GET, POST, PUT, PATCH, DELETE
   std::string path;              // absolute path incl. already-encoded query, without base_path
   std::string body;
   std::string content_type;      // for bodies
   std::chrono::milliseconds timeout{30000};  // per socket read/write; connect is min(this, 10s)
+  Cancellation* cancel = nullptr;            // optional, not owned
 };
 
 struct HttpResponse {
