@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Checks the shipped manifests and scripts/install-certs against a real kube-apiserver.
 #
-#   test/e2e/manifests_check.sh [--kubeconfig FILE]
+#   test/e2e/manifests/check.sh [--kubeconfig FILE] [--only CHECK]
 #
 # Without --kubeconfig it starts its own control plane (scripts/controlplane with
 # AW_E2E_DIR=build/e2e-manifests) and stops it at the end. With one, it uses that cluster's admin
@@ -13,7 +13,7 @@
 #   render        kubectl kustomize renders base, every overlay and the examples
 #   dry-run       kubectl apply --dry-run=server of base, every overlay and the example Fleet
 #                 succeeds with no warning (cert-manager overlay: against minimal stub CRDs for
-#                 Issuer/Certificate, test/e2e/manifests-testdata, with strict field validation)
+#                 Issuer/Certificate, test/e2e/manifests/testdata, with strict field validation)
 #   pod-security  the Deployment's pod passes Pod Security "restricted" (a Pod built from the
 #                 template is admitted with no warning in an enforce=restricted namespace, and a
 #                 negative control without the securityContext is refused)
@@ -24,18 +24,27 @@
 #                 keeps the CA; a CA rotation keeps the old CA in the bundle
 set -uo pipefail
 
-ROOT=$(cd "$(dirname "$0")/../.." && pwd)
+ROOT=$(cd "$(dirname "$0")/../../.." && pwd)
 KCFG=""
+ONLY=""
 OWN_CP=0
 while (($#)); do
   case "$1" in
     --kubeconfig) KCFG="$2"; shift ;;
     --kubeconfig=*) KCFG="${1#*=}" ;;
+    --only) ONLY="$2"; shift ;;
+    --only=*) ONLY="${1#*=}" ;;
     -h | --help) sed -n '2,26p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
-    *) echo "manifests_check: unknown argument $1" >&2; exit 2 ;;
+    *) echo "manifests check: unknown argument $1" >&2; exit 2 ;;
   esac
   shift
 done
+
+# kubectl: the one on PATH, else the one built with the local control plane (build/cp-bin).
+if ! command -v kubectl >/dev/null 2>&1 && [[ -x "$ROOT/build/cp-bin/kubectl" ]]; then
+  PATH="$ROOT/build/cp-bin:$PATH"
+fi
+command -v kubectl >/dev/null || { echo "manifests check: kubectl not found" >&2; exit 1; }
 
 CP_DIR="$ROOT/build/e2e-manifests"
 if [[ -z "$KCFG" ]]; then
@@ -64,6 +73,7 @@ failures=()
 # check NAME FUNCTION: runs one check, records its result.
 check() {
   local name="$1"; shift
+  [[ -z "$ONLY" || "$ONLY" == "$name" ]] || return 0
   kube_log "== check $name"
   if "$@"; then
     passed=$((passed + 1)); kube_log "== check $name: PASS"
@@ -105,7 +115,7 @@ dry_run_apply() {
 }
 
 install_cert_manager_stubs() {
-  kc apply -f "$ROOT/test/e2e/manifests-testdata/cert-manager-crds.yaml" >/dev/null &&
+  kc apply -f "$ROOT/test/e2e/manifests/testdata/cert-manager-crds.yaml" >/dev/null &&
     kc wait --for condition=established --timeout=60s \
       crd/issuers.cert-manager.io crd/certificates.cert-manager.io >/dev/null
 }
@@ -388,11 +398,11 @@ check_install_certs() {
   return $ok
 }
 
-command -v jq >/dev/null || { echo "manifests_check: jq is required" >&2; exit 1; }
+command -v jq >/dev/null || { echo "manifests check: jq is required" >&2; exit 1; }
 check render check_render
 check dry-run check_dry_run
 check pod-security check_pod_security
 check rbac check_rbac
 check install-certs check_install_certs
 kube_log "manifests checks: $passed passed, $failed failed${failures[*]:+ (${failures[*]})}"
-((failed == 0))
+((failed == 0 && passed > 0))

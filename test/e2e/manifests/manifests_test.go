@@ -1,0 +1,40 @@
+// Package manifests checks what cluster admins install (manifests/ and scripts/install-certs)
+// against a real kube-apiserver: it runs manifests/check.sh, one subtest per check, on this
+// package's own control plane (harness.Main), with the control plane's kubectl first on PATH.
+package manifests
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/agones-allocating-webhook/e2e/harness"
+)
+
+func TestMain(m *testing.M) { harness.Main(m) }
+
+func TestManifests(t *testing.T) {
+	cp := harness.Setup(t)
+	root, err := harness.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	script := filepath.Join(root, "test", "e2e", "manifests", "check.sh")
+	path := filepath.Dir(cp.KubectlPath) + string(os.PathListSeparator) + os.Getenv("PATH")
+
+	for _, check := range []string{"render", "dry-run", "pod-security", "rbac", "install-certs"} {
+		t.Run(check, func(t *testing.T) {
+			cmd := exec.Command(script, "--kubeconfig", cp.Kubeconfig, "--only", check)
+			cmd.Env = append(os.Environ(), "PATH="+path)
+			out, err := cmd.CombinedOutput()
+			if err != nil {
+				t.Fatalf("%s: %v\n%s", check, err, out)
+			}
+			if testing.Verbose() {
+				t.Log("\n" + strings.TrimSpace(string(out)))
+			}
+		})
+	}
+}
