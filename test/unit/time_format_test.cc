@@ -1,0 +1,79 @@
+// RFC 3339 with nanoseconds (util/time_format.h) and base64 (util/base64.h).
+#include "util/time_format.h"
+
+#include <gtest/gtest.h>
+
+#include "util/base64.h"
+
+namespace aw::util {
+namespace {
+
+using namespace std::chrono;
+
+SysNanos At(int y, unsigned mo, unsigned d, int h, int mi, int s, long long ns) {
+  return sys_days{year{y} / month{mo} / day{d}} + hours{h} + minutes{mi} + seconds{s} +
+         nanoseconds{ns};
+}
+
+TEST(TimeFormat, FormatsLikeGoRfc3339Nano) {
+  EXPECT_EQ(FormatRfc3339Nano(At(2026, 12, 2, 14, 23, 13, 123456789)),
+            "2026-12-02T14:23:13.123456789Z");
+  EXPECT_EQ(FormatRfc3339Nano(At(2026, 12, 2, 14, 23, 13, 120000000)),
+            "2026-12-02T14:23:13.12Z");
+  EXPECT_EQ(FormatRfc3339Nano(At(2026, 1, 2, 3, 4, 5, 0)), "2026-01-02T03:04:05Z");
+  EXPECT_EQ(FormatRfc3339Nano(At(2024, 2, 29, 23, 59, 59, 1)), "2024-02-29T23:59:59.000000001Z");
+  EXPECT_EQ(FormatRfc3339Nano(At(1970, 1, 1, 0, 0, 0, 0)), "1970-01-01T00:00:00Z");
+  EXPECT_EQ(FormatRfc3339Nano(At(1969, 12, 31, 23, 59, 59, 500000000)),
+            "1969-12-31T23:59:59.5Z");
+}
+
+TEST(TimeFormat, Parses) {
+  EXPECT_EQ(ParseRfc3339("2026-12-02T14:23:13.123456789Z"), At(2026, 12, 2, 14, 23, 13, 123456789));
+  EXPECT_EQ(ParseRfc3339("2026-12-02t14:23:13z"), At(2026, 12, 2, 14, 23, 13, 0));
+  EXPECT_EQ(ParseRfc3339("2026-12-02T16:23:13.5+02:00"), At(2026, 12, 2, 14, 23, 13, 500000000));
+  EXPECT_EQ(ParseRfc3339("2026-12-02T13:53:13-00:30"), At(2026, 12, 2, 14, 23, 13, 0));
+  EXPECT_EQ(ParseRfc3339("2026-12-02T14:23:13.1234567891234Z"),
+            At(2026, 12, 2, 14, 23, 13, 123456789));
+  EXPECT_EQ(ParseRfc3339("2024-02-29T00:00:00Z"), At(2024, 2, 29, 0, 0, 0, 0));
+}
+
+TEST(TimeFormat, RejectsGarbage) {
+  for (std::string_view s :
+       {"", "2026-12-02", "2026-12-02T14:23:13", "2026-12-02 14:23:13Z", "2026-13-02T14:23:13Z",
+        "2026-02-30T14:23:13Z", "2025-02-29T00:00:00Z", "2026-12-02T24:00:00Z",
+        "2026-12-02T14:60:00Z", "2026-12-02T14:23:60Z", "2026-12-02T14:23:13.Z",
+        "2026-12-02T14:23:13+0200", "2026-12-02T14:23:13+02:00x", "2026-12-02T14:23:13ZZ",
+        "20261202T142313Z", "abcd-12-02T14:23:13Z", "2026-12-02T14:23:13+24:00"}) {
+    EXPECT_FALSE(ParseRfc3339(s).has_value()) << s;
+  }
+}
+
+TEST(TimeFormat, RoundTrips) {
+  for (long long ns : {0LL, 1LL, 999999999LL, 1733149393123456789LL, -1LL, -62135596800LL * 1000000}) {
+    SysNanos t{nanoseconds{ns}};
+    auto back = ParseRfc3339(FormatRfc3339Nano(t));
+    ASSERT_TRUE(back) << ns;
+    EXPECT_EQ(*back, t);
+  }
+  SysNanos far = At(9999, 12, 31, 23, 59, 59, 999999999);
+  EXPECT_EQ(ParseRfc3339(FormatRfc3339Nano(far)), far);
+}
+
+TEST(Base64, EncodesAndDecodes) {
+  EXPECT_EQ(Base64Encode(""), "");
+  EXPECT_EQ(Base64Encode("f"), "Zg==");
+  EXPECT_EQ(Base64Encode("fo"), "Zm8=");
+  EXPECT_EQ(Base64Encode("foo"), "Zm9v");
+  EXPECT_EQ(Base64Encode("foobar"), "Zm9vYmFy");
+  EXPECT_EQ(Base64Encode(std::string("\xff\xfe\x00", 3)), "//4A");
+  for (std::string s : {"", "a", "ab", "abc", "[{\"op\":\"remove\"}]"}) {
+    EXPECT_EQ(Base64Decode(Base64Encode(s)), s);
+  }
+  EXPECT_FALSE(Base64Decode("Zg="));
+  EXPECT_FALSE(Base64Decode("Z==="));
+  EXPECT_FALSE(Base64Decode("Zg==Zg=="));
+  EXPECT_FALSE(Base64Decode("Zm9*"));
+}
+
+}  // namespace
+}  // namespace aw::util
