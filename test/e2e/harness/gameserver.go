@@ -1,0 +1,248 @@
+package harness
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/dynamic"
+)
+
+// Contract keys used by the tests (webhook/admission/keys.h is the source of truth).
+const (
+	EnabledLabel      = "allocating.agones.dev/enabled"
+	TimeoutKey        = "allocating.agones.dev/timeout"
+	OnTimeoutKey      = "allocating.agones.dev/on-timeout"
+	ModeKey           = "allocating.agones.dev/mode"
+	RequireAnnotation = "allocating.agones.dev/require-annotation"
+	ProbePortKey      = "allocating.agones.dev/probe-port"
+	ProbeTypeKey      = "allocating.agones.dev/probe-type"
+	ProbePathKey      = "allocating.agones.dev/probe-path"
+	ProbePeriodKey    = "allocating.agones.dev/probe-period"
+	SdkReadyKey       = "agones.dev/sdk-allocating-ready"
+	LastAllocatedKey  = "agones.dev/last-allocated"
+	SinceKey          = "allocating.agones.dev/since"
+	AllocationKey     = "allocating.agones.dev/allocation"
+	ConfirmedKey      = "allocating.agones.dev/confirmed"
+	OutcomeKey        = "allocating.agones.dev/outcome"
+)
+
+// NewGameServer is a minimal valid GameServer (one UDP port "default", one container). optIn adds
+// the label allocating.agones.dev/enabled=true. Annotations are optional key, value pairs.
+func NewGameServer(name string, optIn bool, annotations ...string) *unstructured.Unstructured {
+	gs := &unstructured.Unstructured{Object: map[string]interface{}{
+		"apiVersion": "agones.dev/v1",
+		"kind":       "GameServer",
+		"metadata":   map[string]interface{}{"name": name},
+		"spec": map[string]interface{}{
+			"ports": []interface{}{map[string]interface{}{
+				"name": "default", "portPolicy": "Dynamic", "containerPort": int64(7654), "protocol": "UDP",
+			}},
+			"template": map[string]interface{}{"spec": map[string]interface{}{
+				"containers": []interface{}{map[string]interface{}{"name": "game", "image": "example/game:1"}},
+			}},
+		},
+	}}
+	if optIn {
+		gs.SetLabels(map[string]string{EnabledLabel: "true"})
+	}
+	if len(annotations) > 0 {
+		a := map[string]string{}
+		for i := 0; i+1 < len(annotations); i += 2 {
+			a[annotations[i]] = annotations[i+1]
+		}
+		gs.SetAnnotations(a)
+	}
+	return gs
+}
+
+// NewFleet is a Fleet whose GameServer template carries templateLabels/templateAnnotations.
+func NewFleet(name string, replicas int64, templateLabels, templateAnnotations map[string]string) *unstructured.Unstructured {
+	tmpl := NewGameServer("", false)
+	meta := map[string]interface{}{}
+	if len(templateLabels) > 0 {
+		meta["labels"] = toIface(templateLabels)
+	}
+	if len(templateAnnotations) > 0 {
+		meta["annotations"] = toIface(templateAnnotations)
+	}
+	return &unstructured.Unstructured{Object: map[string]interface{}{
+		"apiVersion": "agones.dev/v1",
+		"kind":       "Fleet",
+		"metadata":   map[string]interface{}{"name": name},
+		"spec": map[string]interface{}{
+			"replicas": replicas,
+			"template": map[string]interface{}{"metadata": meta, "spec": tmpl.Object["spec"]},
+		},
+	}}
+}
+
+func toIface(m map[string]string) map[string]interface{} {
+	out := map[string]interface{}{}
+	for k, v := range m {
+		out[k] = v
+	}
+	return out
+}
+
+// State is status.state ("" when unset).
+func State(u *unstructured.Unstructured) string {
+	s, _, _ := unstructured.NestedString(u.Object, "status", "state")
+	return s
+}
+
+// Annotation returns one annotation ("" when absent).
+func Annotation(u *unstructured.Unstructured, key string) string { return u.GetAnnotations()[key] }
+
+// HasAnnotation reports whether the annotation is present.
+func HasAnnotation(u *unstructured.Unstructured, key string) bool {
+	_, ok := u.GetAnnotations()[key]
+	return ok
+}
+
+// CreateReadyGameServer creates gs in ns (as admin) and moves it to Ready with an address and port,
+// as Agones would after the pod started (state changes are full UPDATEs: no status subresource).
+func (cp *ControlPlane) CreateReadyGameServer(t testing.TB, ns string, gs *unstructured.Unstructured) *unstructured.Unstructured {
+	t.Helper()
+	dyn := cp.Dynamic(t, Admin).Resource(GameServerGVR).Namespace(ns)
+	created, err := dyn.Create(context.Background(), gs, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatalf("create GameServer %s/%s: %v", ns, gs.GetName(), err)
+	}
+	_ = unstructured.SetNestedField(created.Object, "Ready", "status", "state")
+	_ = unstructured.SetNestedField(created.Object, "127.0.0.1", "status", "address")
+	_ = unstructured.SetNestedSlice(created.Object, []interface{}{
+		map[string]interface{}{"name": "default", "port": int64(7654)},
+	}, "status", "ports")
+	ready, err := dyn.Update(context.Background(), created, metav1.UpdateOptions{})
+	if err != nil {
+		t.Fatalf("move GameServer %s/%s to Ready: %v", ns, gs.GetName(), err)
+	}
+	if State(ready) != "Ready" {
+		t.Fatalf("GameServer %s/%s: state %q after the Ready update", ns, gs.GetName(), State(ready))
+	}
+	return ready
+}
+
+// AllocateLikeAgones does what the Agones allocator does to a GameServer: GET it, set
+// status.state=Allocated, merge the allocation's metadata labels/annotations, set
+// agones.dev/last-allocated to an RFC 3339 time with nanoseconds, then one full UPDATE (PUT). It
+// returns the object kube-apiserver answered with (what the allocator copies annotations from).
+func AllocateLikeAgones(ctx context.Context, dyn dynamic.Interface, ns, name string, labels, annotations map[string]string) (*unstructured.Unstructured, error) {
+	c := dyn.Resource(GameServerGVR).Namespace(ns)
+	gs, err := c.Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		return nil, err
+	}
+	if err := unstructured.SetNestedField(gs.Object, "Allocated", "status", "state"); err != nil {
+		return nil, err
+	}
+	l := gs.GetLabels()
+	if l == nil {
+		l = map[string]string{}
+	}
+	for k, v := range labels {
+		l[k] = v
+	}
+	gs.SetLabels(l)
+	a := gs.GetAnnotations()
+	if a == nil {
+		a = map[string]string{}
+	}
+	for k, v := range annotations {
+		a[k] = v
+	}
+	a[LastAllocatedKey] = time.Now().UTC().Format(time.RFC3339Nano)
+	gs.SetAnnotations(a)
+	return c.Update(ctx, gs, metav1.UpdateOptions{})
+}
+
+// SDKPatch does what the Agones SDK sidecar does: a JSON patch whose first operation tests
+// /metadata/resourceVersion against the current object, followed by ops.
+func SDKPatch(ctx context.Context, dyn dynamic.Interface, ns, name string, ops ...map[string]interface{}) (*unstructured.Unstructured, error) {
+	c := dyn.Resource(GameServerGVR).Namespace(ns)
+	gs, err := c.Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		return nil, err
+	}
+	all := append([]map[string]interface{}{
+		{"op": "test", "path": "/metadata/resourceVersion", "value": gs.GetResourceVersion()},
+	}, ops...)
+	body, err := json.Marshal(all)
+	if err != nil {
+		return nil, err
+	}
+	return c.Patch(ctx, name, types.JSONPatchType, body, metav1.PatchOptions{})
+}
+
+// SDKSetState is the SDK's Allocate()/Shutdown() write: test resourceVersion, replace /status/state.
+func SDKSetState(ctx context.Context, dyn dynamic.Interface, ns, name, state string) (*unstructured.Unstructured, error) {
+	return SDKPatch(ctx, dyn, ns, name, map[string]interface{}{"op": "replace", "path": "/status/state", "value": state})
+}
+
+// SDKSetAnnotation is the SDK's SetAnnotation(key, value): it writes agones.dev/sdk-<key>.
+func SDKSetAnnotation(ctx context.Context, dyn dynamic.Interface, ns, name, key, value string) (*unstructured.Unstructured, error) {
+	c := dyn.Resource(GameServerGVR).Namespace(ns)
+	gs, err := c.Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		return nil, err
+	}
+	ops := []map[string]interface{}{
+		{"op": "test", "path": "/metadata/resourceVersion", "value": gs.GetResourceVersion()},
+	}
+	if gs.GetAnnotations() == nil {
+		ops = append(ops, map[string]interface{}{"op": "add", "path": "/metadata/annotations", "value": map[string]string{}})
+	}
+	ops = append(ops, map[string]interface{}{
+		"op": "add", "path": "/metadata/annotations/" + EscapeJSONPointer("agones.dev/sdk-"+key), "value": value,
+	})
+	body, _ := json.Marshal(ops)
+	return c.Patch(ctx, name, types.JSONPatchType, body, metav1.PatchOptions{})
+}
+
+// EscapeJSONPointer escapes one RFC 6901 reference token ("~" -> "~0", "/" -> "~1").
+func EscapeJSONPointer(s string) string {
+	return strings.ReplaceAll(strings.ReplaceAll(s, "~", "~0"), "/", "~1")
+}
+
+// GetGameServer reads a GameServer as admin.
+func (cp *ControlPlane) GetGameServer(t testing.TB, ns, name string) *unstructured.Unstructured {
+	t.Helper()
+	gs, err := cp.Dynamic(t, Admin).Resource(GameServerGVR).Namespace(ns).Get(context.Background(), name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatalf("get GameServer %s/%s: %v", ns, name, err)
+	}
+	return gs
+}
+
+// WaitForState polls the GameServer until status.state == state or the timeout passes.
+func (cp *ControlPlane) WaitForState(t testing.TB, ns, name, state string, timeout time.Duration) *unstructured.Unstructured {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	var last string
+	for {
+		gs := cp.GetGameServer(t, ns, name)
+		if last = State(gs); last == state {
+			return gs
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("GameServer %s/%s: state %q, want %q after %v", ns, name, last, state, timeout)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// Describe is a short one-line summary of a GameServer for failure messages.
+func Describe(u *unstructured.Unstructured) string {
+	if u == nil {
+		return "<nil>"
+	}
+	return fmt.Sprintf("%s/%s state=%q rv=%s labels=%v annotations=%v", u.GetNamespace(), u.GetName(),
+		State(u), u.GetResourceVersion(), u.GetLabels(), u.GetAnnotations())
+}
