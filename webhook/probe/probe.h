@@ -5,6 +5,7 @@
 // resolver's Warning Event ("which checks failed last").
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <string>
@@ -22,8 +23,13 @@ struct Target {
   std::string host;     // IPv4/IPv6 literal or a host name (resolved by the prober)
   uint16_t port = 0;
   std::string path = "/";  // HTTP only
+  // This probe's timeout; zero means the prober's default (ProberOptions::timeout).
+  std::chrono::milliseconds timeout{0};
 
-  bool operator==(const Target&) const = default;
+  // Same endpoint (the timeout is not part of the identity).
+  bool operator==(const Target& o) const {
+    return type == o.type && host == o.host && port == o.port && path == o.path;
+  }
 };
 
 // How one probe ended. kSuccess is the only "ready" answer.

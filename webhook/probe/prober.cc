@@ -133,6 +133,7 @@ class SocketProber::Loop {
     Callback done;
     int fd = -1;
     Phase phase = Phase::kConnecting;
+    std::chrono::milliseconds timeout{0};
     SteadyClock::time_point deadline;
     std::string out;
     size_t sent = 0;
@@ -185,8 +186,7 @@ class SocketProber::Loop {
     for (uint64_t id : expired) {
       auto it = ops_.find(id);
       if (it == ops_.end()) continue;
-      std::string what = "timeout after " +
-                         std::to_string(owner_->options_.timeout.count()) + "ms";
+      std::string what = "timeout after " + std::to_string(it->second.timeout.count()) + "ms";
       if (it->second.phase == Phase::kConnecting) what += " (connecting)";
       else if (it->second.phase == Phase::kUdpWaiting) what += " (no datagram back)";
       else what += " (waiting for the HTTP status line)";
@@ -225,7 +225,8 @@ class SocketProber::Loop {
     op.id = next_id_++;
     op.target = std::move(req.target);
     op.done = std::move(req.done);
-    op.deadline = SteadyClock::now() + owner_->options_.timeout;
+    op.timeout = op.target.timeout.count() > 0 ? op.target.timeout : owner_->options_.timeout;
+    op.deadline = SteadyClock::now() + op.timeout;
     if (op.target.port == 0) return Fail(std::move(op), {Status::kError, "port 0"});
     if (op.target.host.empty()) return Fail(std::move(op), {Status::kError, "no address"});
     if (op.target.type == Type::kHttp && !ValidPath(op.target.path)) {

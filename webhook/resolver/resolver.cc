@@ -314,8 +314,11 @@ void Resolver::StartProbe(Entry& e, const std::string& key, const probe::Target&
   e.probe_in_flight = true;
   e.next_probe = now + std::chrono::duration_cast<Clock::duration>(period);
   std::weak_ptr<Inbox> weak = inbox_;
-  ProbeObservation obs{e.allocation, target, {}};
-  prober_.Probe(target, [weak, key, obs](probe::Result r) mutable {
+  probe::Target t = target;
+  auto cap = std::chrono::duration_cast<std::chrono::milliseconds>(period * 3 / 4);
+  t.timeout = std::max(std::chrono::milliseconds(1), std::min(options_.probe_timeout, cap));
+  ProbeObservation obs{e.allocation, t, {}};
+  prober_.Probe(t, [weak, key, obs](probe::Result r) mutable {
     auto inbox = weak.lock();
     if (!inbox) return;
     obs.result = std::move(r);

@@ -41,6 +41,8 @@ struct ResolverOptions {
   std::chrono::milliseconds resync_period{30000};  // full re-evaluation from the source
   std::chrono::milliseconds retry_initial{100};    // after a conflict or a failed patch
   std::chrono::milliseconds retry_max{5000};
+  // Per-probe timeout; each probe also ends within 3/4 of its server's probe period.
+  std::chrono::milliseconds probe_timeout{200};
 };
 
 class Resolver {

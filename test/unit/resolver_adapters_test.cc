@@ -1,0 +1,64 @@
+// The resolver's Kubernetes adapters (error classification) and its flags.
+#include <gtest/gtest.h>
+
+#include "kube/status.h"
+#include "resolver/kube_adapters.h"
+#include "resolver/service.h"
+
+namespace aw::resolver {
+namespace {
+
+kube::ApiError Err(int status, std::string reason, std::string message) {
+  kube::ApiError e;
+  e.http_status = status;
+  e.code = status;
+  e.reason = std::move(reason);
+  e.message = std::move(message);
+  return e;
+}
+
+TEST(ClassifyPatchError, MapsApiErrors) {
+  EXPECT_EQ(ClassifyPatchError(Err(409, "Conflict", "the object has been modified")),
+            PatchStatus::kConflict);
+  EXPECT_EQ(ClassifyPatchError(Err(422, "Invalid",
+                                   "testing value /metadata/resourceVersion failed: test failed")),
+            PatchStatus::kConflict);
+  EXPECT_EQ(ClassifyPatchError(Err(422, "Invalid", "status.state: Unsupported value: \"Allocating\"")),
+            PatchStatus::kRejected);
+  EXPECT_EQ(ClassifyPatchError(Err(404, "NotFound", "gameservers \"x\" not found")),
+            PatchStatus::kNotFound);
+  EXPECT_EQ(ClassifyPatchError(Err(400, "BadRequest", "admission webhook denied the request")),
+            PatchStatus::kRejected);
+  EXPECT_EQ(ClassifyPatchError(Err(403, "Forbidden", "no")), PatchStatus::kRejected);
+  EXPECT_EQ(ClassifyPatchError(Err(500, "InternalError", "etcd")), PatchStatus::kRetry);
+  EXPECT_EQ(ClassifyPatchError(Err(429, "TooManyRequests", "slow down")), PatchStatus::kRetry);
+  EXPECT_EQ(ClassifyPatchError(kube::TransportError("connection refused")), PatchStatus::kRetry);
+}
+
+TEST(ResolverFlags, ProbeTimeoutMustBeBelowThePeriod) {
+  admission::Policy policy;  // default probe period 250ms
+  ResolverFlags f;
+  EXPECT_FALSE(ValidateResolverFlags(f, policy).has_value());
+  f.probe_timeout = std::chrono::milliseconds(250);
+  auto err = ValidateResolverFlags(f, policy);
+  ASSERT_TRUE(err.has_value());
+  EXPECT_NE(err->find("--probe-timeout"), std::string::npos);
+}
+
+TEST(ResolverFlags, Registered) {
+  flags::FlagSet fs("t", "t");
+  ResolverFlags f;
+  RegisterResolverFlags(fs, &f);
+  auto r = fs.Parse(std::vector<std::string>{"--probe-timeout=100ms", "--probe-concurrency=64",
+                                             "--resync-period=10s", "--udp-probe-payload=hi",
+                                             "--resolver-workers=4"});
+  ASSERT_EQ(r.status, flags::FlagSet::Status::kOk) << r.message;
+  EXPECT_EQ(f.probe_timeout, std::chrono::milliseconds(100));
+  EXPECT_EQ(f.probe_concurrency, 64u);
+  EXPECT_EQ(f.resync_period, std::chrono::seconds(10));
+  EXPECT_EQ(f.udp_probe_payload, "hi");
+  EXPECT_EQ(f.workers, 4u);
+}
+
+}  // namespace
+}  // namespace aw::resolver

@@ -1,0 +1,87 @@
+#include "resolver/kube_adapters.h"
+
+#include <algorithm>
+#include <cctype>
+
+namespace aw::resolver {
+
+std::shared_ptr<const GameServerView> CacheSource::View(const kube::ObjectPtr& obj) {
+  if (!obj || !obj->doc) return nullptr;
+  std::string key = obj->namespace_ + "/" + obj->name;
+  auto it = memo_.find(key);
+  if (it != memo_.end() && it->second->resource_version == obj->resource_version &&
+      !obj->resource_version.empty()) {
+    return it->second;
+  }
+  auto view = std::make_shared<const GameServerView>(ParseGameServer(*obj->doc));
+  memo_[key] = view;
+  return view;
+}
+
+std::shared_ptr<const GameServerView> CacheSource::Get(const std::string& ns,
+                                                       const std::string& name) {
+  kube::ObjectPtr obj = cache_.Get(ns, name);
+  if (!obj) {
+    memo_.erase(ns + "/" + name);
+    return nullptr;
+  }
+  return View(obj);
+}
+
+std::vector<std::shared_ptr<const GameServerView>> CacheSource::List() {
+  std::vector<std::shared_ptr<const GameServerView>> out;
+  std::map<std::string, std::shared_ptr<const GameServerView>> seen;
+  for (const kube::ObjectPtr& obj : cache_.Snapshot()) {
+    if (auto v = View(obj)) {
+      seen[v->Key()] = v;
+      out.push_back(std::move(v));
+    }
+  }
+  memo_.swap(seen);  // forget deleted objects
+  return out;
+}
+
+void CacheNotifier::OnUpsert(const kube::ObjectPtr& obj) {
+  if (obj) resolver_.Notify(obj->namespace_, obj->name);
+}
+
+void CacheNotifier::OnDelete(const kube::ObjectPtr& last_known) {
+  if (last_known) resolver_.Notify(last_known->namespace_, last_known->name);
+}
+
+void CacheNotifier::OnSynced() { resolver_.NotifyAll(); }
+
+PatchStatus ClassifyPatchError(const kube::ApiError& error) {
+  if (error.IsNotFound()) return PatchStatus::kNotFound;
+  if (error.http_status == 409) return PatchStatus::kConflict;
+  if (error.IsInvalid()) {
+    std::string msg = error.message;
+    std::transform(msg.begin(), msg.end(), msg.begin(),
+                   [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+    if (msg.find("test") != std::string::npos) return PatchStatus::kConflict;
+    return PatchStatus::kRejected;
+  }
+  if (error.IsRetryable()) return PatchStatus::kRetry;
+  return PatchStatus::kRejected;
+}
+
+PatchOutcome KubePatcher::PatchGameServer(const std::string& ns, const std::string& name,
+                                          const std::string& json_patch) {
+  auto r = client_.Patch(kube::kGameServers, ns, name, kube::PatchType::kJson, json_patch);
+  if (r.ok()) return {PatchStatus::kOk, ""};
+  return {ClassifyPatchError(r.error()), r.error().ToString()};
+}
+
+void KubeEvents::Record(const GameServerView& gs, EventType type, const std::string& reason,
+                        const std::string& message) {
+  kube::ObjectReference ref;
+  ref.namespace_ = gs.namespace_;
+  ref.name = gs.name;
+  ref.uid = gs.uid;
+  ref.resource_version = gs.resource_version;
+  recorder_.Record(ref, type == EventType::kWarning ? kube::EventType::kWarning
+                                                    : kube::EventType::kNormal,
+                   reason, message);
+}
+
+}  // namespace aw::resolver

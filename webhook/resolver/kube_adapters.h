@@ -1,0 +1,73 @@
+// The resolver's ports implemented on the Kubernetes client (webhook/kube).
+//
+// Promise:
+//   CacheSource     GameServerSource over the watch-backed GameServer cache; parsed views are
+//                   memoised per resourceVersion (one parse per object change). Loop thread only.
+//   CacheNotifier   InformerHandler forwarding every change to Resolver::Notify and every
+//                   (re)sync to NotifyAll; it only queues, so the informer thread never waits.
+//   KubePatcher     Patcher on Client::Patch (application/json-patch+json). 409, and 422 from a
+//                   failed `test` op, are kConflict; 404 kNotFound; transport/429/5xx kRetry;
+//                   anything else kRejected.
+//   KubeEvents      EventRecorder on kube::EventRecorder (non-blocking, rate-limited).
+#pragma once
+
+#include <map>
+#include <memory>
+#include <string>
+
+#include "kube/client.h"
+#include "kube/events.h"
+#include "kube/informer.h"
+#include "resolver/ports.h"
+#include "resolver/resolver.h"
+
+namespace aw::resolver {
+
+class CacheSource final : public GameServerSource {
+ public:
+  explicit CacheSource(const kube::Informer& cache) : cache_(cache) {}
+  std::shared_ptr<const GameServerView> Get(const std::string& ns,
+                                            const std::string& name) override;
+  std::vector<std::shared_ptr<const GameServerView>> List() override;
+
+ private:
+  std::shared_ptr<const GameServerView> View(const kube::ObjectPtr& obj);
+  const kube::Informer& cache_;
+  std::map<std::string, std::shared_ptr<const GameServerView>> memo_;  // key -> latest view
+};
+
+class CacheNotifier final : public kube::InformerHandler {
+ public:
+  explicit CacheNotifier(Resolver& resolver) : resolver_(resolver) {}
+  void OnUpsert(const kube::ObjectPtr& obj) override;
+  void OnDelete(const kube::ObjectPtr& last_known) override;
+  void OnSynced() override;
+
+ private:
+  Resolver& resolver_;
+};
+
+// Classifies an API error for the resolver (exposed for tests).
+PatchStatus ClassifyPatchError(const kube::ApiError& error);
+
+class KubePatcher final : public Patcher {
+ public:
+  explicit KubePatcher(kube::Client& client) : client_(client) {}
+  PatchOutcome PatchGameServer(const std::string& ns, const std::string& name,
+                               const std::string& json_patch) override;
+
+ private:
+  kube::Client& client_;
+};
+
+class KubeEvents final : public EventRecorder {
+ public:
+  explicit KubeEvents(kube::EventRecorder& recorder) : recorder_(recorder) {}
+  void Record(const GameServerView& gs, EventType type, const std::string& reason,
+              const std::string& message) override;
+
+ private:
+  kube::EventRecorder& recorder_;
+};
+
+}  // namespace aw::resolver
