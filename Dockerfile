@@ -23,20 +23,12 @@ RUN cmake -S . -B /build -G Ninja -DCMAKE_BUILD_TYPE=Release -DAW_BUILD_TESTS=OF
  && cmake --build /build --target allocating-webhook -j"$(nproc)" \
  && strip /build/allocating-webhook
 
-# Assemble the runtime root: the binary, its shared-library closure (including the dynamic loader,
-# copied to the paths the binary asks for), a passwd/group entry for 65532, CA certificates and /tmp.
-RUN set -eu; \
-    mkdir -p /rootfs/usr/local/bin /rootfs/etc/ssl/certs /rootfs/tmp; \
-    chmod 1777 /rootfs/tmp; \
-    cp /build/allocating-webhook /rootfs/usr/local/bin/allocating-webhook; \
-    ldd /build/allocating-webhook \
-      | awk '$2 == "=>" && $3 ~ /^\// { print $3 } $1 ~ /^\// { print $1 }' \
-      | sort -u \
-      | while read -r lib; do cp --parents -L "$lib" /rootfs/; done; \
-    cp /etc/ssl/certs/ca-certificates.crt /rootfs/etc/ssl/certs/; \
-    echo 'nonroot:x:65532:65532:nonroot:/nonexistent:/sbin/nologin' > /rootfs/etc/passwd; \
-    echo 'nonroot:x:65532:' > /rootfs/etc/group; \
-    chroot /rootfs /usr/local/bin/allocating-webhook --help > /dev/null
+# Assemble the runtime root (scripts/make-rootfs: the binary, its shared-library closure including
+# the dynamic loader, CA certificates, a passwd/group entry for 65532, /tmp), then prove it is
+# complete by running the binary inside it as that user.
+COPY scripts/make-rootfs /usr/local/bin/make-rootfs
+RUN make-rootfs /build/allocating-webhook /rootfs \
+ && chroot --userspec=65532:65532 /rootfs /usr/local/bin/allocating-webhook --help > /dev/null
 
 FROM scratch
 COPY --from=build /rootfs/ /

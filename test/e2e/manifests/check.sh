@@ -22,6 +22,10 @@
 #                 kubeconfig has a `resolver` context)
 #   install-certs two runs are idempotent; the caBundle verifies the served certificate; renewal
 #                 keeps the CA; a CA rotation keeps the old CA in the bundle
+#   image-rootfs  the Dockerfile's runtime root (scripts/make-rootfs) built from the local binary
+#                 ($AW_BIN, default build/allocating-webhook) runs as uid 65532 under chroot: --help,
+#                 then the server with the Deployment's flags answers /healthz, /readyz and HTTPS
+#                 (needs root for chroot; skipped otherwise). No container engine is needed.
 set -uo pipefail
 
 ROOT=$(cd "$(dirname "$0")/../../.." && pwd)
@@ -34,7 +38,7 @@ while (($#)); do
     --kubeconfig=*) KCFG="${1#*=}" ;;
     --only) ONLY="$2"; shift ;;
     --only=*) ONLY="${1#*=}" ;;
-    -h | --help) sed -n '2,26p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h | --help) sed -n '2,30p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "manifests check: unknown argument $1" >&2; exit 2 ;;
   esac
   shift
@@ -398,11 +402,54 @@ check_install_certs() {
   return $ok
 }
 
+# --- image root filesystem --------------------------------------------------------------------
+
+free_port() {
+  /usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
+}
+
+check_image_rootfs() {
+  local bin="${AW_BIN:-$ROOT/build/allocating-webhook}" rootfs="$WORK/rootfs" tls port health pid ok=0 args
+  if [[ ! -x "$bin" ]]; then kube_log "skipped: no webhook binary at $bin"; return 0; fi
+  if [[ $(id -u) -ne 0 ]]; then kube_log "skipped: chroot needs root"; return 0; fi
+  "$ROOT/scripts/make-rootfs" "$bin" "$rootfs" >&2 || return 1
+  if ! chroot --userspec=65532:65532 "$rootfs" /usr/local/bin/allocating-webhook --help >/dev/null 2>&1; then
+    kube_log "the binary does not run inside the image root"; return 1
+  fi
+  kube_log "ok: --help runs inside the image root as 65532"
+  # The certificate as the Secret volume presents it (group 65532 through fsGroup, mode 0440).
+  tls="$rootfs/etc/allocating-webhook/tls"
+  mkdir -p "$tls"
+  "$ROOT/scripts/gen-certs" "$tls" 127.0.0.1 >/dev/null || return 1
+  chgrp 65532 "$tls"/tls.crt "$tls"/tls.key && chmod 0440 "$tls"/tls.crt "$tls"/tls.key
+  port=$(free_port) health=$(free_port)
+  # The Deployment's arguments, with the ports moved to free ones on loopback.
+  mapfile -t args < <(rendered_object Deployment | jq -r '.spec.template.spec.containers[0].args[]' |
+    sed -e "s/^--port=.*/--port=$port/" -e "s/^--health-port=.*/--health-port=$health/")
+  chroot --userspec=65532:65532 "$rootfs" /usr/local/bin/allocating-webhook "${args[@]}" \
+    --bind-address=127.0.0.1 >"$WORK/rootfs-run.log" 2>&1 &
+  pid=$!
+  if retry_until 10 curl -sf -o /dev/null "http://127.0.0.1:$health/readyz"; then
+    kube_log "ok: /readyz answers 200 (args: ${args[*]})"
+  else
+    kube_log "/readyz never answered"; ok=1
+  fi
+  curl -sf -o /dev/null "http://127.0.0.1:$health/healthz" || { kube_log "/healthz failed"; ok=1; }
+  local code
+  code=$(curl -s -o /dev/null -w '%{http_code}' --cacert "$tls/ca.crt" "https://127.0.0.1:$port/mutate/gameservers")
+  assert_eq "HTTPS GET on a webhook path (method not allowed)" 405 "$code" || ok=1
+  kill -TERM "$pid" 2>/dev/null
+  wait "$pid" 2>/dev/null
+  ((ok == 0)) || cat "$WORK/rootfs-run.log" >&2
+  return $ok
+}
+
 command -v jq >/dev/null || { echo "manifests check: jq is required" >&2; exit 1; }
 check render check_render
 check dry-run check_dry_run
 check pod-security check_pod_security
 check rbac check_rbac
 check install-certs check_install_certs
+check image-rootfs check_image_rootfs
 kube_log "manifests checks: $passed passed, $failed failed${failures[*]:+ (${failures[*]})}"
 ((failed == 0 && passed > 0))
