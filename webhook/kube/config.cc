@@ -52,8 +52,8 @@ std::string ScalarOr(const YAML::Node& n, const char* key) {
 }
 
 // Finds the entry named `name` in a list of {name:, <field>: {...}} maps.
-YAML::Node FindNamed(const YAML::Node& list, const std::string& name, const char* field) {
-  if (!list || !list.IsSequence()) return YAML::Node();
+std::optional<YAML::Node> FindNamed(const YAML::Node& list, const std::string& name, const char* field) {
+  if (!list || !list.IsSequence()) return std::nullopt;
   for (const auto& item : list) {
     if (!item.IsMap()) continue;
     if (ScalarOr(item, "name") == name) {
@@ -62,7 +62,7 @@ YAML::Node FindNamed(const YAML::Node& list, const std::string& name, const char
       return YAML::Node(YAML::NodeType::Map);
     }
   }
-  return YAML::Node();
+  return std::nullopt;
 }
 
 // Loads a PEM blob from "<field>-data" (base64) or "<field>" (file). Returns error or "".
@@ -192,13 +192,15 @@ ConfigResult ParseKubeconfig(std::string_view yaml, const std::string& base_dir,
     if (ctx_name.empty()) {
       return Fail(fmt::format("kubeconfig {}: no current-context set and no --context given", origin));
     }
-    YAML::Node ctx = FindNamed(root["contexts"], ctx_name, "context");
-    if (!ctx) return Fail(fmt::format("kubeconfig {}: context {:?} not found", origin, ctx_name));
+    auto ctx_found = FindNamed(root["contexts"], ctx_name, "context");
+    if (!ctx_found) return Fail(fmt::format("kubeconfig {}: context {:?} not found", origin, ctx_name));
+    YAML::Node ctx = *ctx_found;
     std::string where = fmt::format("kubeconfig {} context {:?}", origin, ctx_name);
     std::string cluster_name = ScalarOr(ctx, "cluster");
     if (cluster_name.empty()) return Fail(where + ": context has no cluster");
-    YAML::Node cluster = FindNamed(root["clusters"], cluster_name, "cluster");
-    if (!cluster) return Fail(fmt::format("{}: cluster {:?} not found", where, cluster_name));
+    auto cluster_found = FindNamed(root["clusters"], cluster_name, "cluster");
+    if (!cluster_found) return Fail(fmt::format("{}: cluster {:?} not found", where, cluster_name));
+    YAML::Node cluster = *cluster_found;
     ClientConfig c;
     std::string server = ScalarOr(cluster, "server");
     if (server.empty()) return Fail(fmt::format("{}: cluster {:?} has no server", where, cluster_name));
@@ -216,8 +218,9 @@ ConfigResult ParseKubeconfig(std::string_view yaml, const std::string& base_dir,
       return Fail(err);
     std::string user_name = ScalarOr(ctx, "user");
     if (!user_name.empty()) {
-      YAML::Node user = FindNamed(root["users"], user_name, "user");
-      if (!user) return Fail(fmt::format("{}: user {:?} not found", where, user_name));
+      auto user_found = FindNamed(root["users"], user_name, "user");
+      if (!user_found) return Fail(fmt::format("{}: user {:?} not found", where, user_name));
+      YAML::Node user = *user_found;
       if (auto err = LoadBlob(user, "client-certificate", base_dir, where, &c.client_cert_pem); !err.empty())
         return Fail(err);
       if (auto err = LoadBlob(user, "client-key", base_dir, where, &c.client_key_pem); !err.empty())

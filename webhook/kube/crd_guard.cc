@@ -179,7 +179,7 @@ void CrdGuard::RunRepairs() {
       continue;
     }
     auto now = Clock::now();
-    if (now - last_warn >= std::chrono::minutes(1)) {
+    if (known_.load() && now - last_warn >= std::chrono::minutes(1)) {
       last_warn = now;
       log::warn("crd guard: failing open: the GameServer CRD does not accept Allocating",
                 {{"crd", opts_.crd_name},
