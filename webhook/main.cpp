@@ -17,6 +17,8 @@
 
 #include "admission/crd_state.h"
 #include "admission/policy.h"
+#include "kube/controllers.h"
+#include "resolver/service.h"  // [helper E]
 #include "server/admission_metrics.h"
 #include "server/admission_pipeline.h"
 #include "server/cert_reloader.h"
@@ -58,7 +60,11 @@ int main(int argc, char** argv) {
   admission::Policy policy;
   server::RegisterPolicyFlags(fs, &policy);
   // [kube client / leader election / CRD guard flags: helper D]
+  kube::KubeFlags kube_flags;
+  kube::RegisterKubeFlags(fs, &kube_flags);
   // [resolver flags: helper E]
+  resolver::ResolverFlags resolver_flags;
+  resolver::RegisterResolverFlags(fs, &resolver_flags);
 
   auto parsed = fs.Parse(argc, argv);
   if (parsed.status == flags::FlagSet::Status::kHelp) {
@@ -71,6 +77,10 @@ int main(int argc, char** argv) {
     return 2;
   }
   if (auto err = server::Validate(server_cfg, policy)) {
+    std::fprintf(stderr, "allocating-webhook: %s\n", err->c_str());
+    return 2;
+  }
+  if (auto err = resolver::ValidateResolverFlags(resolver_flags, policy)) {  // [helper E]
     std::fprintf(stderr, "allocating-webhook: %s\n", err->c_str());
     return 2;
   }
@@ -127,9 +137,28 @@ int main(int argc, char** argv) {
   }
 
   // ---- Controllers: Kubernetes client, leader election, CRD guard (helper D) ---------------
-  // Pass `*registry` for metrics and `crd_readiness` to the CRD guard.
+  // Enabled only with a kube config (--kubeconfig or in-cluster); then the CRD guard drives
+  // crd_readiness instead of --crd-accepts-allocating. Register leader callbacks
+  // (controllers.OnLeader) before controllers.Start().
+  kube::Controllers controllers(kube_flags, crd_readiness, *registry);
+  if (auto err = controllers.Init(); !err.empty()) {
+    log::error("cannot configure the Kubernetes client", {{"error", err}});
+    return 1;
+  }
 
   // ---- Resolver (helper E) ------------------------------------------------------------------
+  // Needs the Kubernetes client: the GameServer cache runs on every replica (warm standby); the
+  // resolver loop runs only while this replica leads.
+  std::unique_ptr<resolver::ResolverService> resolver_service;
+  if (controllers.Enabled()) {
+    resolver_service = std::make_unique<resolver::ResolverService>(
+        resolver_flags, policy, controllers.client(), controllers.events(), *registry);
+    resolver_service->Start();
+    controllers.OnLeader([&resolver_service] { resolver_service->StartLeading(); },
+                         [&resolver_service] { resolver_service->StopLeading(); });
+  }
+
+  controllers.Start();  // [helper D] after every OnLeader registration
 
   log::info("allocating-webhook started",
             {{"port", std::to_string(server_cfg.https.port)},
@@ -142,6 +171,8 @@ int main(int argc, char** argv) {
   log::info("shutting down", {{"signal", sig == SIGTERM ? "SIGTERM" : "SIGINT"}});
   // Stop in reverse order: controllers first [helpers D/E], then stop accepting admission
   // connections and let in-flight requests finish.
+  controllers.Stop();  // [helper D] releases the lease, cancels watches
+  if (resolver_service) resolver_service->Stop();  // [helper E] (already out of leadership)
   admission_server.Stop();
   const auto deadline = std::chrono::steady_clock::now() + server_cfg.shutdown_grace;
   while (admission_metrics.in_flight().Value() > 0 && std::chrono::steady_clock::now() < deadline) {
