@@ -26,6 +26,10 @@
 #                 ($AW_BIN, default build/allocating-webhook) runs as uid 65532 under chroot: --help,
 #                 then the server with the Deployment's flags answers /healthz, /readyz and HTTPS
 #                 (needs root for chroot; skipped otherwise). No container engine is needed.
+#   rbac-live     the program itself ($AW_BIN) running as the service account (the kubeconfig's
+#                 `resolver` context: a token bound only to the manifests' roles) takes the Lease,
+#                 adds Allocating to the GameServer CRD, promotes a ready Allocating GameServer
+#                 and records its Event, with no "forbidden" in its log
 set -uo pipefail
 
 ROOT=$(cd "$(dirname "$0")/../../.." && pwd)
@@ -38,7 +42,7 @@ while (($#)); do
     --kubeconfig=*) KCFG="${1#*=}" ;;
     --only) ONLY="$2"; shift ;;
     --only=*) ONLY="${1#*=}" ;;
-    -h | --help) sed -n '2,30p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h | --help) sed -n '2,34p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "manifests check: unknown argument $1" >&2; exit 2 ;;
   esac
   shift
@@ -444,6 +448,81 @@ check_image_rootfs() {
   return $ok
 }
 
+# --- RBAC, live ------------------------------------------------------------------------------
+
+LIVE_NS=aw-rbac-live
+
+lease_holder() {
+  kc -n allocating-system get lease allocating-webhook -o 'jsonpath={.spec.holderIdentity}' 2>/dev/null
+}
+has_lease_holder() { [[ -n "$(lease_holder)" ]]; }
+gs_confirmed() { [[ "$(gs_annotation "$LIVE_NS" "$1" allocating.agones.dev/outcome)" == Confirmed ]]; }
+has_event() {
+  kc -n "$LIVE_NS" get events --field-selector "involvedObject.name=$1,reason=$2" \
+    -o 'jsonpath={.items[*].reason}' 2>/dev/null | grep -q "$2"
+}
+
+check_rbac_live() {
+  local bin="${AW_BIN:-$ROOT/build/allocating-webhook}" tls="$WORK/live-tls" pid ok=0 port health
+  local name="rbac-live-$RANDOM" id since
+  if [[ ! -x "$bin" ]]; then kube_log "skipped: no webhook binary at $bin"; return 0; fi
+  if ! kubectl --kubeconfig "$KCFG" config get-contexts resolver >/dev/null 2>&1; then
+    kube_log "skipped: no 'resolver' context in $KCFG"; return 0
+  fi
+  if crd_enum_has_allocating; then
+    kube_log "note: the GameServer CRD already lists Allocating; the guard's patch is not exercised"
+  fi
+  "$ROOT/scripts/gen-certs" "$tls" 127.0.0.1 >/dev/null || return 1
+  port=$(free_port) health=$(free_port)
+  "$bin" --port="$port" --health-port="$health" --bind-address=127.0.0.1 \
+    --tls-cert-file="$tls/tls.crt" --tls-key-file="$tls/tls.key" \
+    --trusted-users="$SA_USER" --kubeconfig="$KCFG" --context=resolver \
+    --leader-election-namespace=allocating-system --log-format=json >"$WORK/live.log" 2>&1 &
+  pid=$!
+
+  if retry_until 30 has_lease_holder; then kube_log "ok: took the Lease (holder $(lease_holder))"
+  else kube_log "no Lease holder after 30s"; ok=1; fi
+  if retry_until 30 crd_enum_has_allocating; then kube_log "ok: the GameServer CRD lists Allocating"
+  else kube_log "the CRD guard did not add Allocating"; ok=1; fi
+
+  # An opted-in server already Allocating whose game server confirmed readiness (no probe).
+  kc create namespace "$LIVE_NS" --dry-run=client -o yaml | kc apply -f - >/dev/null
+  id="rbac-live-$(date -u +%s%N)"
+  since=$(date -u +%Y-%m-%dT%H:%M:%S.%NZ)
+  jq -n --arg ns "$LIVE_NS" --arg name "$name" --arg id "$id" --arg since "$since" '{
+    apiVersion: "agones.dev/v1", kind: "GameServer",
+    metadata: {name: $name, namespace: $ns,
+      labels: {"allocating.agones.dev/enabled": "true"},
+      annotations: {"allocating.agones.dev/timeout": "5m", "allocating.agones.dev/since": $since,
+        "allocating.agones.dev/allocation": $id, "agones.dev/sdk-allocating-ready": $id}},
+    spec: {ports: [{name: "default", containerPort: 7654}],
+      template: {spec: {containers: [{name: "game", image: "example/game:1"}]}}},
+    status: {state: "Allocating", address: "127.0.0.1",
+      ports: [{name: "default", port: 7654}]}}' >"$WORK/live-gs.json"
+  if kc create -f "$WORK/live-gs.json" >/dev/null; then
+    if retry_until 20 gs_confirmed "$name"; then
+      assert_eq "state after confirmation" Allocated "$(gs_state "$LIVE_NS" "$name")" || ok=1
+    else
+      kube_log "not promoted within 20s (state '$(gs_state "$LIVE_NS" "$name")')"; ok=1
+    fi
+    if retry_until 10 has_event "$name" AllocatingConfirmed; then kube_log "ok: Event AllocatingConfirmed recorded"
+    else kube_log "no AllocatingConfirmed Event"; ok=1; fi
+    kc -n "$LIVE_NS" delete gameservers.agones.dev "$name" --wait=false >/dev/null 2>&1
+  else
+    ok=1
+  fi
+
+  if grep -i -E 'forbidden|\b403\b' "$WORK/live.log" >&2; then
+    kube_log "the program hit an authorization error (above)"; ok=1
+  else
+    kube_log "ok: no authorization error in the program's log"
+  fi
+  kill -TERM "$pid" 2>/dev/null
+  wait "$pid" 2>/dev/null
+  ((ok == 0)) || tail -40 "$WORK/live.log" >&2
+  return $ok
+}
+
 command -v jq >/dev/null || { echo "manifests check: jq is required" >&2; exit 1; }
 check render check_render
 check dry-run check_dry_run
@@ -451,5 +530,6 @@ check pod-security check_pod_security
 check rbac check_rbac
 check install-certs check_install_certs
 check image-rootfs check_image_rootfs
+check rbac-live check_rbac_live
 kube_log "manifests checks: $passed passed, $failed failed${failures[*]:+ (${failures[*]})}"
 ((failed == 0 && passed > 0))
