@@ -1,0 +1,176 @@
+// AdmissionPipeline: HTTP semantics around admission::Handle, metrics and the elastic pool.
+#include <gtest/gtest.h>
+#include <prometheus/registry.h>
+
+#include <atomic>
+#include <condition_variable>
+#include <fstream>
+#include <mutex>
+#include <sstream>
+#include <string>
+
+#include "admission/crd_state.h"
+#include "admission/policy.h"
+#include "server/admission_metrics.h"
+#include "server/admission_pipeline.h"
+#include "server/elastic_pool.h"
+
+namespace aw::server {
+namespace {
+
+using admission::Route;
+
+std::string Fixture(const std::string& name) {
+  std::ifstream in(std::string(AW_SOURCE_DIR) + "/test/fixtures/reviews/" + name);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+class PipelineTest : public ::testing::Test {
+ protected:
+  PipelineTest() : crd_(true), metrics_(registry_), pipeline_(policy_, crd_, metrics_, 1024 * 1024) {
+    policy_.trusted_users = {"system:serviceaccount:allocating-system:allocating-webhook"};
+  }
+
+  double Counter(const std::string& name, const std::map<std::string, std::string>& labels) {
+    for (const auto& family : registry_.Collect()) {
+      if (family.name != name) continue;
+      for (const auto& m : family.metric) {
+        std::map<std::string, std::string> got;
+        for (const auto& l : m.label) got[l.name] = l.value;
+        if (got == labels) return m.counter.value;
+      }
+    }
+    return -1;
+  }
+  uint64_t HistogramCount(const std::string& route) {
+    for (const auto& family : registry_.Collect()) {
+      if (family.name != "allocating_webhook_admission_duration_seconds") continue;
+      for (const auto& m : family.metric) {
+        if (m.label.at(0).value == route) return m.histogram.sample_count;
+      }
+    }
+    return 0;
+  }
+
+  prometheus::Registry registry_;
+  admission::Policy policy_;
+  admission::AtomicCrdReadiness crd_;
+  AdmissionMetrics metrics_;
+  AdmissionPipeline pipeline_;
+};
+
+TEST_F(PipelineTest, AllSeriesExistAtZero) {
+  for (Route r : admission::AllRoutes()) {
+    for (auto o : {"allowed", "rewritten", "denied", "error"}) {
+      EXPECT_EQ(Counter("allocating_webhook_admission_requests_total",
+                        {{"route", std::string(admission::RouteName(r))}, {"outcome", o}}),
+                0);
+    }
+  }
+}
+
+TEST(ContentType, JsonDetection) {
+  EXPECT_TRUE(IsJsonContentType("application/json"));
+  EXPECT_TRUE(IsJsonContentType("Application/JSON"));
+  EXPECT_TRUE(IsJsonContentType("application/json; charset=utf-8"));
+  EXPECT_TRUE(IsJsonContentType(" application/json ;charset=UTF-8"));
+  EXPECT_FALSE(IsJsonContentType(""));
+  EXPECT_FALSE(IsJsonContentType("text/plain"));
+  EXPECT_FALSE(IsJsonContentType("application/jsonx"));
+  EXPECT_FALSE(IsJsonContentType("application/json-patch+json"));
+  EXPECT_FALSE(IsJsonContentType("application/yaml"));
+}
+
+TEST_F(PipelineTest, WrongContentType415) {
+  auto a = pipeline_.Serve(Route::kMutateGameServers, "text/plain", "{}", false);
+  EXPECT_EQ(a.status, 415);
+  EXPECT_NE(a.body.find("application/json"), std::string::npos);
+  EXPECT_EQ(a.body.back(), '\n');
+  EXPECT_EQ(Counter("allocating_webhook_admission_requests_total",
+                    {{"route", "mutate_gameservers"}, {"outcome", "error"}}),
+            1);
+  EXPECT_EQ(Counter("allocating_webhook_http_errors_total", {{"code", "415"}}), 1);
+}
+
+TEST_F(PipelineTest, TooLarge413BeforeContentType) {
+  auto a = pipeline_.Serve(Route::kValidateFleets, "text/plain", "", true);
+  EXPECT_EQ(a.status, 413);
+  EXPECT_NE(a.body.find("1048576"), std::string::npos) << a.body;
+}
+
+TEST_F(PipelineTest, MalformedReview400WithMessage) {
+  auto a = pipeline_.Serve(Route::kValidateGameServers, "application/json", "{nope", false);
+  EXPECT_EQ(a.status, 400);
+  EXPECT_FALSE(a.body.empty());
+  EXPECT_EQ(a.body.back(), '\n');
+  EXPECT_EQ(Counter("allocating_webhook_admission_requests_total",
+                    {{"route", "validate_gameservers"}, {"outcome", "error"}}),
+            1);
+}
+
+TEST_F(PipelineTest, AllocatorUpdateRewrittenAndMeasured) {
+  std::string body = Fixture("v1-allocator-update.json");
+  ASSERT_FALSE(body.empty());
+  auto a = pipeline_.Serve(Route::kMutateGameServers, "application/json", body, false);
+  EXPECT_EQ(a.status, 200);
+  EXPECT_EQ(a.content_type, "application/json");
+  EXPECT_NE(a.body.find("\"patch\""), std::string::npos);
+  EXPECT_EQ(Counter("allocating_webhook_admission_requests_total",
+                    {{"route", "mutate_gameservers"}, {"outcome", "rewritten"}}),
+            1);
+  EXPECT_EQ(HistogramCount("mutate_gameservers"), 1u);
+  EXPECT_EQ(metrics_.in_flight().Value(), 0);
+}
+
+TEST_F(PipelineTest, FailOpenCounted) {
+  crd_.Set(false);
+  std::string body = Fixture("v1-allocator-update.json");
+  auto a = pipeline_.Serve(Route::kMutateGameServers, "application/json", body, false);
+  EXPECT_EQ(a.status, 200);
+  EXPECT_EQ(a.body.find("\"patch\""), std::string::npos);
+  EXPECT_EQ(Counter("allocating_webhook_fail_open_total", {{"route", "mutate_gameservers"}}), 1);
+}
+
+TEST(ElasticTaskQueue, RunsEveryTaskAndGrowsToTheBound) {
+  ElasticTaskQueue q(/*min_threads=*/1, /*max_threads=*/4);
+  std::mutex mu;
+  std::condition_variable cv;
+  int started = 0;
+  bool release = false;
+  std::atomic<int> done{0};
+  for (int i = 0; i < 10; ++i) {
+    q.enqueue([&] {
+      {
+        std::unique_lock lock(mu);
+        ++started;
+        cv.notify_all();
+        cv.wait(lock, [&] { return release; });
+      }
+      ++done;
+    });
+  }
+  {
+    std::unique_lock lock(mu);
+    cv.wait(lock, [&] { return started == 4; });  // 4 blocked tasks: one per allowed thread
+  }
+  EXPECT_EQ(q.threads(), 4u);
+  EXPECT_EQ(q.busy(), 4u);
+  {
+    std::lock_guard lock(mu);
+    release = true;
+  }
+  cv.notify_all();
+  q.shutdown();  // runs the queued ones too
+  EXPECT_EQ(done.load(), 10);
+}
+
+TEST(ElasticTaskQueue, ShutdownWithoutTasks) {
+  ElasticTaskQueue q(0, 8);
+  q.shutdown();
+  q.shutdown();
+}
+
+}  // namespace
+}  // namespace aw::server
