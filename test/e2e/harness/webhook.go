@@ -20,7 +20,7 @@ import (
 // WebhookOptions configure one webhook process.
 type WebhookOptions struct {
 	// Args are extra flags. A flag named here (--name or --name=value) replaces the harness default of
-	// the same name (defaults: --port, --health-port, --tls-cert-file, --tls-key-file,
+	// the same name (defaults: --bind-address=127.0.0.1, --port, --health-port, --tls-cert-file, --tls-key-file,
 	// --trusted-users=ResolverUser, --agones-controller-users=AgonesControllerUser, --log-format=json).
 	Args []string
 	// CertDir holds tls.crt, tls.key and ca.crt; "" uses the control plane's shared test certificate
@@ -150,6 +150,7 @@ func (cp *ControlPlane) StartWebhook(t testing.TB, opts WebhookOptions) *Webhook
 		}
 	}
 	defaults := []struct{ name, value string }{
+		{"bind-address", "127.0.0.1"},
 		{"port", strconv.Itoa(w.Port)},
 		{"health-port", strconv.Itoa(w.HealthPort)},
 		{"tls-cert-file", filepath.Join(certDir, "tls.crt")},
