@@ -86,8 +86,13 @@ std::optional<SysNanos> ParseRfc3339(std::string_view s) {
     return std::nullopt;
   }
   if (pos != s.size()) return std::nullopt;
-  SysNanos t = sys_days{ymd} + hours{h} + minutes{mi} + seconds{sec} + nanoseconds{ns};
-  return t - minutes{offset_min};
+  // Compute in seconds first: nanoseconds since 1970 only cover about 1678..2262.
+  auto secs = (sys_days{ymd} + hours{h} + minutes{mi} + seconds{sec} - minutes{offset_min})
+                  .time_since_epoch()
+                  .count();
+  constexpr long long kMaxSecs = 9223372035LL;  // leaves room for the fraction
+  if (secs > kMaxSecs || secs < -kMaxSecs) return std::nullopt;
+  return SysNanos{seconds{secs}} + nanoseconds{ns};
 }
 
 }  // namespace aw::util

@@ -6,7 +6,8 @@
 // accepts any RFC 3339 date-time: "T"/"t" separator, optional fraction of 1-9 digits (more are
 // truncated), "Z"/"z" or a "+hh:mm"/"-hh:mm" offset; it validates field ranges (including the day
 // of the month and leap years; a leap second "60" is rejected) and returns std::nullopt on
-// anything else. Round-trips exactly for every time between years 0001 and 9999.
+// anything else, including times outside the int64-nanosecond range (about years 1678-2262).
+// Round-trips exactly for every time in that range.
 #pragma once
 
 #include <chrono>
