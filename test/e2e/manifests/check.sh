@@ -5,9 +5,11 @@
 #
 # Without --kubeconfig it starts its own control plane (scripts/controlplane with
 # AW_E2E_DIR=build/e2e-manifests) and stops it at the end. With one, it uses that cluster's admin
-# context and touches nothing the other tests use: everything it creates lives in the namespaces
-# aw-psa-check and aw-certs-check, or is named aw-certs-check (inert webhook configurations whose
-# objectSelector never matches); everything else is --dry-run=server.
+# context (the Go test test/e2e/manifests gives it its own control plane). The checks up to
+# install-certs touch nothing other tests use (namespaces aw-*, inert webhook configurations named
+# aw-certs-check, otherwise --dry-run=server); rbac-live and example-flow run the program, which
+# edits the GameServer CRD's enum, and example-flow registers the webhook configurations
+# allocating-webhook: give them a control plane of their own.
 #
 # Checks:
 #   render        kubectl kustomize renders base, every overlay and the examples
@@ -30,6 +32,11 @@
 #                 `resolver` context: a token bound only to the manifests' roles) takes the Lease,
 #                 adds Allocating to the GameServer CRD, promotes a ready Allocating GameServer
 #                 and records its Event, with no "forbidden" in its log
+#   example-flow  the webhook registered from manifests/overlays/local, a GameServer made from the
+#                 example Fleet's template (UDP probe on its "default" port, answered by a local
+#                 UDP echo), an allocator-style UPDATE to Allocated, then the same steps as
+#                 scripts/e2e-kind (scripts/lib/scenario.sh): held in Allocating, confirmed by the
+#                 SDK-style readiness patch plus the probe, Allocated with outcome Confirmed
 set -uo pipefail
 
 ROOT=$(cd "$(dirname "$0")/../../.." && pwd)
@@ -42,7 +49,7 @@ while (($#)); do
     --kubeconfig=*) KCFG="${1#*=}" ;;
     --only) ONLY="$2"; shift ;;
     --only=*) ONLY="${1#*=}" ;;
-    -h | --help) sed -n '2,34p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h | --help) sed -n '2,42p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "manifests check: unknown argument $1" >&2; exit 2 ;;
   esac
   shift
@@ -72,6 +79,8 @@ if kubectl --kubeconfig "$KCFG" config get-contexts admin >/dev/null 2>&1; then 
 KUBECTL=(kubectl --kubeconfig "$KCFG" "${ADMIN_CONTEXT[@]}")
 # shellcheck source=scripts/lib/kube.sh
 source "$ROOT/scripts/lib/kube.sh"
+# shellcheck source=scripts/lib/scenario.sh
+source "$ROOT/scripts/lib/scenario.sh"
 
 SA_USER=system:serviceaccount:allocating-system:allocating-webhook
 passed=0
@@ -452,6 +461,18 @@ check_image_rootfs() {
 
 LIVE_NS=aw-rbac-live
 
+# start_webhook BINARY TLSDIR LOG: runs the program on free loopback ports as the service account
+# (the kubeconfig's `resolver` context). Sets WEBHOOK_PID, WEBHOOK_PORT, WEBHOOK_HEALTH.
+start_webhook() {
+  "$ROOT/scripts/gen-certs" "$2" 127.0.0.1 >/dev/null || return 1
+  WEBHOOK_PORT=$(free_port) WEBHOOK_HEALTH=$(free_port)
+  "$1" --port="$WEBHOOK_PORT" --health-port="$WEBHOOK_HEALTH" --bind-address=127.0.0.1 \
+    --tls-cert-file="$2/tls.crt" --tls-key-file="$2/tls.key" \
+    --trusted-users="$SA_USER" --kubeconfig="$KCFG" --context=resolver \
+    --leader-election-namespace=allocating-system --log-format=json >"$3" 2>&1 &
+  WEBHOOK_PID=$!
+}
+
 lease_holder() {
   kc -n allocating-system get lease allocating-webhook -o 'jsonpath={.spec.holderIdentity}' 2>/dev/null
 }
@@ -463,7 +484,7 @@ has_event() {
 }
 
 check_rbac_live() {
-  local bin="${AW_BIN:-$ROOT/build/allocating-webhook}" tls="$WORK/live-tls" pid ok=0 port health
+  local bin="${AW_BIN:-$ROOT/build/allocating-webhook}" tls="$WORK/live-tls" pid ok=0
   local name="rbac-live-$RANDOM" id since
   if [[ ! -x "$bin" ]]; then kube_log "skipped: no webhook binary at $bin"; return 0; fi
   if ! kubectl --kubeconfig "$KCFG" config get-contexts resolver >/dev/null 2>&1; then
@@ -472,13 +493,8 @@ check_rbac_live() {
   if crd_enum_has_allocating; then
     kube_log "note: the GameServer CRD already lists Allocating; the guard's patch is not exercised"
   fi
-  "$ROOT/scripts/gen-certs" "$tls" 127.0.0.1 >/dev/null || return 1
-  port=$(free_port) health=$(free_port)
-  "$bin" --port="$port" --health-port="$health" --bind-address=127.0.0.1 \
-    --tls-cert-file="$tls/tls.crt" --tls-key-file="$tls/tls.key" \
-    --trusted-users="$SA_USER" --kubeconfig="$KCFG" --context=resolver \
-    --leader-election-namespace=allocating-system --log-format=json >"$WORK/live.log" 2>&1 &
-  pid=$!
+  start_webhook "$bin" "$tls" "$WORK/live.log" || return 1
+  pid=$WEBHOOK_PID
 
   if retry_until 30 has_lease_holder; then kube_log "ok: took the Lease (holder $(lease_holder))"
   else kube_log "no Lease holder after 30s"; ok=1; fi
@@ -523,6 +539,90 @@ check_rbac_live() {
   return $ok
 }
 
+# --- the example flow --------------------------------------------------------------------------
+
+EXAMPLE_NS=aw-example-flow
+
+# register_local_webhooks CA_FILE PORT: manifests/overlays/local with the CA and the actual port.
+register_local_webhooks() {
+  kc kustomize "$ROOT/manifests/overlays/local" | kc create --dry-run=client -o json -f - |
+    jq -c 'if .kind == "List" then .items[] else . end' |
+    jq -s --arg ca "$(base64 -w0 <"$1")" --arg port "$2" '{apiVersion: "v1", kind: "List", items: [.[] |
+      select(.kind | test("WebhookConfiguration$")) |
+      .webhooks |= map(.clientConfig.caBundle = $ca |
+        .clientConfig.url |= sub("127\\.0\\.0\\.1:8443/"; "127.0.0.1:" + $port + "/"))]}' |
+    kc apply -f - >/dev/null
+}
+
+webhook_knows_crd() {
+  curl -sf "http://127.0.0.1:$WEBHOOK_HEALTH/metrics" | grep -q '^allocating_webhook_crd_accepts_allocating 1'
+}
+
+# example_gameserver NAME UDP_PORT: a GameServer made from the example Fleet's template.
+example_gameserver() {
+  kc kustomize "$ROOT/manifests/examples" | kc create --dry-run=client -o json -f - |
+    jq -c 'if .kind == "List" then .items[] else . end | select(.kind == "Fleet")' |
+    jq --arg ns "$EXAMPLE_NS" --arg name "$1" '{apiVersion: "agones.dev/v1", kind: "GameServer",
+      metadata: {name: $name, namespace: $ns,
+        labels: ((.spec.template.metadata.labels // {}) + {"agones.dev/fleet": .metadata.name}),
+        annotations: (.spec.template.metadata.annotations // {})},
+      spec: .spec.template.spec}'
+}
+
+check_example_flow() {
+  local bin="${AW_BIN:-$ROOT/build/allocating-webhook}" tls="$WORK/flow-tls" ok=0 name="example-$RANDOM"
+  local echo_pid udp_port gs now id
+  if [[ ! -x "$bin" ]]; then kube_log "skipped: no webhook binary at $bin"; return 0; fi
+  start_webhook "$bin" "$tls" "$WORK/flow.log" || return 1
+
+  # The game server stand-in: answers every UDP datagram (as Agones' simple-game-server does).
+  /usr/bin/python3 -u -c '
+import socket, sys
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+s.bind(("127.0.0.1", 0))
+print(s.getsockname()[1], flush=True)
+while True:
+    data, addr = s.recvfrom(2048)
+    s.sendto(b"ACK: " + data, addr)
+' >"$WORK/udp.port" 2>/dev/null &
+  echo_pid=$!
+  retry_until 5 test -s "$WORK/udp.port" || { kube_log "UDP echo did not start"; ok=1; }
+  udp_port=$(head -n 1 "$WORK/udp.port")
+
+  flow() {
+    register_local_webhooks "$tls/ca.crt" "$WEBHOOK_PORT" || { kube_log "cannot register the webhooks"; return 1; }
+    retry_until 30 webhook_knows_crd || { kube_log "the webhook never saw the CRD accept Allocating"; return 1; }
+    kube_log "ok: webhook registered from overlays/local; the CRD accepts Allocating"
+    kc create namespace "$EXAMPLE_NS" --dry-run=client -o yaml | kc apply -f - >/dev/null
+    example_gameserver "$name" >"$WORK/gs.json"
+    kc create -f "$WORK/gs.json" >/dev/null || { kube_log "the example GameServer was refused"; return 1; }
+    # Agones marks it Ready with its address and port.
+    kubectl --kubeconfig "$KCFG" --context agones-controller -n "$EXAMPLE_NS" patch gameservers.agones.dev "$name" \
+      --type=merge -p "{\"status\":{\"state\":\"Ready\",\"address\":\"127.0.0.1\",\"ports\":[{\"name\":\"default\",\"port\":$udp_port}]}}" \
+      >/dev/null || return 1
+    # The allocator: one full UPDATE with state Allocated, agones.dev/last-allocated and the
+    # allocation's metadata.
+    now=$(date -u +%Y-%m-%dT%H:%M:%S.%NZ)
+    gs=$(kubectl --kubeconfig "$KCFG" --context agones-controller -n "$EXAMPLE_NS" get gameservers.agones.dev "$name" -o json |
+      jq --arg now "$now" '.status.state = "Allocated" |
+        .metadata.annotations["agones.dev/last-allocated"] = $now |
+        .metadata.labels["match"] = "example"')
+    kubectl --kubeconfig "$KCFG" --context agones-controller replace -f - <<<"$gs" >/dev/null 2>"$WORK/replace.err" ||
+      { kube_log "allocator UPDATE failed: $(cat "$WORK/replace.err")"; return 1; }
+    id=$(gs_annotation "$EXAMPLE_NS" "$name" allocating.agones.dev/allocation)
+    assert_eq "allocation id = agones.dev/last-allocated" "$now" "$id" || return 1
+    scenario_held_then_confirmed "$EXAMPLE_NS" "$name" "$id"
+  }
+  flow || ok=1
+
+  kc delete mutatingwebhookconfiguration,validatingwebhookconfiguration allocating-webhook --ignore-not-found >/dev/null
+  kc -n "$EXAMPLE_NS" delete gameservers.agones.dev "$name" --ignore-not-found --wait=false >/dev/null 2>&1
+  kill -TERM "$WEBHOOK_PID" "$echo_pid" 2>/dev/null
+  wait "$WEBHOOK_PID" "$echo_pid" 2>/dev/null
+  ((ok == 0)) || tail -40 "$WORK/flow.log" >&2
+  return $ok
+}
+
 command -v jq >/dev/null || { echo "manifests check: jq is required" >&2; exit 1; }
 check render check_render
 check dry-run check_dry_run
@@ -531,5 +631,6 @@ check rbac check_rbac
 check install-certs check_install_certs
 check image-rootfs check_image_rootfs
 check rbac-live check_rbac_live
+check example-flow check_example_flow
 kube_log "manifests checks: $passed passed, $failed failed${failures[*]:+ (${failures[*]})}"
 ((failed == 0 && passed > 0))

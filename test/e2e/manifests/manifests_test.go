@@ -24,7 +24,7 @@ func TestManifests(t *testing.T) {
 	script := filepath.Join(root, "test", "e2e", "manifests", "check.sh")
 	path := filepath.Dir(cp.KubectlPath) + string(os.PathListSeparator) + os.Getenv("PATH")
 
-	for _, check := range []string{"render", "dry-run", "pod-security", "rbac", "install-certs", "image-rootfs", "rbac-live"} {
+	for _, check := range []string{"render", "dry-run", "pod-security", "rbac", "install-certs", "image-rootfs", "rbac-live", "example-flow"} {
 		t.Run(check, func(t *testing.T) {
 			cmd := exec.Command(script, "--kubeconfig", cp.Kubeconfig, "--only", check)
 			cmd.Env = append(os.Environ(), "PATH="+path)
