@@ -68,11 +68,15 @@ if [[ -z "$KCFG" ]]; then
   KCFG="$CP_DIR/kubeconfig"
 fi
 WORK=$(mktemp -d)
+STARTED_PIDS=()  # processes this script started (webhook, UDP echo): stopped on any exit
 cleanup() {
+  local pid
+  for pid in "${STARTED_PIDS[@]}"; do kill -KILL "$pid" 2>/dev/null || true; done
   rm -rf "$WORK"
   if ((OWN_CP)); then AW_E2E_DIR="$CP_DIR" "$ROOT/scripts/controlplane" down >&2 || true; fi
 }
 trap cleanup EXIT
+trap 'exit 143' TERM INT
 
 ADMIN_CONTEXT=()
 if kubectl --kubeconfig "$KCFG" config get-contexts admin >/dev/null 2>&1; then ADMIN_CONTEXT=(--context admin); fi
@@ -442,6 +446,7 @@ check_image_rootfs() {
   chroot --userspec=65532:65532 "$rootfs" /usr/local/bin/allocating-webhook "${args[@]}" \
     --bind-address=127.0.0.1 >"$WORK/rootfs-run.log" 2>&1 &
   pid=$!
+  STARTED_PIDS+=("$pid")
   if retry_until 10 curl -sf -o /dev/null "http://127.0.0.1:$health/readyz"; then
     kube_log "ok: /readyz answers 200 (args: ${args[*]})"
   else
@@ -471,6 +476,7 @@ start_webhook() {
     --trusted-users="$SA_USER" --kubeconfig="$KCFG" --context=resolver \
     --leader-election-namespace=allocating-system --log-format=json >"$3" 2>&1 &
   WEBHOOK_PID=$!
+  STARTED_PIDS+=("$WEBHOOK_PID")
 }
 
 lease_holder() {
@@ -586,6 +592,7 @@ while True:
     s.sendto(b"ACK: " + data, addr)
 ' >"$WORK/udp.port" 2>/dev/null &
   echo_pid=$!
+  STARTED_PIDS+=("$echo_pid")
   retry_until 5 test -s "$WORK/udp.port" || { kube_log "UDP echo did not start"; ok=1; }
   udp_port=$(head -n 1 "$WORK/udp.port")
 
