@@ -109,7 +109,7 @@ overlays() { find "$ROOT/manifests/overlays" -mindepth 1 -maxdepth 1 -type d | s
 
 check_render() {
   local d ok=0
-  for d in "$ROOT/manifests/base" $(overlays) "$ROOT/manifests/examples"; do
+  for d in "$ROOT/manifests/base" $(overlays) "$ROOT/manifests/examples" "$ROOT/manifests/monitoring"; do
     if kc kustomize "$d" >"$WORK/render.yaml" 2>"$WORK/render.err"; then
       kube_log "ok: renders ${d#"$ROOT"/}"
     else
