@@ -1,5 +1,7 @@
 #include "admission/review.h"
 
+#include <cstring>
+
 #include <fmt/format.h>
 #include <rapidjson/error/en.h>
 #include <rapidjson/stringbuffer.h>
@@ -18,13 +20,41 @@ std::string Truncate(std::string_view s) {
   return std::string(s.substr(0, 100)) + "...";
 }
 
+// One arena per thread, reused by every request on that thread (a review is parsed and answered
+// on one thread and never outlives the call).
+constexpr size_t kArenaBytes = 64 * 1024;
+thread_local char tls_arena[kArenaBytes];
+thread_local bool tls_arena_in_use = false;
+
+std::unique_ptr<rapidjson::MemoryPoolAllocator<>> MakePool(bool use_arena) {
+  if (use_arena) return std::make_unique<rapidjson::MemoryPoolAllocator<>>(tls_arena, kArenaBytes);
+  return std::make_unique<rapidjson::MemoryPoolAllocator<>>();
+}
+
 }  // namespace
+
+ReviewRequest::ReviewRequest()
+    : owns_arena_(!tls_arena_in_use), pool_(MakePool(owns_arena_)), doc(pool_.get()) {
+  if (owns_arena_) tls_arena_in_use = true;
+}
+
+ReviewRequest::~ReviewRequest() {
+  if (owns_arena_) tls_arena_in_use = false;
+}
 
 void ParseReview(std::string_view body, ReviewRequest* out) {
   rapidjson::Document& doc = out->doc;
-  // Iterative parsing: deeply nested input cannot exhaust the stack. No kParseStopWhenDoneFlag:
-  // trailing garbage is an error.
-  doc.Parse<rapidjson::kParseIterativeFlag>(body.data(), body.size());
+  // In-situ parsing of a private copy (about twice as fast as copying every string); the
+  // iterative parser, so that deeply nested input cannot exhaust the stack. In-situ parsing stops
+  // at a NUL byte, which valid JSON never contains raw: reject it first. No
+  // kParseStopWhenDoneFlag: trailing garbage is an error.
+  if (std::memchr(body.data(), '\0', body.size()) != nullptr) {
+    throw BadRequest(fmt::format("request body is not valid JSON: it contains a NUL byte (at offset {})",
+                                 static_cast<const char*>(std::memchr(body.data(), '\0', body.size())) -
+                                     body.data()));
+  }
+  out->buffer.assign(body.data(), body.size());
+  doc.ParseInsitu<rapidjson::kParseIterativeFlag>(out->buffer.data());
   if (doc.HasParseError()) {
     throw BadRequest(fmt::format("request body is not valid JSON: {} (at offset {})",
                                  rapidjson::GetParseError_En(doc.GetParseError()),

@@ -11,6 +11,7 @@
 
 #include <rapidjson/document.h>
 
+#include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -20,6 +21,20 @@
 namespace aw::admission {
 
 struct ReviewRequest {
+  ReviewRequest();
+  ~ReviewRequest();
+  ReviewRequest(const ReviewRequest&) = delete;
+  ReviewRequest& operator=(const ReviewRequest&) = delete;
+
+ private:
+  // The parsed values live in a per-thread arena first (no malloc for typical reviews), then on
+  // the heap for larger ones. A second ReviewRequest alive on the same thread uses the heap.
+  bool owns_arena_;
+  std::unique_ptr<rapidjson::MemoryPoolAllocator<>> pool_;
+
+ public:
+  // A private copy of the body, parsed in situ: strings in `doc` point into it.
+  std::string buffer;
   rapidjson::Document doc;
   std::string_view api_version;  // "admission.k8s.io/v1" or "admission.k8s.io/v1beta1"
   std::string uid;
