@@ -22,7 +22,7 @@ std::string Truncate(std::string_view s) {
 
 // One arena per thread, reused by every request on that thread (a review is parsed and answered
 // on one thread and never outlives the call).
-constexpr size_t kArenaBytes = 64 * 1024;
+constexpr size_t kArenaBytes = 32 * 1024;  // typical reviews (about 8 KB of JSON) fit
 thread_local char tls_arena[kArenaBytes];
 thread_local bool tls_arena_in_use = false;
 
