@@ -41,7 +41,7 @@ var (
 // tests, tears the control plane down (when it started it) and exits with the tests' status.
 //
 // The state directory is, in order: AW_E2E_DIR when set and a control plane is already up there
-// (joined, never stopped: e.g. the one of scripts/up); else $AW_E2E_ROOT/<package dir name>
+// (joined, never stopped: e.g. the one of scripts/up); else $AW_E2E_ROOT/<package dir under test/e2e>
 // (AW_E2E_ROOT defaults to <root>/build/e2e-go), started here. So every test package gets its own
 // control plane (cluster-scoped state such as the CRD enum or the webhook configurations never leaks
 // between packages) and packages can run in parallel.
@@ -82,7 +82,12 @@ func bringUp() (*ControlPlane, error) {
 	if err != nil {
 		return nil, err
 	}
-	dir := filepath.Join(root, filepath.Base(wd))
+	// The package's directory relative to test/e2e names its control plane (unique per package).
+	name := filepath.Base(wd)
+	if rel, err := filepath.Rel(filepath.Join(mustRoot(), "test", "e2e"), wd); err == nil && !strings.HasPrefix(rel, "..") {
+		name = strings.ReplaceAll(rel, string(filepath.Separator), "_")
+	}
+	dir := filepath.Join(root, name)
 	if out, err := runScript(dir, nil, "up"); err != nil {
 		return nil, fmt.Errorf("scripts/controlplane up: %v\n%s", err, out)
 	}
