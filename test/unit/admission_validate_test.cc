@@ -215,6 +215,21 @@ TEST(ValidateOwned, MutateThenValidateChainsPass) {
   }
 }
 
+TEST(ValidateGameServer, OptInLabelStaysWhileAllocating) {
+  Obj n = Allocating().NoLabel(keys::kEnabledLabel);
+  Response r = Validate("UPDATE", kStranger, n, Allocating());
+  EXPECT_FALSE(r.allowed);
+  EXPECT_NE(r.message.find("allocating.agones.dev/enabled"), std::string::npos);
+  Obj changed = Allocating().Label(keys::kEnabledLabel, "false");
+  EXPECT_FALSE(Validate("UPDATE", kStranger, changed, Allocating()).allowed);
+  EXPECT_TRUE(Validate("UPDATE", kResolver, n, Allocating()).allowed);
+  // Leaving Allocating in the same update, or any time outside it: allowed.
+  Obj leaving = Allocating().NoLabel(keys::kEnabledLabel).State("Ready").NoAnn(keys::kSince)
+                    .NoAnn(keys::kAllocation);
+  EXPECT_TRUE(Validate("UPDATE", kSdk, leaving, Allocating()).allowed);
+  EXPECT_TRUE(Validate("UPDATE", kStranger, Ready().NoLabel(keys::kEnabledLabel), Ready()).allowed);
+}
+
 // --- scale-down protection ---
 
 TEST(ValidateScaleDown, ControllerMayNotShutDownAllocating) {

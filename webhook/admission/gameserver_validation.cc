@@ -155,6 +155,17 @@ Decision ValidateGameServer(const ReviewRequest& req, const Context& ctx) {
     }
   }
 
+  // The opt-in label may not be dropped while the server is held in Allocating: the resolver only
+  // watches opted-in servers, so it would stay Allocating forever.
+  if (update && !trusted && o.OptedIn() && !n.OptedIn() && o.state == keys::kStateAllocating &&
+      n.state == keys::kStateAllocating) {
+    return Decision::Deny(
+        403, "Forbidden",
+        fmt::format("GameServer {} is Allocating: the label {} may not be removed or changed until "
+                    "it leaves Allocating (the resolver would no longer see it)",
+                    name, keys::kEnabledLabel));
+  }
+
   // Scale-down protection: the Agones controller may not shut down a server that is being
   // prepared for a match, as it never deletes an Allocated one. The game server (SDK) and the
   // resolver may. A server already being deleted is not held back.
