@@ -121,7 +121,8 @@ Decision ValidateGameServerAllocation(const ReviewRequest& req, const Context& c
   if (!spec) return Decision::Allow("no spec");
   std::vector<std::string> errors;
   std::vector<std::string> warnings;
-  // spec.metadata (allocation.agones.dev/v1) and its older name spec.metaPatch.
+  // spec.metadata (allocation.agones.dev/v1), and metaPatch, the deprecated name of the same
+  // field in the agones-allocator service's requests, in case a proxy forwards that form.
   for (std::string_view field : {"metadata", "metaPatch"}) {
     std::string path = "spec." + std::string(field);
     const Json* mp = OptObject(*spec, field, "request.object.spec");
