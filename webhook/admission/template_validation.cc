@@ -120,7 +120,6 @@ Decision ValidateGameServerAllocation(const ReviewRequest& req, const Context& c
   const Json* spec = OptObject(*req.object, "spec", "request.object");
   if (!spec) return Decision::Allow("no spec");
   std::vector<std::string> errors;
-  std::vector<std::string> warnings;
   // spec.metadata (allocation.agones.dev/v1), and metaPatch, the deprecated name of the same
   // field in the agones-allocator service's requests, in case a proxy forwards that form.
   for (std::string_view field : {"metadata", "metaPatch"}) {
