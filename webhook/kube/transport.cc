@@ -4,6 +4,7 @@
 #include <openssl/err.h>
 #include <openssl/pem.h>
 #include <openssl/x509.h>
+#include <signal.h>
 #include <sys/stat.h>
 
 #include <atomic>
@@ -373,6 +374,11 @@ class HttpsTransport final : public Transport {
 
 
 std::unique_ptr<Transport> NewHttpsTransport(const ClientConfig& config, std::string* err) {
+  // OpenSSL writes to sockets with write(2): a connection the server closed (e.g. a pooled
+  // keep-alive connection across an API server restart) would raise SIGPIPE and kill the process.
+  // Ignore it unless the program installed its own handler.
+  struct sigaction old {};
+  if (sigaction(SIGPIPE, nullptr, &old) == 0 && old.sa_handler == SIG_DFL) signal(SIGPIPE, SIG_IGN);
   auto t = std::make_unique<HttpsTransport>(config);
   if (!t->Init(err)) return nullptr;
   return t;

@@ -6,7 +6,8 @@
 // immediately after a 401). Every call has a connect timeout and a per-read timeout. Shutdown()
 // makes in-flight calls (including long watch streams) return promptly with a cancelled error and
 // future calls fail fast. Thread-safe: any number of threads may call Do()/Stream() concurrently
-// (idle keep-alive connections are pooled).
+// (idle keep-alive connections are pooled). Creating one sets SIGPIPE to ignored when it is still
+// at its default (a write to a connection the server closed must not kill the process).
 #pragma once
 
 #include <chrono>
