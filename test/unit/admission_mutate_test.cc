@@ -336,6 +336,24 @@ TEST(MutateRow5, CleanObjectIsUnchanged) {
   EXPECT_EQ(r.raw.outcome, admission::Outcome::kAllowed);
 }
 
+TEST(MutateRow5, OnlyTheTransitionCleansUp) {
+  // After the resolver's timeout write, later updates of the Unhealthy server keep the outcome.
+  Obj timed_out = Allocating().State("Unhealthy").Ann(keys::kOutcome, "TimedOut");
+  Obj later = timed_out;
+  later.Label("x", "y");
+  Response r = Mutate(later, timed_out, kController);
+  EXPECT_TRUE(r.allowed);
+  EXPECT_EQ(r.patch, "");
+  // Leftovers on a Ready server are replaced when the next cycle starts.
+  Obj leftover = Ready().Ann(keys::kSince, "2026-12-01T00:00:00Z").Ann(keys::kOutcome, "TimedOut");
+  EXPECT_EQ(Mutate(leftover, leftover, kSdk).patch, "");
+  Obj next = leftover;
+  next.State("Allocated").Ann(keys::kLastAllocated, kLastAllocatedNew);
+  Obj patched = MutateAndApply(kV1s, "UPDATE", kAllocator, next, leftover);
+  EXPECT_EQ(patched.GetAnn(keys::kSince), kNowStr);
+  EXPECT_FALSE(patched.GetAnn(keys::kOutcome));
+}
+
 TEST(MutateRow5, TrustedIdentityKeepsItsOutcome) {
   Obj n = Allocating().State("Unhealthy").Ann(keys::kOutcome, "TimedOut");
   Response r = Mutate(n, Allocating(), kResolver);

@@ -173,9 +173,14 @@ Decision MutateGameServer(const ReviewRequest& req, const Context& ctx) {
     return Finish(Decision::Allow("Allocating"), ann, std::nullopt);
   }
 
-  // Row 5: leaving the cycle (or never in it). Trusted identities (the resolver) manage the
-  // owned annotations themselves, e.g. outcome: TimedOut on a server moved to Unhealthy.
-  if (trusted) return Decision::Allow("trusted identity outside the cycle");
+  // Row 5: leaving the cycle. Only the transition cleans up: what a trusted identity (the
+  // resolver) leaves on a server it moves out, e.g. outcome: TimedOut on an Unhealthy server,
+  // stays visible afterwards; leftovers on a server outside the cycle are harmless, because
+  // entering a new cycle replaces a stale since and drops confirmed/outcome.
+  if (os != keys::kStateAllocating && os != keys::kStateAllocated) {
+    return Decision::Allow("outside the allocation cycle");
+  }
+  if (trusted) return Decision::Allow("trusted identity leaving the cycle");
   for (std::string_view k : OwnedAnnotationKeys()) ann.Remove(k);
   Decision d = Finish(Decision::Allow("outside the allocation cycle"), ann, std::nullopt);
   if (!d.patch.empty()) d.reason = "left the allocation cycle: owned annotations removed";
