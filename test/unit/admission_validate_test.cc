@@ -77,6 +77,34 @@ TEST(ValidateGameServer, CreateThatCanNeverConfirmIsDenied) {
   EXPECT_TRUE(Validate("CREATE", kController, ok, std::nullopt).allowed);
 }
 
+TEST(ValidateGameServer, ProbePortMustNameAPort) {
+  Obj n = Creating().Ann(keys::kProbePort, "gmae");
+  Response r = Validate("CREATE", kController, n, std::nullopt);
+  EXPECT_FALSE(r.allowed);
+  EXPECT_NE(r.message.find("allocating.agones.dev/probe-port: \"gmae\" names no port of the "
+                           "GameServer (spec.ports: default, admin)"),
+            std::string::npos)
+      << r.message;
+  EXPECT_TRUE(Validate("CREATE", kController, Creating().Ann(keys::kProbePort, "admin"),
+                       std::nullopt).allowed);
+  EXPECT_TRUE(Validate("CREATE", kController, Creating().Ann(keys::kProbePort, "8080"),
+                       std::nullopt).allowed);
+  // Unchanged on UPDATE: a warning only.
+  Obj old = Ready().Ann(keys::kProbePort, "gmae");
+  Obj upd = old;
+  upd.State("Allocated");
+  Response w = Validate("UPDATE", kAllocator, upd, old);
+  EXPECT_TRUE(w.allowed);
+  EXPECT_FALSE(w.warnings.empty());
+  // Wrong types in spec.ports are malformed input.
+  Obj bad = Creating();
+  bad.SetRaw("/spec/ports", "{}");
+  EXPECT_EQ(Validate("CREATE", kController, bad, std::nullopt).raw.http_status, 400);
+  Obj bad2 = Creating();
+  bad2.SetRaw("/spec/ports/0/name", "5");
+  EXPECT_EQ(Validate("CREATE", kController, bad2, std::nullopt).raw.http_status, 400);
+}
+
 TEST(ValidateGameServer, IneffectiveSettingsWarn) {
   Obj n = Creating().NoAnn(keys::kProbePort);
   Response r = Validate("CREATE", kController, n, std::nullopt);
@@ -315,6 +343,15 @@ TEST(ValidateTemplates, BadValueAndNeverConfirmAreDenied) {
     EXPECT_FALSE(n.allowed);
     EXPECT_NE(n.message.find("allocating.agones.dev/require-annotation"), std::string::npos);
   }
+}
+
+TEST(ValidateTemplates, ProbePortMustNameATemplatePort) {
+  Obj f = TemplateAnn(Fleet(), keys::kProbePort, "admin");
+  Response r = ValidateTemplate(Route::kValidateFleets, "Fleet", "CREATE", f);
+  EXPECT_FALSE(r.allowed);
+  EXPECT_NE(r.message.find("names no port of the GameServer (spec.ports: default)"),
+            std::string::npos)
+      << r.message;
 }
 
 TEST(ValidateTemplates, OwnedKeyInTemplateIsDenied) {

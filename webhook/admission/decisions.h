@@ -7,6 +7,7 @@
 // decision re-run on the patched object (same oldObject) yields no patch.
 #pragma once
 
+#include "admission/gate_config.h"
 #include "admission/handler.h"
 #include "admission/json_view.h"
 #include "admission/review.h"
@@ -24,6 +25,12 @@ Decision ValidateGameServerAllocation(const ReviewRequest& req, const Context& c
 // Exposed for the resolver and tests.
 std::optional<std::string_view> FreshLastAllocated(const GameServerView& old_gs,
                                                    const GameServerView& new_gs);
+
+// When the configured probe-port is a name that none of `port_names` (spec.ports[].name) carries:
+// the message naming the key, the value and the known names. std::nullopt otherwise (also when the
+// port is a number or the names are unknown).
+std::optional<std::string> ProbePortMismatch(const GateConfig& cfg,
+                                             const std::optional<std::vector<std::string_view>>& port_names);
 
 // The project-owned annotation keys (since, allocation, confirmed, outcome).
 const std::vector<std::string_view>& OwnedAnnotationKeys();

@@ -78,6 +78,18 @@ std::string CheckOwnedChange(std::string_view key, const GameServerView& o,
 
 }  // namespace
 
+std::optional<std::string> ProbePortMismatch(
+    const GateConfig& cfg, const std::optional<std::vector<std::string_view>>& port_names) {
+  if (!cfg.probe_port || cfg.probe_port->IsNumber() || !port_names) return std::nullopt;
+  std::string known;
+  for (std::string_view n : *port_names) {
+    if (n == cfg.probe_port->name) return std::nullopt;
+    known += (known.empty() ? "" : ", ") + std::string(n.substr(0, 63));
+  }
+  return fmt::format("{}: \"{}\" names no port of the GameServer (spec.ports: {})", keys::kProbePort,
+                     cfg.probe_port->name.substr(0, 100), known.empty() ? "none" : known);
+}
+
 Decision ValidateGameServer(const ReviewRequest& req, const Context& ctx) {
   const bool create = req.operation == "CREATE";
   const bool update = req.operation == "UPDATE";
@@ -115,6 +127,15 @@ Decision ValidateGameServer(const ReviewRequest& req, const Context& ctx) {
         errors.push_back(cfg.errors[i]);
       } else {
         d.warnings.push_back(cfg.errors[i]);
+      }
+    }
+    if (auto mismatch = ProbePortMismatch(
+            cfg.config, PortNames(OptObject(*req.object, "spec", "request.object"),
+                                  "request.object.spec"))) {
+      if (create || newly_opted || ConfigChanged(o, n, keys::kProbePort)) {
+        errors.push_back(*mismatch);
+      } else {
+        d.warnings.push_back(*mismatch);
       }
     }
     if (cfg.config.CanNeverConfirm()) {

@@ -126,4 +126,26 @@ GameServerView ReadGameServer(const Json* obj, const std::string& path) {
   return g;
 }
 
+std::optional<std::vector<std::string_view>> PortNames(const Json* spec, const std::string& path) {
+  if (!spec) return std::nullopt;
+  if (!spec->IsObject()) {
+    throw BadRequest(fmt::format("{} is {}, expected an object", path, JsonTypeName(*spec)));
+  }
+  const Json* ports = Member(*spec, "ports");
+  if (!ports) return std::nullopt;
+  if (!ports->IsArray()) {
+    throw BadRequest(fmt::format("{}.ports is {}, expected an array", path, JsonTypeName(*ports)));
+  }
+  std::vector<std::string_view> names;
+  rapidjson::SizeType i = 0;
+  for (const Json& p : ports->GetArray()) {
+    std::string item = fmt::format("{}.ports[{}]", path, i++);
+    if (!p.IsObject()) {
+      throw BadRequest(fmt::format("{} is {}, expected an object", item, JsonTypeName(p)));
+    }
+    if (auto name = OptString(p, "name", item)) names.push_back(*name);
+  }
+  return names;
+}
+
 }  // namespace aw::admission

@@ -13,6 +13,7 @@
 #include <stdexcept>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace aw::admission {
 
@@ -87,5 +88,9 @@ struct GameServerView {
   bool OptedIn() const;  // label allocating.agones.dev/enabled == "true"
 };
 GameServerView ReadGameServer(const Json* obj, const std::string& path);
+
+// The port names of a GameServer spec (`spec` may be nullptr): spec.ports[].name. std::nullopt
+// when spec.ports is absent. Throws BadRequest on wrong types.
+std::optional<std::vector<std::string_view>> PortNames(const Json* spec, const std::string& path);
 
 }  // namespace aw::admission

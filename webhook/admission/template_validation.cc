@@ -79,6 +79,20 @@ Decision ValidateTemplateOwner(const ReviewRequest& req, const Context& ctx) {
       d.warnings.push_back(cfg.errors[i]);
     }
   }
+  const Json* tspec = nullptr;
+  if (const Json* spec = OptObject(*req.object, "spec", "request.object")) {
+    if (const Json* tmpl = OptObject(*spec, "template", "request.object.spec")) {
+      tspec = OptObject(*tmpl, "spec", "request.object.spec.template");
+    }
+  }
+  if (auto mismatch =
+          ProbePortMismatch(cfg.config, PortNames(tspec, "request.object.spec.template.spec"))) {
+    if (changed(keys::kProbePort)) {
+      errors.push_back(*mismatch);
+    } else {
+      d.warnings.push_back(*mismatch);
+    }
+  }
   if (cfg.config.CanNeverConfirm()) {
     if (changed(keys::kRequireAnnotation) || changed(keys::kProbePort)) {
       errors.push_back(CanNeverConfirmMessage());
