@@ -4,16 +4,23 @@
 package manifests
 
 import (
+	"context"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/agones-allocating-webhook/e2e/harness"
 )
 
 func TestMain(m *testing.M) { harness.Main(m) }
+
+var checks = []string{
+	"render", "dry-run", "pod-security", "rbac", "install-certs", "image-rootfs", "rbac-live", "example-flow",
+}
 
 func TestManifests(t *testing.T) {
 	cp := harness.Setup(t)
@@ -24,10 +31,15 @@ func TestManifests(t *testing.T) {
 	script := filepath.Join(root, "test", "e2e", "manifests", "check.sh")
 	path := filepath.Dir(cp.KubectlPath) + string(os.PathListSeparator) + os.Getenv("PATH")
 
-	for _, check := range []string{"render", "dry-run", "pod-security", "rbac", "install-certs", "image-rootfs", "rbac-live", "example-flow"} {
+	for _, check := range checks {
 		t.Run(check, func(t *testing.T) {
-			cmd := exec.Command(script, "--kubeconfig", cp.Kubeconfig, "--only", check)
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+			defer cancel()
+			cmd := exec.CommandContext(ctx, script, "--kubeconfig", cp.Kubeconfig, "--only", check)
 			cmd.Env = append(os.Environ(), "PATH="+path)
+			// On timeout, SIGTERM lets the script stop the processes it started (webhook, UDP echo).
+			cmd.Cancel = func() error { return cmd.Process.Signal(syscall.SIGTERM) }
+			cmd.WaitDelay = 15 * time.Second
 			out, err := cmd.CombinedOutput()
 			if err != nil {
 				t.Fatalf("%s: %v\n%s", check, err, out)
