@@ -179,6 +179,38 @@ TEST_F(LoopTest, ProbesOnItsPeriodAndPromotesWhenItPasses) {
             std::string::npos);
 }
 
+TEST_F(LoopTest, ConfirmationAfterAFailedProbeIsProbedAtOnce) {
+  GsSpec s = Spec({{"allocating.agones.dev/probe-port", "http"},
+                   {"allocating.agones.dev/probe-period", "1s"}});
+  Put(s);
+  Settle();
+  ASSERT_EQ(prober_.CompleteAll({probe::Status::kFailure, "http 503"}), 1u);
+  Settle();
+  clock_.now = T0() + 100ms;
+  // The game server loads and confirms well before the next period: probe right away.
+  s.annotations[kReady] = util::FormatRfc3339Nano(T0());
+  s.rv = "101";
+  Put(s);
+  Settle();
+  ASSERT_EQ(prober_.pending.size(), 1u);
+  prober_.CompleteAll({probe::Status::kSuccess, "http 200"});
+  Settle();
+  EXPECT_EQ(Current()->state, "Allocated");
+  // An unrelated change while the annotation is still missing does not probe early.
+  GsSpec other = Spec({{"allocating.agones.dev/probe-port", "http"},
+                       {"allocating.agones.dev/probe-period", "1s"}});
+  other.name = "other";
+  Put(other);
+  Settle();
+  prober_.CompleteAll({probe::Status::kFailure, "http 503"});
+  Settle();
+  other.rv = "200";
+  other.annotations["unrelated"] = "x";
+  Put(other);
+  Settle();
+  EXPECT_TRUE(prober_.pending.empty());
+}
+
 TEST_F(LoopTest, ProbeFailingAtTheDeadlineIsNamedInTheEvent) {
   Put(Spec({{kReady, util::FormatRfc3339Nano(T0())},
             {"allocating.agones.dev/probe-port", "http"},

@@ -48,6 +48,7 @@ struct Resolver::Entry {
   bool patch_in_flight = false;
   std::string resolved_rv;  // our successful patch applied on top of this version
   std::string conflict_rv;  // our patch on this version was refused: wait for a newer view
+  std::string seen_rv;      // the version last evaluated
   TimePoint retry_at{};
   std::chrono::milliseconds backoff{0};
   uint64_t gen = 0;
@@ -299,8 +300,15 @@ void Resolver::EvaluateKey(const std::string& key, TimePoint now) {
       break;
   }
   TimePoint due = ev.deadline;
+  const bool changed = gs->resource_version != e.seen_rv;
+  e.seen_rv = gs->resource_version;
   if (ev.probe) {
-    if (!e.probe_in_flight && now >= e.next_probe) {
+    // The object just changed and the probe is all that is missing (e.g. the game server has
+    // just confirmed): probe now rather than at the next period.
+    const bool only_probe_missing =
+        !config.require_annotation || !ReadinessAnnotationProblem(*gs).has_value();
+    if (!e.probe_in_flight && (now >= e.next_probe || (changed && only_probe_missing &&
+                                                       e.last_probe && !e.last_probe->result.ok()))) {
       StartProbe(e, key, *ev.probe, config.probe_period, now);
     }
     // While a probe is in flight its completion re-evaluates; next_probe is the next start.

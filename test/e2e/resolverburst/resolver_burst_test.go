@@ -1,0 +1,362 @@
+// Package resolverburst is issue 5's scenario 8, a benchmark-style end-to-end run (opt-in: set
+// AW_RESOLVER_BURST=1; bench/resolver-burst does): N opted-in GameServers (AW_BURST_N, default
+// 1000) allocated at once; half confirm (SDK annotation + HTTP probe turning 200) at random times
+// within 5 s of their allocation, half never do. Every one must end in the right state
+// (Allocated+Confirmed or Unhealthy+TimedOut), none later than one probe period + 1 s after it
+// became ready or reached its deadline. Prints promotion-lag and timeout-lateness percentiles and
+// the resolver process's CPU time and RSS (admission runs in a separate webhook process, so the
+// figures are the resolver's alone).
+package resolverburst
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"math/rand"
+	"net"
+	"net/http"
+	"os"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/dynamic"
+
+	"github.com/agones-allocating-webhook/e2e/harness"
+	"github.com/agones-allocating-webhook/e2e/standin"
+)
+
+func TestMain(m *testing.M) { harness.Main(m) }
+
+const (
+	period  = 250 * time.Millisecond
+	timeout = 10 * time.Second
+	spread  = 5 * time.Second
+)
+
+type server struct {
+	name       string
+	ready      bool // this one confirms
+	readyAfter time.Duration
+	allocation string
+	since      time.Time
+	readyAt    time.Time // when both checks could pass (probe 200 and annotation written)
+	endState   string
+	endAt      time.Time
+	outcome    string
+}
+
+func TestResolverBurst(t *testing.T) {
+	if os.Getenv("AW_RESOLVER_BURST") == "" {
+		t.Skip("benchmark-style run: set AW_RESOLVER_BURST=1 (bench/resolver-burst)")
+	}
+	n := 1000
+	if v, err := strconv.Atoi(os.Getenv("AW_BURST_N")); err == nil && v > 0 {
+		n = v
+	}
+	cp := harness.Setup(t)
+	cp.AddAllocatingToEnum(t)
+	// Admission in one process, the resolver in another (its own CPU/RSS).
+	admission := cp.StartWebhook(t, harness.WebhookOptions{Name: "admission", Args: []string{"--crd-accepts-allocating=true"}})
+	cp.RegisterWebhooks(t, admission, harness.RegisterOptions{})
+	res := cp.StartWebhook(t, harness.WebhookOptions{Name: "resolver", Args: []string{
+		"--kubeconfig=" + cp.Kubeconfig, "--context=" + harness.Resolver, "--crd-accepts-allocating=true",
+		"--lease-duration=3s", "--renew-deadline=2s", "--retry-period=500ms", "--log-level=" + logLevel(),
+	}})
+	waitLeader(t, res)
+	ns := cp.Namespace(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+
+	admin := fastDynamic(t, cp, harness.Admin)
+	allocator := fastDynamic(t, cp, harness.AgonesController)
+	sdk := fastDynamic(t, cp, harness.AgonesSDK)
+	gsc := admin.Resource(harness.GameServerGVR).Namespace(ns)
+
+	// One HTTP listener for every stand-in: /ready/<name> answers 200 once that server loaded.
+	var loaded sync.Map
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go http.Serve(ln, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if _, ok := loaded.Load(strings.TrimPrefix(r.URL.Path, "/ready/")); ok {
+			w.WriteHeader(200)
+			return
+		}
+		w.WriteHeader(503)
+	}))
+	httpPort := int64(ln.Addr().(*net.TCPAddr).Port)
+
+	rng := rand.New(rand.NewSource(int64(n)))
+	servers := make([]*server, n)
+	for i := range servers {
+		servers[i] = &server{name: fmt.Sprintf("burst-%04d", i), ready: i%2 == 0,
+			readyAfter: time.Duration(rng.Int63n(int64(spread)))}
+	}
+
+	// Create and move to Ready (what Agones does before an allocation can happen).
+	t0 := time.Now()
+	parallel(32, servers, func(s *server) error {
+		gs := harness.NewGameServer(s.name, true, harness.TimeoutKey, timeout.String(),
+			harness.ProbePortKey, "http", harness.ProbePathKey, "/ready/"+s.name)
+		created, err := gsc.Create(ctx, gs, metav1.CreateOptions{})
+		if err != nil {
+			return err
+		}
+		_ = unstructured.SetNestedField(created.Object, "Ready", "status", "state")
+		_ = unstructured.SetNestedField(created.Object, "127.0.0.1", "status", "address")
+		_ = unstructured.SetNestedSlice(created.Object, []interface{}{
+			map[string]interface{}{"name": "http", "port": httpPort}}, "status", "ports")
+		_, err = gsc.Update(ctx, created, metav1.UpdateOptions{})
+		return err
+	}, t)
+	t.Logf("created %d Ready GameServers in %v", n, time.Since(t0))
+
+	// Observe every state change through a watch (first time each reaches a final state).
+	byName := map[string]*server{}
+	for _, s := range servers {
+		byName[s.name] = s
+	}
+	var mu sync.Mutex
+	done := make(chan struct{})
+	remaining := n
+	w, err := gsc.Watch(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Stop()
+	go func() {
+		for ev := range w.ResultChan() {
+			if ev.Type != watch.Modified && ev.Type != watch.Added {
+				continue
+			}
+			u := ev.Object.(*unstructured.Unstructured)
+			st := harness.State(u)
+			if st != "Allocated" && st != "Unhealthy" && st != "Shutdown" {
+				continue
+			}
+			mu.Lock()
+			s := byName[u.GetName()]
+			if s != nil && s.endState == "" {
+				s.endState, s.endAt, s.outcome = st, time.Now(), harness.Annotation(u, harness.OutcomeKey)
+				remaining--
+				if remaining == 0 {
+					close(done)
+				}
+			}
+			mu.Unlock()
+		}
+	}()
+
+	cpu0, _ := procCPU(res.Pid())
+	// Allocate all at once, like a matchmaker burst; each ready one loads, then confirms.
+	t1 := time.Now()
+	var wg sync.WaitGroup
+	parallel(64, servers, func(s *server) error {
+		got, err := harness.AllocateLikeAgones(ctx, allocator, ns, s.name, nil, nil)
+		if err != nil {
+			return err
+		}
+		if harness.State(got) != "Allocating" {
+			return fmt.Errorf("%s: not held: %s", s.name, harness.Describe(got))
+		}
+		mu.Lock()
+		s.allocation = harness.Annotation(got, harness.AllocationKey)
+		s.since, _ = time.Parse(time.RFC3339Nano, harness.Annotation(got, harness.SinceKey))
+		mu.Unlock()
+		if s.ready {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				time.Sleep(time.Until(s.since.Add(s.readyAfter)))
+				loaded.Store(s.name, true)
+				if err := standin.SetAnnotation(ctx, sdk, ns, s.name, "allocating-ready", s.allocation); err != nil {
+					t.Errorf("%s: SetAnnotation: %v", s.name, err)
+				}
+				mu.Lock()
+				s.readyAt = time.Now()
+				mu.Unlock()
+			}()
+		}
+		return nil
+	}, t)
+	t.Logf("allocated %d GameServers in %v", n, time.Since(t1))
+	wg.Wait()
+	select {
+	case <-done:
+	case <-time.After(timeout + spread + 30*time.Second):
+		t.Errorf("%d GameServers did not reach a final state", remaining)
+	}
+	cpu1, _ := procCPU(res.Pid())
+	rss, hwm := procMem(res.Pid())
+
+	var lags, lates []time.Duration
+	wrong := 0
+	mu.Lock()
+	for _, s := range servers {
+		switch {
+		case s.ready && (s.endState != "Allocated" || s.outcome != "Confirmed"):
+			wrong++
+			t.Errorf("%s: ready one ended %q outcome %q", s.name, s.endState, s.outcome)
+		case !s.ready && (s.endState != "Unhealthy"):
+			wrong++
+			t.Errorf("%s: never-ready one ended %q", s.name, s.endState)
+		case s.ready:
+			lags = append(lags, s.endAt.Sub(s.readyAt))
+		default:
+			lates = append(lates, s.endAt.Sub(s.since.Add(timeout)))
+		}
+	}
+	mu.Unlock()
+	limit := period + time.Second
+	for _, d := range append(append([]time.Duration{}, lags...), lates...) {
+		if d > limit {
+			t.Errorf("a server was resolved %v late (limit %v)", d, limit)
+			break
+		}
+	}
+	for _, d := range lates {
+		if d < -100*time.Millisecond {
+			t.Errorf("a server timed out %v before its deadline", -d)
+			break
+		}
+	}
+	summary := map[string]interface{}{
+		"servers":               n,
+		"wrong":                 wrong,
+		"promotion_lag_ms":      pct(lags),
+		"timeout_lateness_ms":   pct(lates),
+		"resolver_cpu_seconds":  cpu1 - cpu0,
+		"resolver_rss_mib":      rss,
+		"resolver_peak_rss_mib": hwm,
+		"probe_period_ms":       period.Milliseconds(),
+		"allocate_wall_s":       time.Since(t1).Seconds(),
+	}
+	js, _ := json.MarshalIndent(summary, "", "  ")
+	fmt.Printf("RESOLVER_BURST %s\n", js)
+	if out := os.Getenv("AW_BURST_OUT"); out != "" {
+		_ = os.WriteFile(out, js, 0o644)
+	}
+	metricsTail(t, res)
+	t.Logf("resolver log: %s", res.LogPath)
+}
+
+func fastDynamic(t *testing.T, cp *harness.ControlPlane, identity string) dynamic.Interface {
+	cfg := cp.RESTConfig(t, identity)
+	cfg.QPS, cfg.Burst = 5000, 5000
+	d, err := dynamic.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d
+}
+
+func parallel(workers int, servers []*server, f func(*server) error, t *testing.T) {
+	ch := make(chan *server)
+	var wg sync.WaitGroup
+	for i := 0; i < workers; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for s := range ch {
+				if err := f(s); err != nil {
+					t.Errorf("%s: %v", s.name, err)
+				}
+			}
+		}()
+	}
+	for _, s := range servers {
+		ch <- s
+	}
+	close(ch)
+	wg.Wait()
+	if t.Failed() {
+		t.FailNow()
+	}
+}
+
+func pct(ds []time.Duration) map[string]float64 {
+	if len(ds) == 0 {
+		return nil
+	}
+	sort.Slice(ds, func(i, j int) bool { return ds[i] < ds[j] })
+	at := func(p float64) float64 {
+		i := int(p * float64(len(ds)-1))
+		return float64(ds[i].Microseconds()) / 1000
+	}
+	return map[string]float64{"p50": at(0.5), "p90": at(0.9), "p99": at(0.99), "max": at(1), "min": at(0)}
+}
+
+// procCPU is utime+stime of pid in seconds.
+func procCPU(pid int) (float64, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0, err
+	}
+	s := string(b)
+	f := strings.Fields(s[strings.LastIndexByte(s, ')')+2:])
+	ut, _ := strconv.ParseFloat(f[11], 64)
+	st, _ := strconv.ParseFloat(f[12], 64)
+	return (ut + st) / 100, nil // USER_HZ = 100
+}
+
+// procMem is VmRSS and VmHWM of pid in MiB.
+func procMem(pid int) (float64, float64) {
+	b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	var rss, hwm float64
+	for _, line := range strings.Split(string(b), "\n") {
+		f := strings.Fields(line)
+		if len(f) >= 2 && f[0] == "VmRSS:" {
+			v, _ := strconv.ParseFloat(f[1], 64)
+			rss = v / 1024
+		}
+		if len(f) >= 2 && f[0] == "VmHWM:" {
+			v, _ := strconv.ParseFloat(f[1], 64)
+			hwm = v / 1024
+		}
+	}
+	return rss, hwm
+}
+
+func waitLeader(t *testing.T, wh *harness.Webhook) {
+	deadline := time.Now().Add(20 * time.Second)
+	for time.Now().Before(deadline) {
+		if code, body, err := wh.Get("/metrics"); err == nil && code == 200 {
+			for _, line := range strings.Split(body, "\n") {
+				if strings.HasPrefix(line, "allocating_webhook_leader") && strings.HasSuffix(strings.TrimSpace(line), " 1") {
+					return
+				}
+			}
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	t.Fatalf("resolver never became leader:\n%s", wh.LogTail(40))
+}
+
+func metricsTail(t *testing.T, wh *harness.Webhook) {
+	_, body, err := wh.Get("/metrics")
+	if err != nil {
+		return
+	}
+	for _, line := range strings.Split(body, "\n") {
+		if strings.HasPrefix(line, "allocating_webhook_resolver_") || strings.HasPrefix(line, "allocating_webhook_probes_total") ||
+			strings.HasPrefix(line, "allocating_webhook_allocating_servers") {
+			t.Log(line)
+		}
+	}
+}
+
+func logLevel() string {
+	if v := os.Getenv("AW_BURST_LOG_LEVEL"); v != "" {
+		return v
+	}
+	return "warn"
+}
