@@ -37,6 +37,12 @@
 #                 UDP echo), an allocator-style UPDATE to Allocated, then the same steps as
 #                 scripts/e2e-kind (scripts/lib/scenario.sh): held in Allocating, confirmed by the
 #                 SDK-style readiness patch plus the probe, Allocated with outcome Confirmed
+#   failure-policy with no webhook answering: overlays/local (base policy Ignore) lets an update of
+#                 an opted-in GameServer through and kube-apiserver counts it in
+#                 apiserver_admission_webhook_fail_open_count; the same with
+#                 components/failure-policy-fail refuses it ("failed calling webhook") and counts
+#                 it in apiserver_admission_webhook_rejection_count; a GameServer without the
+#                 label is never concerned (objectSelector)
 set -uo pipefail
 
 ROOT=$(cd "$(dirname "$0")/../../.." && pwd)
@@ -49,7 +55,7 @@ while (($#)); do
     --kubeconfig=*) KCFG="${1#*=}" ;;
     --only) ONLY="$2"; shift ;;
     --only=*) ONLY="${1#*=}" ;;
-    -h | --help) sed -n '2,42p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h | --help) sed -n '2,48p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "manifests check: unknown argument $1" >&2; exit 2 ;;
   esac
   shift
@@ -549,9 +555,10 @@ check_rbac_live() {
 
 EXAMPLE_NS=aw-example-flow
 
-# register_local_webhooks CA_FILE PORT: manifests/overlays/local with the CA and the actual port.
+# register_local_webhooks CA_FILE PORT [KUSTOMIZATION_DIR]: the webhook configurations of
+# manifests/overlays/local (or of the given kustomization) with the CA and the actual port.
 register_local_webhooks() {
-  kc kustomize "$ROOT/manifests/overlays/local" | kc create --dry-run=client -o json -f - |
+  kc kustomize "${3:-$ROOT/manifests/overlays/local}" | kc create --dry-run=client -o json -f - |
     jq -c 'if .kind == "List" then .items[] else . end' |
     jq -s --arg ca "$(base64 -w0 <"$1")" --arg port "$2" '{apiVersion: "v1", kind: "List", items: [.[] |
       select(.kind | test("WebhookConfiguration$")) |
@@ -630,6 +637,70 @@ while True:
   return $ok
 }
 
+# --- failurePolicy, live ----------------------------------------------------------------------
+
+FP_NS=aw-failure-policy
+
+# label_gs NAME VALUE: an ordinary update of a GameServer (a label), as the admin.
+label_gs() {
+  kc -n "$FP_NS" label gameservers.agones.dev "$1" --overwrite "aw-touch=$2" >/dev/null 2>"$WORK/fp.err"
+}
+
+# apiserver_metric NAME WEBHOOK: the summed value of an apiserver metric for one webhook (0 if none).
+apiserver_metric() {
+  kc get --raw /metrics | awk -v m="$1" -v w="name=\"$2\"" \
+    'index($0, m "{") == 1 && index($0, w) > 0 { s += $NF } END { print s + 0 }'
+}
+
+check_failure_policy() {
+  local ok=0 tls="$WORK/fp-tls" dead fail_dir opted="fp-opted-$RANDOM" plain="fp-plain-$RANDOM" before after
+  "$ROOT/scripts/gen-certs" "$tls" 127.0.0.1 >/dev/null || return 1
+  dead=$(free_port)  # nothing listens there: the webhook is "down"
+  kc delete mutatingwebhookconfiguration,validatingwebhookconfiguration allocating-webhook --ignore-not-found >/dev/null
+  kc create namespace "$FP_NS" --dry-run=client -o yaml | kc apply -f - >/dev/null
+  EXAMPLE_NS="$FP_NS" example_gameserver "$opted" | kc create -f - >/dev/null || return 1
+  EXAMPLE_NS="$FP_NS" example_gameserver "$plain" |
+    jq 'del(.metadata.labels["allocating.agones.dev/enabled"]) |
+        .metadata.annotations |= with_entries(select(.key | startswith("allocating.agones.dev/") | not))' |
+    kc create -f - >/dev/null || return 1
+
+  # Base policy (Ignore): the update goes through, kube-apiserver counts the fail-open call.
+  register_local_webhooks "$tls/ca.crt" "$dead" || return 1
+  before=$(apiserver_metric apiserver_admission_webhook_fail_open_count mutate-gameservers.allocating.agones.dev)
+  if label_gs "$opted" ignore; then kube_log "ok: Ignore: the update of an opted-in GameServer went through"
+  else kube_log "Ignore: the update was refused: $(cat "$WORK/fp.err")"; ok=1; fi
+  after=$(apiserver_metric apiserver_admission_webhook_fail_open_count mutate-gameservers.allocating.agones.dev)
+  if ((after > before)); then kube_log "ok: apiserver_admission_webhook_fail_open_count counted it ($before -> $after)"
+  else kube_log "apiserver_admission_webhook_fail_open_count did not move ($before -> $after)"; ok=1; fi
+
+  # components/failure-policy-fail: refused, with the API server's error, and counted.
+  fail_dir="$WORK/fail-kustomization"
+  mkdir -p "$fail_dir"
+  local rel
+  rel=$(realpath --relative-to="$fail_dir" "$ROOT/manifests")
+  printf '%s\n' "apiVersion: kustomize.config.k8s.io/v1beta1" "kind: Kustomization" \
+    "resources: [$rel/overlays/local]" "components: [$rel/components/failure-policy-fail]" \
+    >"$fail_dir/kustomization.yaml"
+  register_local_webhooks "$tls/ca.crt" "$dead" "$fail_dir" || return 1
+  before=$(apiserver_metric apiserver_admission_webhook_rejection_count mutate-gameservers.allocating.agones.dev)
+  if label_gs "$opted" fail; then
+    kube_log "Fail: the update of an opted-in GameServer went through"; ok=1
+  elif grep -q 'failed calling webhook' "$WORK/fp.err"; then
+    kube_log "ok: Fail: refused ($(grep -o 'failed calling webhook[^:]*' "$WORK/fp.err" | head -n 1))"
+  else
+    kube_log "Fail: refused for another reason: $(cat "$WORK/fp.err")"; ok=1
+  fi
+  after=$(apiserver_metric apiserver_admission_webhook_rejection_count mutate-gameservers.allocating.agones.dev)
+  if ((after > before)); then kube_log "ok: apiserver_admission_webhook_rejection_count counted it ($before -> $after)"
+  else kube_log "apiserver_admission_webhook_rejection_count did not move ($before -> $after)"; ok=1; fi
+  if label_gs "$plain" fail; then kube_log "ok: Fail: a GameServer without the opt-in label is not concerned"
+  else kube_log "Fail: a GameServer without the label was refused: $(cat "$WORK/fp.err")"; ok=1; fi
+
+  kc delete mutatingwebhookconfiguration,validatingwebhookconfiguration allocating-webhook --ignore-not-found >/dev/null
+  kc -n "$FP_NS" delete gameservers.agones.dev "$opted" "$plain" --ignore-not-found --wait=false >/dev/null 2>&1
+  return $ok
+}
+
 command -v jq >/dev/null || { echo "manifests check: jq is required" >&2; exit 1; }
 check render check_render
 check dry-run check_dry_run
@@ -639,5 +710,6 @@ check install-certs check_install_certs
 check image-rootfs check_image_rootfs
 check rbac-live check_rbac_live
 check example-flow check_example_flow
+check failure-policy check_failure_policy
 kube_log "manifests checks: $passed passed, $failed failed${failures[*]:+ (${failures[*]})}"
 ((failed == 0 && passed > 0))
