@@ -128,31 +128,51 @@ func TestResolverBurst(t *testing.T) {
 	var mu sync.Mutex
 	done := make(chan struct{})
 	remaining := n
-	w, err := gsc.Watch(ctx, metav1.ListOptions{})
+	observe := func(u *unstructured.Unstructured) {
+		st := harness.State(u)
+		if st != "Allocated" && st != "Unhealthy" && st != "Shutdown" {
+			return
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		s := byName[u.GetName()]
+		if s != nil && s.endState == "" && s.allocation != "" {
+			s.endState, s.endAt, s.outcome = st, time.Now(), harness.Annotation(u, harness.OutcomeKey)
+			remaining--
+			if remaining == 0 {
+				close(done)
+			}
+		}
+	}
+	// A watch client without the harness's 30 s request timeout; re-listed and re-watched if the
+	// stream ends.
+	wcfg := cp.RESTConfig(t, harness.Admin)
+	wcfg.Timeout = 0
+	wdyn, err := dynamic.NewForConfig(wcfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer w.Stop()
+	wc := wdyn.Resource(harness.GameServerGVR).Namespace(ns)
 	go func() {
-		for ev := range w.ResultChan() {
-			if ev.Type != watch.Modified && ev.Type != watch.Added {
+		for ctx.Err() == nil {
+			list, err := wc.List(ctx, metav1.ListOptions{})
+			if err != nil {
+				time.Sleep(100 * time.Millisecond)
 				continue
 			}
-			u := ev.Object.(*unstructured.Unstructured)
-			st := harness.State(u)
-			if st != "Allocated" && st != "Unhealthy" && st != "Shutdown" {
+			for i := range list.Items {
+				observe(&list.Items[i])
+			}
+			w, err := wc.Watch(ctx, metav1.ListOptions{ResourceVersion: list.GetResourceVersion()})
+			if err != nil {
 				continue
 			}
-			mu.Lock()
-			s := byName[u.GetName()]
-			if s != nil && s.endState == "" {
-				s.endState, s.endAt, s.outcome = st, time.Now(), harness.Annotation(u, harness.OutcomeKey)
-				remaining--
-				if remaining == 0 {
-					close(done)
+			for ev := range w.ResultChan() {
+				if u, ok := ev.Object.(*unstructured.Unstructured); ok && (ev.Type == watch.Modified || ev.Type == watch.Added) {
+					observe(u)
 				}
 			}
-			mu.Unlock()
+			w.Stop()
 		}
 	}()
 
@@ -358,5 +378,26 @@ func logLevel() string {
 	if v := os.Getenv("AW_BURST_LOG_LEVEL"); v != "" {
 		return v
 	}
-	return "warn"
+	return "info"
+}
+
+// resolverSide reads the resolver's own "timed out"/"promoted" log lines: the time each outcome
+// patch completed, counted from entering Allocating (allocating_seconds), minus the timeout for
+// timeouts = how late after its deadline the resolver's write landed.
+func resolverSide(path string) []time.Duration {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil
+	}
+	var out []time.Duration
+	for _, line := range strings.Split(string(b), "\n") {
+		var r map[string]string
+		if json.Unmarshal([]byte(line), &r) != nil || r["msg"] != "resolver: timed out" {
+			continue
+		}
+		if v, err := strconv.ParseFloat(r["allocating_seconds"], 64); err == nil {
+			out = append(out, time.Duration(v*float64(time.Second))-timeout)
+		}
+	}
+	return out
 }
