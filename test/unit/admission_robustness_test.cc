@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 #include <rapidjson/document.h>
 
+#include <cstdlib>
 #include <random>
 #include <vector>
 
@@ -13,6 +14,17 @@ namespace aw::testing {
 namespace {
 
 using admission::Route;
+
+// AW_ROBUSTNESS_ITERATIONS and AW_ROBUSTNESS_SEED scale a longer run by hand; the defaults keep
+// the unit suite fast and deterministic.
+int Iterations() {
+  const char* v = std::getenv("AW_ROBUSTNESS_ITERATIONS");
+  return v ? std::atoi(v) : 1500;
+}
+unsigned Seed(unsigned dflt) {
+  const char* v = std::getenv("AW_ROBUSTNESS_SEED");
+  return v ? static_cast<unsigned>(std::strtoul(v, nullptr, 10)) : dflt;
+}
 
 std::vector<std::string> Seeds() {
   std::vector<std::string> out;
@@ -44,11 +56,11 @@ void ExpectSane(Route route, const std::string& body, const std::string& what) {
 }
 
 TEST(Robustness, ByteMutations) {
-  std::mt19937 rng(20261202);
+  std::mt19937 rng(Seed(20261202));
   const std::vector<std::string> seeds = Seeds();
   const char* tokens[] = {"null", "[]", "{}", "1", "-1e999", "\"x\"", "true", "\"\\u0000\"",
                           "\"\\ud800\"", ",", ":", "\"", "]", "}", "{\"a\":"};
-  for (int i = 0; i < 1500; ++i) {
+  for (int i = 0; i < Iterations(); ++i) {
     std::string body = seeds[rng() % seeds.size()];
     int edits = 1 + static_cast<int>(rng() % 4);
     for (int e = 0; e < edits && !body.empty(); ++e) {
@@ -69,9 +81,9 @@ TEST(Robustness, ByteMutations) {
 
 // Replaces one random value anywhere in the document by a value of another JSON type.
 TEST(Robustness, TypeMutations) {
-  std::mt19937 rng(7);
+  std::mt19937 rng(Seed(7));
   const std::vector<std::string> seeds = Seeds();
-  for (int i = 0; i < 1500; ++i) {
+  for (int i = 0; i < Iterations(); ++i) {
     rapidjson::Document d;
     const std::string& seed = seeds[rng() % seeds.size()];
     d.Parse(seed.c_str(), seed.size());
