@@ -10,7 +10,9 @@
 // connection drops, the informer re-watches from the last seen resourceVersion or re-lists and
 // delivers only the difference (no lost and no duplicated state). Reconnects use capped
 // exponential backoff with jitter. Every `resync` period (0 = off) each cached object is
-// re-delivered to OnUpsert (a safety net for time-based logic). Stop() returns within ~1s.
+// re-delivered to OnUpsert (a safety net; checked when an event or bookmark arrives or the watch
+// restarts, so its precision is about a minute: keep precise timers elsewhere). Stop() cancels the
+// in-flight list/watch and returns within ~1s.
 // Snapshot()/Get() are thread-safe and cheap (shared immutable objects).
 #pragma once
 
@@ -84,7 +86,8 @@ class Informer {
   bool WaitForSync(std::chrono::milliseconds timeout);
   std::vector<ObjectPtr> Snapshot() const;
   ObjectPtr Get(const std::string& ns, const std::string& name) const;
-  // Asks the thread to re-list soon (e.g. after a resolver suspects drift).
+  // Asks the thread to re-list (e.g. after a resolver suspects drift); takes effect at the next
+  // event or bookmark, or when the watch restarts.
   void RequestRelist();
 
  private:
