@@ -4,8 +4,10 @@
 #include <gtest/gtest.h>
 #include <rapidjson/document.h>
 
+#include <atomic>
 #include <cstdlib>
 #include <random>
+#include <thread>
 #include <vector>
 
 #include "admission_test_util.h"
@@ -133,6 +135,36 @@ TEST(Robustness, TypeMutations) {
       if (HasFatalFailure()) return;
     }
   }
+}
+
+// Handle is called from many server threads at once (each with its own per-thread arena): the
+// answers must be the same as on one thread.
+TEST(Robustness, ConcurrentCallsAgree) {
+  const std::vector<std::string> seeds = Seeds();
+  CallOptions opts;
+  admission::Context ctx{opts.policy, true, opts.now};
+  std::vector<std::string> expected;
+  for (const auto& body : seeds) {
+    for (Route route : admission::AllRoutes()) {
+      expected.push_back(admission::Handle(route, body, ctx).body);
+    }
+  }
+  std::vector<std::thread> threads;
+  std::atomic<int> mismatches{0};
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&] {
+      for (int round = 0; round < 50; ++round) {
+        size_t k = 0;
+        for (const auto& body : seeds) {
+          for (Route route : admission::AllRoutes()) {
+            if (admission::Handle(route, body, ctx).body != expected[k++]) ++mismatches;
+          }
+        }
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(mismatches.load(), 0);
 }
 
 }  // namespace
