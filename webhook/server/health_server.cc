@@ -7,6 +7,7 @@
 
 #include <fmt/format.h>
 
+#include "server/listener.h"
 #include "util/log.h"
 
 namespace aw::server {
@@ -45,7 +46,7 @@ std::pair<bool, std::string> HealthServer::Readiness(bool verbose) const {
 }
 
 std::optional<std::string> HealthServer::Start() {
-  http_ = std::make_unique<httplib::Server>();
+  http_ = std::make_unique<WithListener<httplib::Server>>();
   httplib::Server& svr = *http_;
   svr.set_tcp_nodelay(true);
   svr.set_read_timeout(5, 0);
@@ -76,6 +77,7 @@ std::optional<std::string> HealthServer::Start() {
     return fmt::format("cannot listen on {}:{} (address in use or not available)", bind_address_,
                        port_);
   }
+  static_cast<WithListener<httplib::Server>&>(svr).RaiseBacklog(128);
   thread_ = std::thread([this] { http_->listen_after_bind(); });
   log::info("health server listening", {{"address", fmt::format("{}:{}", bind_address_, port_)}});
   return std::nullopt;

@@ -26,6 +26,9 @@ class Server;
 
 namespace aw::server {
 
+template <typename Base>
+class WithListener;
+
 class HealthServer {
  public:
   // Returns nullopt when ready, or why not.
@@ -48,7 +51,7 @@ class HealthServer {
   const int port_;
   prometheus::Registry& registry_;
   std::vector<std::pair<std::string, Check>> checks_;
-  std::unique_ptr<httplib::Server> http_;
+  std::unique_ptr<WithListener<httplib::Server>> http_;
   std::thread thread_;
 };
 

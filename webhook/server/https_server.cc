@@ -2,11 +2,15 @@
 
 #include <sys/socket.h>
 
+#include <cerrno>
+#include <cstring>
+
 #include <httplib.h>
 
 #include <fmt/format.h>
 
 #include "server/elastic_pool.h"
+#include "server/listener.h"
 #include "util/log.h"
 
 namespace aw::server {
@@ -149,7 +153,7 @@ void AdmissionServer::RegisterRoutes() {
 }
 
 std::optional<std::string> AdmissionServer::Start() {
-  http_ = std::make_unique<httplib::SSLServer>(
+  http_ = std::make_unique<WithListener<httplib::SSLServer>>(
       [this](SSL_CTX& ctx) { return ConfigureServerContext(&ctx, &source_); });
   if (!http_->is_valid()) return std::string("TLS context setup failed");
 
@@ -174,6 +178,10 @@ std::optional<std::string> AdmissionServer::Start() {
   if (!http_->bind_to_port(o.bind_address, o.port)) {
     return fmt::format("cannot listen on {}:{} (address in use or not available)", o.bind_address,
                        o.port);
+  }
+  if (!http_->RaiseBacklog()) {
+    log::warn("cannot raise the listen backlog; bursts of new connections may stall",
+              {{"error", std::strerror(errno)}});
   }
   thread_ = std::thread([this] {
     if (!http_->listen_after_bind()) log::error("HTTPS listener stopped with an error");
@@ -201,7 +209,8 @@ bool AdmissionServer::WaitStopped(std::chrono::milliseconds timeout) {
 }
 
 bool AdmissionServer::Serving() const {
-  return http_ != nullptr && http_->is_running() && !done_.load() && source_.Current() != nullptr;
+  return http_ != nullptr && http_->is_running() && http_->listener_fd() >= 0 && !done_.load() &&
+         source_.Current() != nullptr;
 }
 
 }  // namespace aw::server

@@ -30,6 +30,9 @@ class SSLServer;
 
 namespace aw::server {
 
+template <typename Base>
+class WithListener;
+
 struct ServerOptions {
   std::string bind_address = "0.0.0.0";
   int port = 8443;
@@ -55,7 +58,7 @@ class AdmissionServer {
   // Waits for the listener thread to finish (after Stop); false on timeout.
   bool WaitStopped(std::chrono::milliseconds timeout);
 
-  // Listener bound and accepting.
+  // Listener bound (its socket open) and the accept loop running, with a key pair loaded.
   bool Serving() const;
 
  private:
@@ -65,7 +68,7 @@ class AdmissionServer {
   const KeyPairSource& source_;
   AdmissionPipeline& pipeline_;
   AdmissionMetrics& metrics_;
-  std::unique_ptr<httplib::SSLServer> http_;
+  std::unique_ptr<WithListener<httplib::SSLServer>> http_;
   std::thread thread_;
   std::atomic<bool> done_{false};
 };

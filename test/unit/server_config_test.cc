@@ -1,0 +1,83 @@
+// Server configuration flags and their validation.
+#include <gtest/gtest.h>
+
+#include "server/config.h"
+
+namespace aw::server {
+namespace {
+
+struct Parsed {
+  ServerConfig cfg;
+  admission::Policy policy;
+  flags::FlagSet::Result result;
+};
+
+Parsed Parse(const std::vector<std::string>& args) {
+  Parsed p;
+  flags::FlagSet fs("allocating-webhook", "test");
+  RegisterServerFlags(fs, &p.cfg);
+  RegisterPolicyFlags(fs, &p.policy);
+  p.result = fs.Parse(args);
+  return p;
+}
+
+TEST(ServerConfig, Defaults) {
+  auto p = Parse({});
+  ASSERT_EQ(p.result.status, flags::FlagSet::Status::kOk);
+  EXPECT_EQ(p.cfg.https.port, 8443);
+  EXPECT_EQ(p.cfg.health_port, 8081);
+  EXPECT_EQ(p.cfg.https.bind_address, "0.0.0.0");
+  EXPECT_EQ(p.cfg.https.max_body_bytes, 7u * 1024 * 1024);
+  EXPECT_FALSE(p.cfg.crd_accepts_allocating);
+  EXPECT_EQ(p.policy.agones_controller_users,
+            std::vector<std::string>{"system:serviceaccount:agones-system:agones-controller"});
+  EXPECT_EQ(p.policy.default_timeout, std::chrono::seconds(30));
+  EXPECT_EQ(p.policy.max_timeout, std::chrono::minutes(10));
+  EXPECT_EQ(p.policy.default_probe_period, std::chrono::milliseconds(250));
+  // Certificates are required.
+  auto err = Validate(p.cfg, p.policy);
+  ASSERT_TRUE(err);
+  EXPECT_NE(err->find("--tls-cert-file"), std::string::npos);
+}
+
+TEST(ServerConfig, AllFlagsSet) {
+  auto p = Parse({"--port=9443", "--health-port", "9081", "--bind-address=127.0.0.1",
+                  "--tls-cert-file=/c", "--tls-key-file=/k", "--crd-accepts-allocating",
+                  "--trusted-users=a,b", "--agones-controller-users=c", "--default-timeout=1m",
+                  "--max-timeout=20m", "--default-probe-period=1s", "--max-connections=10",
+                  "--read-timeout=2s", "--write-timeout=3s", "--keep-alive-timeout=95s",
+                  "--max-body-bytes=2048", "--log-level=debug", "--log-format=text"});
+  ASSERT_EQ(p.result.status, flags::FlagSet::Status::kOk) << p.result.message;
+  EXPECT_FALSE(Validate(p.cfg, p.policy));
+  EXPECT_EQ(p.cfg.https.port, 9443);
+  EXPECT_EQ(p.cfg.health_port, 9081);
+  EXPECT_TRUE(p.cfg.crd_accepts_allocating);
+  EXPECT_EQ(p.policy.trusted_users, (std::vector<std::string>{"a", "b"}));
+  EXPECT_EQ(p.policy.agones_controller_users, std::vector<std::string>{"c"});
+  EXPECT_EQ(p.policy.default_timeout, std::chrono::minutes(1));
+  EXPECT_EQ(p.cfg.https.max_connections, 10u);
+  EXPECT_EQ(p.cfg.https.read_timeout, std::chrono::seconds(2));
+  EXPECT_EQ(p.cfg.https.keep_alive_timeout, std::chrono::seconds(95));
+  EXPECT_EQ(p.cfg.https.max_body_bytes, 2048u);
+  EXPECT_EQ(p.cfg.log_format, "text");
+}
+
+TEST(ServerConfig, InconsistentCombinationsRejected) {
+  auto base = std::vector<std::string>{"--tls-cert-file=/c", "--tls-key-file=/k"};
+  auto with = [&](std::vector<std::string> extra) {
+    auto args = base;
+    args.insert(args.end(), extra.begin(), extra.end());
+    auto p = Parse(args);
+    EXPECT_EQ(p.result.status, flags::FlagSet::Status::kOk) << p.result.message;
+    return Validate(p.cfg, p.policy);
+  };
+  EXPECT_FALSE(with({}));
+  EXPECT_TRUE(with({"--port=8081"}));
+  EXPECT_TRUE(with({"--default-timeout=20m"}));
+  EXPECT_TRUE(with({"--min-timeout=5m", "--max-timeout=1m"}));
+  EXPECT_TRUE(with({"--default-probe-period=10ms"}));
+  EXPECT_TRUE(with({"--min-probe-period=2s", "--max-probe-period=1s"}));
+}
+
+}  // namespace
+}  // namespace aw::server
