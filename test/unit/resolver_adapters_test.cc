@@ -23,6 +23,9 @@ TEST(ClassifyPatchError, MapsApiErrors) {
   EXPECT_EQ(ClassifyPatchError(Err(422, "Invalid",
                                    "testing value /metadata/resourceVersion failed: test failed")),
             PatchStatus::kConflict);
+  EXPECT_EQ(ClassifyPatchError(Err(422, "Invalid",
+                                   "the server rejected our request due to an error in our request")),
+            PatchStatus::kConflict);
   EXPECT_EQ(ClassifyPatchError(Err(422, "Invalid", "status.state: Unsupported value: \"Allocating\"")),
             PatchStatus::kRejected);
   EXPECT_EQ(ClassifyPatchError(Err(404, "NotFound", "gameservers \"x\" not found")),

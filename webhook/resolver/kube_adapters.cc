@@ -55,11 +55,18 @@ PatchStatus ClassifyPatchError(const kube::ApiError& error) {
   if (error.IsNotFound()) return PatchStatus::kNotFound;
   if (error.http_status == 409) return PatchStatus::kConflict;
   if (error.IsInvalid()) {
+    // A failed `test` op comes back as 422, often with only a generic message. The outcome states
+    // (Allocated, Unhealthy, Shutdown) are in the CRD enum and the values are plain strings, so a
+    // 422 means the object changed under us unless the message names a schema problem.
     std::string msg = error.message;
     std::transform(msg.begin(), msg.end(), msg.begin(),
                    [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-    if (msg.find("test") != std::string::npos) return PatchStatus::kConflict;
-    return PatchStatus::kRejected;
+    if (msg.find("unsupported value") != std::string::npos ||
+        msg.find("invalid value") != std::string::npos ||
+        msg.find("admission webhook") != std::string::npos) {
+      return PatchStatus::kRejected;
+    }
+    return PatchStatus::kConflict;
   }
   if (error.IsRetryable()) return PatchStatus::kRetry;
   return PatchStatus::kRejected;

@@ -5,9 +5,9 @@
 //                   memoised per resourceVersion (one parse per object change). Loop thread only.
 //   CacheNotifier   InformerHandler forwarding every change to Resolver::Notify and every
 //                   (re)sync to NotifyAll; it only queues, so the informer thread never waits.
-//   KubePatcher     Patcher on Client::Patch (application/json-patch+json). 409, and 422 from a
-//                   failed `test` op, are kConflict; 404 kNotFound; transport/429/5xx kRetry;
-//                   anything else kRejected.
+//   KubePatcher     Patcher on Client::Patch (application/json-patch+json). 409, and 422 (a failed
+//                   `test` op; unless the message names a schema or admission refusal), are
+//                   kConflict; 404 kNotFound; transport/429/5xx kRetry; anything else kRejected.
 //   KubeEvents      EventRecorder on kube::EventRecorder (non-blocking, rate-limited).
 #pragma once
 

@@ -22,6 +22,8 @@ struct Resolver::PatchDone {
   admission::OnTimeout action = admission::OnTimeout::kUnhealthy;
   std::optional<TimePoint> since;
   PatchOutcome outcome;
+  double patch_seconds = 0;  // time the API call took
+  double queued_seconds = 0;  // time between the decision and the call
 };
 
 struct Resolver::Inbox {
@@ -265,6 +267,10 @@ void Resolver::EvaluateKey(const std::string& key, TimePoint now) {
     it = entries_.emplace(key, std::move(fresh)).first;
   }
   Entry& e = it->second;
+  if (!e.resolved_rv.empty() && gs->state != keys::kStateAllocating) {
+    entries_.erase(it);  // our own write came back: done
+    return;
+  }
   if (e.allocation != gs->allocation || !e.resolved_rv.empty()) {
     // A new allocation cycle (or the object moved on after our write): start over.
     e.allocation = gs->allocation;
@@ -387,10 +393,15 @@ void Resolver::DispatchPatch(Entry& e, const std::string& key, const GameServerV
   auto view = std::make_shared<GameServerView>(gs);
   Patcher& patcher = patcher_;
   EventRecorder& events = events_;
+  auto decided = std::chrono::steady_clock::now();
   executor_.Post([weak, view, patch = std::move(patch), type, reason = std::move(reason),
-                  message = std::move(message), done = std::move(done), &patcher,
-                  &events]() mutable {
+                  message = std::move(message), done = std::move(done), &patcher, &events,
+                  decided]() mutable {
+    auto start = std::chrono::steady_clock::now();
     done.outcome = patcher.PatchGameServer(view->namespace_, view->name, patch);
+    done.queued_seconds = std::chrono::duration<double>(start - decided).count();
+    done.patch_seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     if (done.outcome.status == PatchStatus::kOk) events.Record(*view, type, reason, message);
     auto inbox = weak.lock();
     if (!inbox) return;
@@ -417,7 +428,9 @@ void Resolver::OnPatchDone(PatchDone done, TimePoint now) {
               {{"gameserver", done.key},
                {"state", promote ? std::string(keys::kStateAllocated)
                                  : std::string(admission::OnTimeoutName(done.action))},
-               {"allocating_seconds", std::to_string(held)}});
+               {"allocating_seconds", std::to_string(held)},
+               {"patch_seconds", std::to_string(done.patch_seconds)},
+               {"queued_seconds", std::to_string(done.queued_seconds)}});
   }
   if (it == entries_.end()) return;
   Entry& e = it->second;
