@@ -228,13 +228,18 @@ TEST(Codec, FixtureIndexAnswersAsDocumented) {
     std::string file = e["file"].GetString();
     auto route = admission::RouteFromPath(e["route"].GetString());
     ASSERT_TRUE(route) << file;
-    Response r = Call(*route, ReadFixture(file), opts);
+    std::string body = ReadFixture(file);
+    Response r = Call(*route, body, opts);
     EXPECT_EQ(r.raw.http_status, e["http_status"].GetInt()) << file;
+    rapidjson::Document req;
+    req.Parse(body.c_str());
+    EXPECT_EQ(r.api_version, req["apiVersion"].GetString()) << file;
+    EXPECT_EQ(r.uid, req["request"]["uid"].GetString()) << file;
     EXPECT_EQ(r.allowed, e["allowed"].GetBool()) << file << ": " << r.message;
     EXPECT_EQ(!r.patch.empty(), e["patched"].GetBool()) << file;
     ++n;
   }
-  EXPECT_GE(n, 15);
+  EXPECT_GE(n, 20);
 }
 
 }  // namespace
