@@ -103,11 +103,6 @@ Decision MutateGameServer(const ReviewRequest& req, const Context& ctx) {
   const std::string_view os = o.state;
   const std::string_view ns = n.state;
   const bool trusted = ctx.policy.IsTrusted(std::string(req.username));
-  // Invalid configuration values fall back to defaults here; the validating webhook reports them.
-  const GateConfig cfg = ParseGateConfig(
-                             [&n](std::string_view k) { return n.Annotation(k); }, ctx.policy)
-                             .config;
-  const std::string now = util::FormatRfc3339Nano(ctx.now);
   MapEdit ann(n.meta.annotations, std::string(kAnnotationsPath));
 
   if (ns == keys::kStateAllocated) {
@@ -139,6 +134,11 @@ Decision MutateGameServer(const ReviewRequest& req, const Context& ctx) {
       d.warnings.push_back(FailOpenWarning(name));
       return d;
     }
+    // Invalid configuration values fall back to defaults here; the validating webhook reports
+    // them.
+    const GateConfig cfg = ParseGateConfig(
+                               [&n](std::string_view k) { return n.Annotation(k); }, ctx.policy)
+                               .config;
     if (cfg.mode == GateMode::kReject) {
       std::string msg =
           os == keys::kStateAllocating
@@ -154,6 +154,7 @@ Decision MutateGameServer(const ReviewRequest& req, const Context& ctx) {
       d.reason = "reject mode: " + why;
       return d;
     }
+    const std::string now = util::FormatRfc3339Nano(ctx.now);
     if (os == keys::kStateAllocating) {
       StayInCycle(o, n, now, &ann);
     } else {
@@ -165,6 +166,7 @@ Decision MutateGameServer(const ReviewRequest& req, const Context& ctx) {
 
   if (ns == keys::kStateAllocating) {
     // Row 4 (entering directly) or staying Allocating.
+    const std::string now = util::FormatRfc3339Nano(ctx.now);
     if (os == keys::kStateAllocating) {
       StayInCycle(o, n, now, &ann);
     } else {
