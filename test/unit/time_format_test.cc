@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include "util/base64.h"
+#include "util/text.h"
 
 namespace aw::util {
 namespace {
@@ -76,6 +77,17 @@ TEST(Base64, EncodesAndDecodes) {
   EXPECT_FALSE(Base64Decode("Z==="));
   EXPECT_FALSE(Base64Decode("Zg==Zg=="));
   EXPECT_FALSE(Base64Decode("Zm9*"));
+}
+
+TEST(Text, ClipKeepsUtf8Sequences) {
+  EXPECT_EQ(Clip("short", 10), "short");
+  EXPECT_EQ(Clip("abcdef", 3), "abc...");
+  // "é" is two bytes (C3 A9): a cut inside it backs off to before it.
+  EXPECT_EQ(Clip("ab\xC3\xA9" "cd", 3), "ab...");
+  EXPECT_EQ(Clip("ab\xC3\xA9" "cd", 4), "ab\xC3\xA9...");
+  // "€" is three bytes (E2 82 AC).
+  EXPECT_EQ(Clip("\xE2\x82\xAC\xE2\x82\xAC", 5), "\xE2\x82\xAC...");
+  EXPECT_EQ(Clip("", 0), "");
 }
 
 }  // namespace

@@ -7,6 +7,7 @@
 #include "admission/decisions.h"
 #include "admission/gate_config.h"
 #include "admission/keys.h"
+#include "util/text.h"
 #include "util/time_format.h"
 
 namespace aw::admission {
@@ -29,7 +30,7 @@ bool ConfigChanged(const GameServerView& o, const GameServerView& n, std::string
 }
 
 std::string Quoted(std::optional<std::string_view> v) {
-  return v ? fmt::format("\"{}\"", v->substr(0, 100)) : std::string("absent");
+  return v ? fmt::format("\"{}\"", util::Clip(*v, 100)) : std::string("absent");
 }
 
 // Checks one owned annotation change by an untrusted identity against what the mutating
@@ -58,7 +59,7 @@ std::string CheckOwnedChange(std::string_view key, const GameServerView& o,
   }
   if (key == keys::kSince) {
     auto t = util::ParseRfc3339(*nv);
-    if (!t) return fmt::format("{}: \"{}\" is not an RFC 3339 time", key, nv->substr(0, 100));
+    if (!t) return fmt::format("{}: \"{}\" is not an RFC 3339 time", key, util::Clip(*nv, 100));
     auto now = std::chrono::time_point_cast<std::chrono::nanoseconds>(ctx.now);
     if (*t < now - kSinceTolerance || *t > now + kSinceTolerance) {
       return fmt::format("{}: \"{}\" is not the current time; it is written by the webhook", key,
@@ -70,7 +71,7 @@ std::string CheckOwnedChange(std::string_view key, const GameServerView& o,
   auto fresh = FreshLastAllocated(o, n);
   auto expected = fresh ? fresh : n.Annotation(keys::kSince);
   if (!expected || *expected != *nv) {
-    return fmt::format("{}: \"{}\" must equal {} ({})", key, nv->substr(0, 100),
+    return fmt::format("{}: \"{}\" must equal {} ({})", key, util::Clip(*nv, 100),
                        fresh ? keys::kLastAllocated : keys::kSince, Quoted(expected));
   }
   return "";
@@ -84,10 +85,10 @@ std::optional<std::string> ProbePortMismatch(
   std::string known;
   for (std::string_view n : *port_names) {
     if (n == cfg.probe_port->name) return std::nullopt;
-    known += (known.empty() ? "" : ", ") + std::string(n.substr(0, 63));
+    known += (known.empty() ? "" : ", ") + util::Clip(n, 63);
   }
   return fmt::format("{}: \"{}\" names no port of the GameServer (spec.ports: {})", keys::kProbePort,
-                     cfg.probe_port->name.substr(0, 100), known.empty() ? "none" : known);
+                     util::Clip(cfg.probe_port->name, 100), known.empty() ? "none" : known);
 }
 
 Decision ValidateGameServer(const ReviewRequest& req, const Context& ctx) {
@@ -105,7 +106,7 @@ Decision ValidateGameServer(const ReviewRequest& req, const Context& ctx) {
   auto label = n.Label(keys::kEnabledLabel);
   if (label && *label != "true") {
     d.warnings.push_back(fmt::format("{}: \"{}\" does not opt in; only \"true\" does",
-                                     keys::kEnabledLabel, label->substr(0, 60)));
+                                     keys::kEnabledLabel, util::Clip(*label, 60)));
   }
   if (!n.OptedIn() && !o.OptedIn()) {
     d.reason = "not opted in";

@@ -4,6 +4,7 @@
 
 #include "admission/keys.h"
 #include "util/duration.h"
+#include "util/text.h"
 
 namespace aw::admission {
 namespace {
@@ -21,8 +22,7 @@ bool EqualsIgnoreCase(std::string_view a, std::string_view b) {
 
 // Quotes a user value for messages, truncating very long ones.
 std::string Quote(std::string_view v) {
-  std::string s(v.substr(0, 100));
-  if (v.size() > 100) s += "...";
+  std::string s = util::Clip(v, 100);
   std::string out = "\"";
   for (char c : s) {
     if (c == '"' || c == '\\') {

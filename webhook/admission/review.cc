@@ -8,6 +8,7 @@
 #include <rapidjson/writer.h>
 
 #include "util/base64.h"
+#include "util/text.h"
 
 namespace aw::admission {
 namespace {
@@ -15,10 +16,7 @@ namespace {
 constexpr std::string_view kV1 = "admission.k8s.io/v1";
 constexpr std::string_view kV1beta1 = "admission.k8s.io/v1beta1";
 
-std::string Truncate(std::string_view s) {
-  if (s.size() <= 100) return std::string(s);
-  return std::string(s.substr(0, 100)) + "...";
-}
+std::string Truncate(std::string_view s) { return util::Clip(s, 100); }
 
 // One arena per thread, reused by every request on that thread (a review is parsed and answered
 // on one thread and never outlives the call).

@@ -5,6 +5,7 @@
 #include "admission/decisions.h"
 #include "admission/gate_config.h"
 #include "admission/keys.h"
+#include "util/text.h"
 
 namespace aw::admission {
 namespace {
@@ -60,7 +61,7 @@ Decision ValidateTemplateOwner(const ReviewRequest& req, const Context& ctx) {
   auto label = t.labels.Get(keys::kEnabledLabel);
   if (label && *label != "true") {
     d.warnings.push_back(fmt::format("template label {}: \"{}\" does not opt in; only \"true\" does",
-                                     keys::kEnabledLabel, label->substr(0, 60)));
+                                     keys::kEnabledLabel, util::Clip(*label, 60)));
   }
   if (!OptedIn(t)) {
     d.reason = "template not opted in";

@@ -1,0 +1,13 @@
+#include "util/text.h"
+
+namespace aw::util {
+
+std::string Clip(std::string_view s, size_t max_bytes) {
+  if (s.size() <= max_bytes) return std::string(s);
+  size_t n = max_bytes;
+  // Back off continuation bytes (10xxxxxx) so the cut falls on a sequence boundary.
+  while (n > 0 && (static_cast<unsigned char>(s[n]) & 0xC0) == 0x80) --n;
+  return std::string(s.substr(0, n)) + "...";
+}
+
+}  // namespace aw::util

@@ -1,0 +1,15 @@
+// Text helpers for user-facing messages.
+//
+// Promise: Clip returns at most `max_bytes` bytes of `s` (plus "..." when it cut), never cutting
+// inside a UTF-8 sequence, so that messages and warnings built from user values stay valid UTF-8
+// when the input was.
+#pragma once
+
+#include <string>
+#include <string_view>
+
+namespace aw::util {
+
+std::string Clip(std::string_view s, size_t max_bytes);
+
+}  // namespace aw::util
