@@ -11,7 +11,6 @@
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
-#include <thread>
 
 #include <prometheus/registry.h>
 
@@ -170,20 +169,15 @@ int main(int argc, char** argv) {
   sigwait(&termination, &sig);
   log::info("shutting down", {{"signal", sig == SIGTERM ? "SIGTERM" : "SIGINT"}});
   // Stop in reverse order: controllers first [helpers D/E], then stop accepting admission
-  // connections and let in-flight requests finish.
-  controllers.Stop();  // [helper D] releases the lease, cancels watches
-  if (resolver_service) resolver_service->Stop();  // [helper E] (already out of leadership)
+  // connections, close idle keep-alive ones and let requests in progress finish.
   admission_server.Stop();
-  const auto deadline = std::chrono::steady_clock::now() + server_cfg.shutdown_grace;
-  while (admission_metrics.in_flight().Value() > 0 && std::chrono::steady_clock::now() < deadline) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  }
+  const bool drained = admission_server.WaitStopped(
+      std::chrono::duration_cast<std::chrono::milliseconds>(server_cfg.shutdown_grace));
   health.Stop();
   certs.Stop();
-  // Connections still open are idle keep-alive ones (or stuck past the grace period): httplib
-  // only notices the stop at their next request, so end the process instead of waiting for them.
-  if (!admission_server.WaitStopped(std::chrono::milliseconds(500))) {
-    log::info("stopped; closing idle keep-alive connections");
+  if (!drained) {
+    // A request still in progress after the grace period (a stuck client): exit anyway.
+    log::warn("requests still in progress after --shutdown-grace; exiting");
     std::fflush(stderr);
     std::_Exit(0);
   }

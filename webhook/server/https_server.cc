@@ -11,6 +11,7 @@
 
 #include "server/elastic_pool.h"
 #include "server/listener.h"
+#include "server/tls_connection.h"
 #include "util/log.h"
 
 namespace aw::server {
@@ -153,11 +154,17 @@ void AdmissionServer::RegisterRoutes() {
 }
 
 std::optional<std::string> AdmissionServer::Start() {
-  http_ = std::make_unique<WithListener<httplib::SSLServer>>(
-      [this](SSL_CTX& ctx) { return ConfigureServerContext(&ctx, &source_); });
+  const ServerOptions& o = options_;
+  ConnectionOptions conn;
+  conn.read_timeout = std::chrono::duration_cast<std::chrono::microseconds>(o.read_timeout);
+  conn.write_timeout = std::chrono::duration_cast<std::chrono::microseconds>(o.write_timeout);
+  conn.keep_alive_timeout =
+      std::chrono::duration_cast<std::chrono::milliseconds>(o.keep_alive_timeout);
+  conn.keep_alive_max_requests = o.keep_alive_max_requests;
+  http_ = std::make_unique<TlsConnectionServer>(
+      conn, [this](SSL_CTX& ctx) { return ConfigureServerContext(&ctx, &source_); });
   if (!http_->is_valid()) return std::string("TLS context setup failed");
 
-  const ServerOptions& o = options_;
   const size_t max_connections = o.max_connections;
   // httplib takes ownership of the raw pointer returned here (it wraps it in a unique_ptr);
   // this is the only place the queue is created.
@@ -194,7 +201,9 @@ std::optional<std::string> AdmissionServer::Start() {
 }
 
 void AdmissionServer::Stop() {
-  if (http_) http_->stop();
+  if (!http_) return;
+  http_->Shutdown();
+  http_->stop();
 }
 
 bool AdmissionServer::WaitStopped(std::chrono::milliseconds timeout) {

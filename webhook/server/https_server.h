@@ -10,8 +10,8 @@
 //     long keep-alive, read/write timeouts: a silent client is cut after `read_timeout` and never
 //     delays another connection;
 //   - TLS per ConfigureServerContext, with the key pair read from `source` at each handshake.
-// Start() binds and serves on a background thread; Stop() stops accepting and lets in-flight
-// requests finish (idle keep-alive connections end at their next request or keep-alive timeout).
+// Start() binds and serves on a background thread; Stop() stops accepting, closes idle keep-alive
+// connections at once and lets requests in progress finish (WaitStopped waits for them).
 #pragma once
 
 #include <atomic>
@@ -30,8 +30,7 @@ class SSLServer;
 
 namespace aw::server {
 
-template <typename Base>
-class WithListener;
+class TlsConnectionServer;
 
 struct ServerOptions {
   std::string bind_address = "0.0.0.0";
@@ -68,7 +67,7 @@ class AdmissionServer {
   const KeyPairSource& source_;
   AdmissionPipeline& pipeline_;
   AdmissionMetrics& metrics_;
-  std::unique_ptr<WithListener<httplib::SSLServer>> http_;
+  std::unique_ptr<TlsConnectionServer> http_;
   std::thread thread_;
   std::atomic<bool> done_{false};
 };
