@@ -96,7 +96,11 @@ func (e env) readyGameServer(t *testing.T, name string, s *standin.Server, annot
 	t.Helper()
 	ctx := harness.Ctx(t)
 	c := e.cp.Dynamic(t, harness.Admin).Resource(harness.GameServerGVR).Namespace(e.ns)
-	created, err := c.Create(ctx, harness.NewGameServer(name, true, annotations...), metav1.CreateOptions{})
+	gs := harness.NewGameServer(name, true, annotations...)
+	if s != nil {
+		_ = unstructured.SetNestedSlice(gs.Object, standin.SpecPorts(), "spec", "ports")
+	}
+	created, err := c.Create(ctx, gs, metav1.CreateOptions{})
 	if err != nil {
 		t.Fatalf("create %s: %v", name, err)
 	}

@@ -2,10 +2,11 @@
 // AW_RESOLVER_BURST=1; bench/resolver-burst does): N opted-in GameServers (AW_BURST_N, default
 // 1000) allocated at once; half confirm (SDK annotation + HTTP probe turning 200) at random times
 // within 5 s of their allocation, half never do. Every one must end in the right state
-// (Allocated+Confirmed or Unhealthy+TimedOut), none later than one probe period + 1 s after it
-// became ready or reached its deadline. Prints promotion-lag and timeout-lateness percentiles and
-// the resolver process's CPU time and RSS (admission runs in a separate webhook process, so the
-// figures are the resolver's alone).
+// (Allocated+Confirmed or Unhealthy), and the resolver's outcome write for none may land later than
+// one probe period + 1 s after the server became ready or reached its deadline. Prints
+// percentiles of promotion lag and timeout lateness, both at the resolver's write (from its log)
+// and as a watcher sees them, and the resolver process's CPU time and RSS (admission runs in a
+// separate webhook process, so the figures are the resolver's alone).
 package resolverburst
 
 import (
@@ -68,6 +69,7 @@ func TestResolverBurst(t *testing.T) {
 	res := cp.StartWebhook(t, harness.WebhookOptions{Name: "resolver", Args: []string{
 		"--kubeconfig=" + cp.Kubeconfig, "--context=" + harness.Resolver, "--crd-accepts-allocating=true",
 		"--lease-duration=3s", "--renew-deadline=2s", "--retry-period=500ms", "--log-level=" + logLevel(),
+		"--resolver-workers=" + envOr("AW_BURST_WORKERS", "32"),
 	}})
 	waitLeader(t, res)
 	ns := cp.Namespace(t)
@@ -107,6 +109,7 @@ func TestResolverBurst(t *testing.T) {
 	parallel(32, servers, func(s *server) error {
 		gs := harness.NewGameServer(s.name, true, harness.TimeoutKey, timeout.String(),
 			harness.ProbePortKey, "http", harness.ProbePathKey, "/ready/"+s.name)
+		_ = unstructured.SetNestedSlice(gs.Object, standin.SpecPorts(), "spec", "ports")
 		created, err := gsc.Create(ctx, gs, metav1.CreateOptions{})
 		if err != nil {
 			return err
@@ -208,7 +211,8 @@ func TestResolverBurst(t *testing.T) {
 		}
 		return nil
 	}, t)
-	t.Logf("allocated %d GameServers in %v", n, time.Since(t1))
+	allocDur := time.Since(t1)
+	t.Logf("allocated %d GameServers in %v", n, allocDur)
 	wg.Wait()
 	select {
 	case <-done:
@@ -218,10 +222,12 @@ func TestResolverBurst(t *testing.T) {
 	cpu1, _ := procCPU(res.Pid())
 	rss, hwm := procMem(res.Pid())
 
-	var lags, lates []time.Duration
+	writes := resolverWrites(res.LogPath)
+	var lags, lates, wlags, wlates []time.Duration
 	wrong := 0
 	mu.Lock()
 	for _, s := range servers {
+		w, haveWrite := writes[s.name]
 		switch {
 		case s.ready && (s.endState != "Allocated" || s.outcome != "Confirmed"):
 			wrong++
@@ -231,34 +237,52 @@ func TestResolverBurst(t *testing.T) {
 			t.Errorf("%s: never-ready one ended %q", s.name, s.endState)
 		case s.ready:
 			lags = append(lags, s.endAt.Sub(s.readyAt))
+			if haveWrite {
+				wlags = append(wlags, w.Sub(s.readyAt))
+			}
 		default:
 			lates = append(lates, s.endAt.Sub(s.since.Add(timeout)))
+			if haveWrite {
+				wlates = append(wlates, w.Sub(s.since.Add(timeout)))
+			}
 		}
 	}
 	mu.Unlock()
+	// The bound applies to the resolver's writes (when the outcome is stored); what a watcher sees
+	// comes later by kube-apiserver's watch fan-out, reported apart.
 	limit := period + time.Second
-	for _, d := range append(append([]time.Duration{}, lags...), lates...) {
+	late := 0
+	for _, d := range append(append([]time.Duration{}, wlags...), wlates...) {
 		if d > limit {
-			t.Errorf("a server was resolved %v late (limit %v)", d, limit)
-			break
+			late++
 		}
 	}
-	for _, d := range lates {
+	if late > 0 {
+		t.Errorf("%d servers were resolved later than %v after becoming ready or reaching their deadline", late, limit)
+	}
+	if len(wlags)+len(wlates) != n-wrong {
+		t.Errorf("resolver log has %d outcome writes for %d servers", len(wlags)+len(wlates), n-wrong)
+	}
+	for _, d := range wlates {
 		if d < -100*time.Millisecond {
 			t.Errorf("a server timed out %v before its deadline", -d)
 			break
 		}
 	}
 	summary := map[string]interface{}{
-		"servers":               n,
-		"wrong":                 wrong,
-		"promotion_lag_ms":      pct(lags),
-		"timeout_lateness_ms":   pct(lates),
-		"resolver_cpu_seconds":  cpu1 - cpu0,
-		"resolver_rss_mib":      rss,
-		"resolver_peak_rss_mib": hwm,
-		"probe_period_ms":       period.Milliseconds(),
-		"allocate_wall_s":       time.Since(t1).Seconds(),
+		"servers":                   n,
+		"wrong":                     wrong,
+		"late_writes":               late,
+		"promotion_lag_write_ms":    pct(wlags),
+		"timeout_lateness_write_ms": pct(wlates),
+		"promotion_lag_watch_ms":    pct(lags),
+		"timeout_lateness_watch_ms": pct(lates),
+		"resolver_cpu_seconds":      cpu1 - cpu0,
+		"resolver_rss_mib":          rss,
+		"resolver_peak_rss_mib":     hwm,
+		"probe_period_ms":           period.Milliseconds(),
+		"allocate_seconds":          allocDur.Seconds(),
+		"run_seconds":               time.Since(t1).Seconds(),
 	}
 	js, _ := json.MarshalIndent(summary, "", "  ")
 	fmt.Printf("RESOLVER_BURST %s\n", js)
@@ -381,23 +405,34 @@ func logLevel() string {
 	return "info"
 }
 
-// resolverSide reads the resolver's own "timed out"/"promoted" log lines: the time each outcome
-// patch completed, counted from entering Allocating (allocating_seconds), minus the timeout for
-// timeouts = how late after its deadline the resolver's write landed.
-func resolverSide(path string) []time.Duration {
+// resolverWrites maps each GameServer name to when the resolver's outcome write completed (the
+// "ts" of its "promoted"/"timed out" log line: the write is in etcd at that moment; watchers see
+// it after kube-apiserver's fan-out).
+func resolverWrites(path string) map[string]time.Time {
+	out := map[string]time.Time{}
 	b, err := os.ReadFile(path)
 	if err != nil {
-		return nil
+		return out
 	}
-	var out []time.Duration
 	for _, line := range strings.Split(string(b), "\n") {
 		var r map[string]string
-		if json.Unmarshal([]byte(line), &r) != nil || r["msg"] != "resolver: timed out" {
+		if json.Unmarshal([]byte(line), &r) != nil ||
+			(r["msg"] != "resolver: timed out" && r["msg"] != "resolver: promoted to Allocated") {
 			continue
 		}
-		if v, err := strconv.ParseFloat(r["allocating_seconds"], 64); err == nil {
-			out = append(out, time.Duration(v*float64(time.Second))-timeout)
+		ts, err := time.Parse(time.RFC3339Nano, r["ts"])
+		if err != nil {
+			continue
 		}
+		name := r["gameserver"][strings.LastIndexByte(r["gameserver"], '/')+1:]
+		out[name] = ts
 	}
 	return out
+}
+
+func envOr(name, def string) string {
+	if v := os.Getenv(name); v != "" {
+		return v
+	}
+	return def
 }

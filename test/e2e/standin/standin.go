@@ -265,3 +265,12 @@ func (s *Server) Play(ctx context.Context, dyn dynamic.Interface, ns, name strin
 		w.Stop()
 	}
 }
+
+// SpecPorts are GameServer spec.ports matching Ports()' names: "game" (UDP), "tcp" and "http"
+// (the webhook checks that a probe-port name is one of the GameServer's ports).
+func SpecPorts() []interface{} {
+	port := func(name, protocol string, container int64) interface{} {
+		return map[string]interface{}{"name": name, "portPolicy": "Dynamic", "containerPort": container, "protocol": protocol}
+	}
+	return []interface{}{port("game", "UDP", 7654), port("tcp", "TCP", 7655), port("http", "TCP", 8080)}
+}
