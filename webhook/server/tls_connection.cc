@@ -59,7 +59,9 @@ void AddressOf(int fd, bool peer, std::string& ip, int& port) {
 }
 
 // httplib::Stream over a TLS connection on a blocking socket whose SO_RCVTIMEO/SO_SNDTIMEO carry
-// the read/write timeouts: a read or write that waits longer fails.
+// the read/write timeouts: a read or write that waits longer fails. Writes are gathered until
+// Flush() (called after each response) or the next read, so that a response leaves as one TLS
+// record and one segment instead of one for the headers and one for the body.
 class TlsStream final : public httplib::Stream {
  public:
   TlsStream(int fd, SSL* ssl, const ConnectionOptions& o)
@@ -69,6 +71,7 @@ class TlsStream final : public httplib::Stream {
   bool is_writable() const override { return PollOne(fd_, POLLOUT, write_ms_); }
 
   ssize_t read(char* ptr, size_t size) override {
+    if (!Flush()) return -1;  // e.g. "100 Continue" must reach the client before its body comes
     if (size == 0) return 0;
     int n = SSL_read(ssl_, ptr, static_cast<int>(std::min<size_t>(size, INT32_MAX)));
     if (n > 0) return n;
@@ -79,10 +82,20 @@ class TlsStream final : public httplib::Stream {
 
   ssize_t write(const char* ptr, size_t size) override {
     if (size == 0) return 0;
-    int n = SSL_write(ssl_, ptr, static_cast<int>(std::min<size_t>(size, INT32_MAX)));
-    if (n > 0) return n;
-    ERR_clear_error();
-    return -1;
+    if (pending_.size() + size <= kMaxGather) {
+      pending_.append(ptr, size);
+      return static_cast<ssize_t>(size);
+    }
+    if (!Flush()) return -1;
+    return WriteAll(ptr, size) ? static_cast<ssize_t>(size) : -1;
+  }
+
+  // Sends gathered bytes; false when the connection failed.
+  bool Flush() {
+    if (pending_.empty()) return true;
+    bool ok = WriteAll(pending_.data(), pending_.size());
+    pending_.clear();
+    return ok;
   }
 
   void get_remote_ip_and_port(std::string& ip, int& port) const override {
@@ -94,9 +107,25 @@ class TlsStream final : public httplib::Stream {
   socket_t socket() const override { return fd_; }
 
  private:
+  static constexpr size_t kMaxGather = 16 * 1024;  // one TLS record
+
+  bool WriteAll(const char* ptr, size_t size) {
+    while (size > 0) {
+      int n = SSL_write(ssl_, ptr, static_cast<int>(std::min<size_t>(size, INT32_MAX)));
+      if (n <= 0) {
+        ERR_clear_error();
+        return false;
+      }
+      ptr += n;
+      size -= static_cast<size_t>(n);
+    }
+    return true;
+  }
+
   const int fd_;
   SSL* const ssl_;
   const int read_ms_, write_ms_;
+  std::string pending_;
 };
 
 struct SslFree {
@@ -173,6 +202,7 @@ bool TlsConnectionServer::process_and_close_socket(socket_t sock) {
         bool connection_closed = false;
         ok = process_request(stream, close_connection, connection_closed,
                              [raw](httplib::Request& req) { req.ssl = raw; });
+        ok = stream.Flush() && ok;
         if (!ok || connection_closed || close_connection) break;
         --left;
       }
