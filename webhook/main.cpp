@@ -170,6 +170,8 @@ int main(int argc, char** argv) {
   log::info("shutting down", {{"signal", sig == SIGTERM ? "SIGTERM" : "SIGINT"}});
   // Stop in reverse order: controllers first [helpers D/E], then stop accepting admission
   // connections, close idle keep-alive ones and let requests in progress finish.
+  controllers.Stop();  // [helper D] releases the lease, cancels watches
+  if (resolver_service) resolver_service->Stop();  // [helper E] (already out of leadership)
   admission_server.Stop();
   const bool drained = admission_server.WaitStopped(
       std::chrono::duration_cast<std::chrono::milliseconds>(server_cfg.shutdown_grace));
