@@ -33,8 +33,8 @@ void RegisterServerFlags(flags::FlagSet& fs, ServerConfig* cfg) {
   fs.Duration("write-timeout", &cfg->https.write_timeout,
               "Longest wait for a client to accept response bytes", milliseconds(1));
   fs.Duration("keep-alive-timeout", &cfg->https.keep_alive_timeout,
-              "How long an idle keep-alive connection is kept open (whole seconds; keep it above "
-              "the client's idle timeout, 90s for kube-apiserver)",
+              "How long an idle keep-alive connection is kept open (keep it above the client's idle "
+              "timeout, 90s for kube-apiserver)",
               std::chrono::seconds(1));
   fs.Size("keep-alive-max-requests", &cfg->https.keep_alive_max_requests,
           "Requests served on one connection before it is closed", 1, UINT32_MAX);
