@@ -1,5 +1,6 @@
 #include "admission/review.h"
 
+#include <cstddef>
 #include <cstring>
 
 #include <fmt/format.h>
@@ -21,7 +22,7 @@ std::string Truncate(std::string_view s) { return util::Clip(s, 100); }
 // One arena per thread, reused by every request on that thread (a review is parsed and answered
 // on one thread and never outlives the call).
 constexpr size_t kArenaBytes = 32 * 1024;  // typical reviews (about 8 KB of JSON) fit
-thread_local char tls_arena[kArenaBytes];
+alignas(std::max_align_t) thread_local char tls_arena[kArenaBytes];  // aligned: rapidjson puts its chunk header at the start
 thread_local bool tls_arena_in_use = false;
 
 std::unique_ptr<rapidjson::MemoryPoolAllocator<>> MakePool(bool use_arena) {
