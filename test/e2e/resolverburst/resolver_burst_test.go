@@ -180,6 +180,11 @@ func TestResolverBurst(t *testing.T) {
 	}()
 
 	cpu0, _ := procCPU(res.Pid())
+	others := map[string]int{"admission_webhook": admission.Pid(), "kube_apiserver": pidFile(cp.Dir, "kube-apiserver"), "etcd": pidFile(cp.Dir, "etcd")}
+	others0 := map[string]float64{}
+	for k, pid := range others {
+		others0[k], _ = procCPU(pid)
+	}
 	// Allocate all at once, like a matchmaker burst; each ready one loads, then confirms.
 	t1 := time.Now()
 	var wg sync.WaitGroup
@@ -220,11 +225,22 @@ func TestResolverBurst(t *testing.T) {
 		t.Errorf("%d GameServers did not reach a final state", remaining)
 	}
 	cpu1, _ := procCPU(res.Pid())
+	otherCPU := map[string]float64{}
+	for k, pid := range others {
+		v, _ := procCPU(pid)
+		otherCPU[k] = v - others0[k]
+	}
 	rss, hwm := procMem(res.Pid())
 
+	// The resolver logs each outcome right after its write returns: give the last lines a moment.
 	writes := resolverWrites(res.LogPath)
+	for i := 0; i < 40 && len(writes) < n; i++ {
+		time.Sleep(50 * time.Millisecond)
+		writes = resolverWrites(res.LogPath)
+	}
 	var lags, lates, wlags, wlates []time.Duration
 	wrong := 0
+	_, patchDurs, queuedDurs := resolverLog(res.LogPath)
 	mu.Lock()
 	for _, s := range servers {
 		w, haveWrite := writes[s.name]
@@ -277,7 +293,10 @@ func TestResolverBurst(t *testing.T) {
 		"timeout_lateness_write_ms": pct(wlates),
 		"promotion_lag_watch_ms":    pct(lags),
 		"timeout_lateness_watch_ms": pct(lates),
+		"outcome_write_ms":          pct(patchDurs),
+		"outcome_write_queued_ms":   pct(queuedDurs),
 		"resolver_cpu_seconds":      cpu1 - cpu0,
+		"other_cpu_seconds":         otherCPU,
 		"resolver_rss_mib":          rss,
 		"resolver_peak_rss_mib":     hwm,
 		"probe_period_ms":           period.Milliseconds(),
@@ -409,16 +428,30 @@ func logLevel() string {
 // "ts" of its "promoted"/"timed out" log line: the write is in etcd at that moment; watchers see
 // it after kube-apiserver's fan-out).
 func resolverWrites(path string) map[string]time.Time {
+	out, _, _ := resolverLog(path)
+	return out
+}
+
+// resolverLog also returns how long each outcome write took (patch_seconds) and waited for a
+// worker (queued_seconds).
+func resolverLog(path string) (map[string]time.Time, []time.Duration, []time.Duration) {
 	out := map[string]time.Time{}
+	var patch, queued []time.Duration
 	b, err := os.ReadFile(path)
 	if err != nil {
-		return out
+		return out, nil, nil
 	}
 	for _, line := range strings.Split(string(b), "\n") {
 		var r map[string]string
 		if json.Unmarshal([]byte(line), &r) != nil ||
 			(r["msg"] != "resolver: timed out" && r["msg"] != "resolver: promoted to Allocated") {
 			continue
+		}
+		if v, err := strconv.ParseFloat(r["patch_seconds"], 64); err == nil {
+			patch = append(patch, time.Duration(v*float64(time.Second)))
+		}
+		if v, err := strconv.ParseFloat(r["queued_seconds"], 64); err == nil {
+			queued = append(queued, time.Duration(v*float64(time.Second)))
 		}
 		ts, err := time.Parse(time.RFC3339Nano, r["ts"])
 		if err != nil {
@@ -427,7 +460,7 @@ func resolverWrites(path string) map[string]time.Time {
 		name := r["gameserver"][strings.LastIndexByte(r["gameserver"], '/')+1:]
 		out[name] = ts
 	}
-	return out
+	return out, patch, queued
 }
 
 func envOr(name, def string) string {
@@ -435,4 +468,13 @@ func envOr(name, def string) string {
 		return v
 	}
 	return def
+}
+
+func pidFile(dir, name string) int {
+	b, err := os.ReadFile(dir + "/" + name + ".pid")
+	if err != nil {
+		return 0
+	}
+	pid, _ := strconv.Atoi(strings.TrimSpace(string(b)))
+	return pid
 }
