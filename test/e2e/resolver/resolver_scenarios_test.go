@@ -60,8 +60,11 @@ func TestResolverTimesOutToUnhealthy(t *testing.T) {
 	e.readyGameServer(t, "never", s, harness.TimeoutKey, "3s", harness.ProbePortKey, "http")
 	gs := e.allocate(t, "never")
 	since := sinceOf(t, gs)
-	_, at := e.waitState(t, "never", "Unhealthy", 15*time.Second)
+	got, at := e.waitState(t, "never", "Unhealthy", 15*time.Second)
 	late := at.Sub(since.Add(3 * time.Second))
+	if harness.Annotation(got, harness.OutcomeKey) != "TimedOut" || harness.HasAnnotation(got, harness.ConfirmedKey) {
+		t.Errorf("want outcome TimedOut and no confirmed: %s", harness.Describe(got))
+	}
 	t.Logf("Unhealthy %v after the deadline", late)
 	if late < -50*time.Millisecond {
 		t.Errorf("timed out %v before the deadline", -late)
@@ -93,7 +96,9 @@ func TestResolverOnTimeoutActions(t *testing.T) {
 		harness.Annotation(got, harness.ConfirmedKey) != harness.Annotation(gs, harness.AllocationKey) {
 		t.Errorf("fail-open: want outcome TimedOut and confirmed = allocation: %s", harness.Describe(got))
 	}
-	e.waitState(t, "shut", "Shutdown", 10*time.Second)
+	if shut, _ := e.waitState(t, "shut", "Shutdown", 10*time.Second); harness.Annotation(shut, harness.OutcomeKey) != "TimedOut" {
+		t.Errorf("shut: want outcome TimedOut: %s", harness.Describe(shut))
+	}
 	e.waitEvent(t, "fail-open", "AllocatingTimedOut", 10*time.Second)
 	ev := e.waitEvent(t, "shut", "AllocatingTimedOut", 10*time.Second)
 	if !strings.Contains(ev.Message, "Shutdown") {
