@@ -90,7 +90,7 @@ func TestGuardAddsAllocatingAndRepairsResets(t *testing.T) {
 	cp.ResetStockCRD(t)
 	start := time.Now()
 	w := startGuarded(t, cp)
-	if !waitFor(15*time.Second, func() bool { return cp.EnumHasAllocating(t) && metric(w, gauge) == "1" }) {
+	if !waitFor(30*time.Second, func() bool { return cp.EnumHasAllocating(t) && metric(w, gauge) == "1" }) {
 		t.Fatalf("guard did not add Allocating (enum %v, gauge %q)", cp.StateEnum(t), metric(w, gauge))
 	}
 	t.Logf("stock CRD repaired %v after the webhook started", time.Since(start).Round(10*time.Millisecond))
@@ -219,7 +219,7 @@ func TestRBACDeniedPatchFailsOpen(t *testing.T) {
 	withoutCrdPatch(t, cp)
 	w := startGuarded(t, cp)
 	cp.RegisterWebhooks(t, w, harness.RegisterOptions{})
-	if !waitFor(15*time.Second, func() bool { return strings.Contains(w.Logs(), "not allowed to patch the GameServer CRD (RBAC)") }) {
+	if !waitFor(30*time.Second, func() bool { return strings.Contains(w.Logs(), "not allowed to patch the GameServer CRD (RBAC)") }) {
 		t.Fatalf("no clear RBAC log line")
 	}
 	time.Sleep(3 * time.Second)
