@@ -171,13 +171,14 @@ func TestTokenFileRotation(t *testing.T) {
 	}
 }
 
-// fastCompaction makes kube-apiserver compact etcd every second, so old resourceVersions expire
-// (410) quickly. It stays on for the rest of the package.
+// ensureFastCompaction restarts kube-apiserver once for the package so that it compacts etcd every
+// second (old resourceVersions expire, 410, quickly) and accepts client certificates signed by the
+// control plane's CA (for TestClientCertificateAuth).
 var fastCompaction bool
 
 func ensureFastCompaction(t *testing.T, cp *harness.ControlPlane) {
 	if !fastCompaction {
-		cp.RestartAPIServer(t, []string{"--etcd-compaction-interval=1s"})
+		cp.RestartAPIServer(t, []string{"--etcd-compaction-interval=1s", "--client-ca-file=" + cp.CAFile})
 		fastCompaction = true
 	}
 }
