@@ -67,6 +67,8 @@ void CrdGuard::SetLeader(bool leader) {
 }
 
 void CrdGuard::Publish(bool accepts, const std::string& why) {
+  // Called from the informer thread and the repair thread.
+  std::lock_guard<std::mutex> lk(publish_mu_);
   bool prev = accepts_.exchange(accepts);
   readiness_.Set(accepts);
   if (gauge_) gauge_->Set(accepts ? 1 : 0);

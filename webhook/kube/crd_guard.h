@@ -62,7 +62,8 @@ class CrdGuard final : private InformerHandler {
   std::atomic<bool> accepts_{false};
   std::atomic<bool> leader_{false};
   std::atomic<bool> known_{false};
-  bool published_once_ = false;
+  std::mutex publish_mu_;
+  bool published_once_ = false;  // guarded by publish_mu_
   std::mutex mu_;
   std::condition_variable cv_;
   bool dirty_ = false;
