@@ -179,6 +179,23 @@ TEST_F(LoopTest, ProbesOnItsPeriodAndPromotesWhenItPasses) {
             std::string::npos);
 }
 
+TEST_F(LoopTest, ProbeOutlastingItsPeriodDoesNotSpin) {
+  // A long prober queue can keep a probe in flight past the server's next probe time: the loop
+  // must neither spin nor start a second probe; it waits for the result (or the deadline).
+  Put(Spec({{kReady, util::FormatRfc3339Nano(T0())},
+            {"allocating.agones.dev/probe-port", "http"},
+            {"allocating.agones.dev/timeout", "10s"}}));
+  Settle();
+  ASSERT_EQ(prober_.pending.size(), 1u);
+  clock_.now = T0() + 2s;  // eight periods later, still in flight
+  TimePoint next = resolver_->Step();
+  EXPECT_EQ(next, T0() + 10s);  // only the deadline is left to wake for
+  EXPECT_EQ(prober_.pending.size(), 1u);
+  prober_.CompleteAll({probe::Status::kSuccess, "http 200"});
+  Settle();
+  EXPECT_EQ(Current()->state, "Allocated");
+}
+
 TEST_F(LoopTest, ConfirmationAfterAFailedProbeIsProbedAtOnce) {
   GsSpec s = Spec({{"allocating.agones.dev/probe-port", "http"},
                    {"allocating.agones.dev/probe-period", "1s"}});

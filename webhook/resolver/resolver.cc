@@ -194,14 +194,18 @@ TimePoint Resolver::Step() {
   } else {
     for (const auto& key : dirty) EvaluateKey(key, now);
   }
+  // Take every due timer first, then evaluate: a timer scheduled during this pass waits for the
+  // next one, so a pass always ends (and the inbox is read between passes).
+  std::vector<std::string> due;
   while (!timers_.empty() && timers_.top().due <= now) {
     Timer t = timers_.top();
     timers_.pop();
     auto it = entries_.find(t.key);
     if (it == entries_.end() || it->second.gen != t.gen) continue;
     it->second.scheduled.reset();
-    EvaluateKey(t.key, now);
+    due.push_back(std::move(t.key));
   }
+  for (const auto& key : due) EvaluateKey(key, now);
   UpdateGauge();
   TimePoint next = next_resync_;
   while (!timers_.empty()) {
@@ -317,8 +321,9 @@ void Resolver::EvaluateKey(const std::string& key, TimePoint now) {
                                                        e.last_probe && !e.last_probe->result.ok()))) {
       StartProbe(e, key, *ev.probe, config.probe_period, now);
     }
-    // While a probe is in flight its completion re-evaluates; next_probe is the next start.
-    due = std::min(due, e.next_probe);
+    // While a probe is in flight its completion re-evaluates (a probe can outlast its period
+    // when the prober's queue is long); otherwise wake for the next probe.
+    if (!e.probe_in_flight) due = std::min(due, e.next_probe);
   }
   Schedule(e, key, due);
 }
