@@ -161,15 +161,18 @@ std::optional<std::string> AdmissionServer::Start() {
   conn.keep_alive_timeout =
       std::chrono::duration_cast<std::chrono::milliseconds>(o.keep_alive_timeout);
   conn.keep_alive_max_requests = o.keep_alive_max_requests;
+  conn.max_connections = std::max<size_t>(1, o.max_connections);
   http_ = std::make_unique<TlsConnectionServer>(
       conn, [this](SSL_CTX& ctx) { return ConfigureServerContext(&ctx, &source_); });
   if (!http_->is_valid()) return std::string("TLS context setup failed");
 
   const size_t max_connections = o.max_connections;
   // httplib takes ownership of the raw pointer returned here (it wraps it in a unique_ptr);
-  // this is the only place the queue is created.
+  // this is the only place the queue is created. Its tasks are TLS handshakes (and connections
+  // waiting for a slot beyond max_connections); requests are served by TlsConnectionServer's
+  // workers.
   http_->new_task_queue = [max_connections]() -> httplib::TaskQueue* {
-    return new ElasticTaskQueue(/*min_threads=*/8, max_connections);
+    return new ElasticTaskQueue(/*min_threads=*/2, max_connections);
   };
   http_->set_tcp_nodelay(true);
   http_->set_keep_alive_max_count(o.keep_alive_max_requests);
@@ -192,6 +195,9 @@ std::optional<std::string> AdmissionServer::Start() {
   }
   thread_ = std::thread([this] {
     if (!http_->listen_after_bind()) log::error("HTTPS listener stopped with an error");
+    // Idle connections close at once, requests in progress finish.
+    http_->Shutdown();
+    http_->Join();
     done_.store(true);
   });
   log::info("admission server listening",

@@ -6,9 +6,10 @@
 //     every error answer has a plain-text message.
 //   - the body limit holds for Content-Length and chunked bodies alike (413, connection kept when
 //     the rest of the body could be drained, closed otherwise);
-//   - one thread per connection up to `max_connections` (see ElasticTaskQueue), TCP_NODELAY,
-//     long keep-alive, read/write timeouts: a silent client is cut after `read_timeout` and never
-//     delays another connection;
+//   - at most `max_connections` open; idle keep-alive connections parked in epoll and requests
+//     served by a small worker pool that grows only while workers are stuck on slow clients (see
+//     TlsConnectionServer), TCP_NODELAY, long keep-alive, read/write timeouts: a silent client is
+//     cut after `read_timeout` and never delays another connection;
 //   - TLS per ConfigureServerContext, with the key pair read from `source` at each handshake.
 // Start() binds and serves on a background thread; Stop() stops accepting, closes idle keep-alive
 // connections at once and lets requests in progress finish (WaitStopped waits for them).
