@@ -9,7 +9,6 @@
 
 #include <fmt/format.h>
 
-#include "server/elastic_pool.h"
 #include "server/listener.h"
 #include "server/tls_connection.h"
 #include "util/log.h"
@@ -20,6 +19,13 @@ namespace {
 // After a body larger than the limit, at most this much more is read and discarded so that the
 // 413 can be delivered on a healthy connection; beyond it the connection is closed.
 constexpr size_t kMaxDrainBytes = 64 * 1024 * 1024;
+
+// Runs each task at once on the caller's thread (httplib's accept loop).
+class InlineTaskQueue final : public httplib::TaskQueue {
+ public:
+  void enqueue(std::function<void()> fn) override { fn(); }
+  void shutdown() override {}
+};
 
 std::pair<time_t, time_t> SecUsec(std::chrono::nanoseconds d) {
   auto us = std::chrono::duration_cast<std::chrono::microseconds>(d).count();
@@ -166,14 +172,11 @@ std::optional<std::string> AdmissionServer::Start() {
       conn, [this](SSL_CTX& ctx) { return ConfigureServerContext(&ctx, &source_); });
   if (!http_->is_valid()) return std::string("TLS context setup failed");
 
-  const size_t max_connections = o.max_connections;
-  // httplib takes ownership of the raw pointer returned here (it wraps it in a unique_ptr);
-  // this is the only place the queue is created. Its tasks are TLS handshakes (and connections
-  // waiting for a slot beyond max_connections); requests are served by TlsConnectionServer's
-  // workers.
-  http_->new_task_queue = [max_connections]() -> httplib::TaskQueue* {
-    return new ElasticTaskQueue(/*min_threads=*/2, max_connections);
-  };
+  // httplib takes ownership of the raw pointer returned here (it wraps it in a unique_ptr).
+  // Accepted sockets are handed to TlsConnectionServer on the accept thread itself: that step
+  // never blocks (the handshake runs on its workers) except at the connection limit, where the
+  // accept loop waiting is the intended back-pressure.
+  http_->new_task_queue = []() -> httplib::TaskQueue* { return new InlineTaskQueue(); };
   http_->set_tcp_nodelay(true);
   http_->set_keep_alive_max_count(o.keep_alive_max_requests);
   http_->set_keep_alive_timeout(static_cast<time_t>(

@@ -7,12 +7,15 @@
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <fcntl.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <fstream>
 #include <memory>
 #include <string>
 #include <vector>
@@ -172,6 +175,16 @@ struct SslFree {
 // A worker that shows no progress for this long while connections are ready counts as stuck.
 constexpr auto kStuckAfter = std::chrono::milliseconds(5);
 
+// True when thread `tid` of this process is runnable or running (not blocked in a wait): a
+// worker that made no progress but is runnable is short of CPU, not stuck on a slow client.
+bool Runnable(pid_t tid) {
+  std::ifstream in("/proc/self/task/" + std::to_string(tid) + "/stat");
+  std::string stat((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  size_t paren = stat.rfind(')');
+  if (paren == std::string::npos || paren + 2 >= stat.size()) return false;  // exited
+  return stat[paren + 2] == 'R';
+}
+
 }  // namespace
 
 struct TlsConnectionServer::Conn {
@@ -249,6 +262,11 @@ void TlsConnectionServer::StartWorker() {
 }
 
 void TlsConnectionServer::Worker() {
+  const auto tid = static_cast<pid_t>(::syscall(SYS_gettid));
+  {
+    std::lock_guard lock(mu_);
+    worker_tids_.push_back(tid);
+  }
   const int idle_ms = static_cast<int>(std::min<int64_t>(options_.worker_idle_exit.count(), INT32_MAX));
   epoll_event ev{};
   for (;;) {
@@ -263,6 +281,7 @@ void TlsConnectionServer::Worker() {
       std::lock_guard lock(mu_);
       const bool idle_exit = n == 0 && live_workers_ > std::max<size_t>(1, options_.min_workers);
       if (exiting_ || idle_exit || n < 0) {
+        std::erase(worker_tids_, tid);
         --live_workers_;
         workers_.fetch_sub(1);
         closed_cv_.notify_all();  // under the lock: `this` may go away right after
@@ -435,7 +454,7 @@ bool TlsConnectionServer::process_and_close_socket(socket_t sock) {
     Close(conn);
     return false;
   }
-  Handshake(conn);
+  ParkOrClose(conn);  // a worker runs the handshake once the ClientHello is there
   return true;
 }
 
@@ -446,7 +465,6 @@ void TlsConnectionServer::Monitor() {
       std::chrono::milliseconds(10), std::chrono::seconds(1));
   auto next_sweep = std::chrono::steady_clock::now() + sweep_every;
   uint64_t seen = progress_.load();
-  int stuck_ticks = 0;
   std::unique_lock lock(mu_);
   while (!exiting_) {
     const bool all_busy = waiting_.load() == 0 && !conns_.empty();
@@ -462,14 +480,15 @@ void TlsConnectionServer::Monitor() {
 
     // Grow: every worker busy, none progressed for kStuckAfter, and connections are ready.
     const uint64_t progress = progress_.load();
-    if (waiting_.load() == 0 && progress == seen && !shutting_down_.load()) {
+    // A worker that is runnable (preempted by other work on a busy machine) is not stuck: more
+    // threads would only contend for the same CPU.
+    if (waiting_.load() == 0 && progress == seen && !shutting_down_.load() &&
+        live_workers_ < options_.max_connections) {
       pollfd p{epoll_fd_, POLLIN, 0};
-      if (++stuck_ticks >= 1 && ::poll(&p, 1, 0) > 0 && live_workers_ < options_.max_connections) {
+      if (::poll(&p, 1, 0) > 0 &&
+          std::none_of(worker_tids_.begin(), worker_tids_.end(), Runnable)) {
         StartWorker();
-        stuck_ticks = 0;
       }
-    } else {
-      stuck_ticks = 0;
     }
     seen = progress;
 

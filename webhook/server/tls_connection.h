@@ -4,9 +4,10 @@
 // next keep-alive request by polling every 10 ms. This subclass replaces the per-connection loop
 // (the virtual process_and_close_socket) and keeps the library's HTTP parsing and routing
 // (process_request):
-//   - the accept task (httplib's task queue) takes a connection slot (at most `max_connections`
-//     open; beyond that new connections wait for a slot, logged once per burst) and starts a
-//     non-blocking TLS handshake; between handshake steps and between requests the connection is
+//   - the accept task (httplib's task queue; AdmissionServer runs it on the accept thread) takes a
+//     connection slot (at most `max_connections` open; beyond that new connections wait for a
+//     slot, logged once per burst) and parks the socket; workers run the TLS handshake
+//     non-blocking, step by step; between handshake steps and between requests the connection is
 //     parked in one epoll set (EPOLLONESHOT): an idle keep-alive connection or a client that never
 //     sends its ClientHello holds no thread and costs no CPU; a handshake not done within
 //     `read_timeout` is cut;
@@ -14,8 +15,8 @@
 //     serves its request(s) with blocking TLS reads/writes bounded by the read/write timeouts
 //     (SO_RCVTIMEO / SO_SNDTIMEO), then re-parks it and takes the next ready one without a thread
 //     switch. One worker serves a busy core; when every worker has been stuck (a slow or silent
-//     client mid-request) for a few milliseconds while connections are ready, a monitor starts
-//     another worker (bounded by `max_connections`), so a slow client never delays the others;
+//     client mid-request: blocked, not merely waiting for the CPU) for a few milliseconds while
+//     connections are ready, a monitor starts another worker (bounded by `max_connections`), so a slow client never delays the others;
 //     workers above `min_workers` exit after a minute without work;
 //   - a parked connection is closed after `keep_alive_timeout`, or at once on Shutdown();
 //     requests being read or answered finish first; at most keep_alive_max_requests requests per
@@ -30,6 +31,9 @@
 #include <mutex>
 #include <thread>
 #include <unordered_map>
+#include <vector>
+
+#include <sys/types.h>
 
 #include <httplib.h>
 
@@ -88,6 +92,7 @@ class TlsConnectionServer final : public WithListener<httplib::SSLServer> {
   bool limit_logged_ = false;                                // mu_
   bool exiting_ = false;                                     // mu_: Join() is ending
   size_t live_workers_ = 0;                                  // mu_ (workers are detached)
+  std::vector<pid_t> worker_tids_;                           // mu_
 
   std::atomic<bool> shutting_down_{false};
   std::atomic<int> open_{0};
