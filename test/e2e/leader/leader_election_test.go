@@ -164,23 +164,28 @@ func TestLeaderElection(t *testing.T) {
 	if err := ws[second].Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
+	exited := make(chan time.Duration, 1)
+	go func() {
+		if err, ok := ws[second].Wait(10 * time.Second); !ok || err != nil {
+			t.Errorf("graceful stop of %s: exited=%v err=%v", second, ok, err)
+		}
+		exited <- time.Since(stopped)
+	}()
 	if !waitFor(10*time.Second, func() bool { return leading(ws["replica-c"]) }) {
 		t.Fatalf("replica-c did not take over within 10s of the leader's SIGTERM")
 	}
 	gracefulTakeover := time.Since(stopped)
-	if err, ok := ws[second].Wait(10 * time.Second); !ok || err != nil {
-		t.Errorf("graceful stop of %s: exited=%v err=%v", second, ok, err)
-	}
-	stopTook := time.Since(stopped)
-	if stopTook < gracefulTakeover {
-		stopTook = gracefulTakeover // Wait polled after the takeover: an upper bound
-	}
+	stopTook := <-exited
 	if !strings.Contains(ws[second].Logs(), "released the lease") {
 		t.Errorf("%s did not log releasing the lease", second)
 	}
 	t.Logf("leader stop took %v; takeover after SIGTERM: %v", stopTook.Round(10*time.Millisecond), gracefulTakeover.Round(10*time.Millisecond))
 	if stopTook > 3*time.Second {
 		t.Errorf("graceful stop took %v", stopTook)
+	}
+	// Released: the follower takes it at its next attempt (retry period x [1, 2.2)).
+	if gracefulTakeover > 2*time.Second*22/10+time.Second {
+		t.Errorf("takeover after a graceful stop took %v, want within one jittered retry period", gracefulTakeover)
 	}
 	if gracefulTakeover >= crashTakeover {
 		t.Errorf("graceful handover (%v) not faster than crash takeover (%v)", gracefulTakeover, crashTakeover)
