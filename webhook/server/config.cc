@@ -24,8 +24,9 @@ void RegisterServerFlags(flags::FlagSet& fs, ServerConfig* cfg) {
           "Whether the GameServer CRD's status.state enum lists Allocating; while false the "
           "mutating webhook fails open (allows Allocated unchanged, with a warning)");
   fs.Size("max-connections", &cfg->https.max_connections,
-          "Most HTTPS connections served at once (one thread each); more wait for a free one", 1,
-          65536);
+          "Most HTTPS connections open at once (idle ones cost no thread); more wait to be "
+          "accepted until one closes",
+          1, 65536);
   fs.Duration("read-timeout", &cfg->https.read_timeout,
               "Longest wait for the next bytes of a TLS handshake or request before the "
               "connection is closed (slow or silent clients)",

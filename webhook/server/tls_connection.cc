@@ -119,7 +119,7 @@ class TlsStream final : public httplib::Stream {
   }
 
   // Request bytes already read from the socket (pipelined): epoll will not report them.
-  bool buffered() const { return rpos_ < rlen_ || SSL_pending(ssl_) > 0; }
+  bool buffered() const { return rpos_ < rlen_ || SSL_has_pending(ssl_) == 1; }
 
   // Frees the buffers while the connection is idle (nothing buffered).
   void ReleaseBuffers() {
