@@ -5,6 +5,10 @@
 // a worker whenever a task arrives and no worker is idle, up to `max_threads`; beyond that, tasks
 // wait in FIFO order for a worker (and that wait is logged once per burst). Idle workers beyond
 // `min_threads` exit after `idle_exit`. shutdown() runs every queued task and joins all workers.
+//
+// Not used by AdmissionServer any more (TlsConnectionServer parks connections in epoll and serves
+// them from its own small worker pool); kept, with its unit tests, for httplib servers that need
+// a growing pool.
 #pragma once
 
 #include <chrono>
