@@ -2,10 +2,7 @@
 #include <gtest/gtest.h>
 #include <prometheus/registry.h>
 
-#include <atomic>
-#include <condition_variable>
 #include <fstream>
-#include <mutex>
 #include <sstream>
 #include <string>
 
@@ -13,7 +10,6 @@
 #include "admission/policy.h"
 #include "server/admission_metrics.h"
 #include "server/admission_pipeline.h"
-#include "server/elastic_pool.h"
 
 namespace aw::server {
 namespace {
@@ -131,45 +127,6 @@ TEST_F(PipelineTest, FailOpenCounted) {
   EXPECT_EQ(a.status, 200);
   EXPECT_EQ(a.body.find("\"patch\""), std::string::npos);
   EXPECT_EQ(Counter("allocating_webhook_fail_open_total", {{"route", "mutate_gameservers"}}), 1);
-}
-
-TEST(ElasticTaskQueue, RunsEveryTaskAndGrowsToTheBound) {
-  ElasticTaskQueue q(/*min_threads=*/1, /*max_threads=*/4);
-  std::mutex mu;
-  std::condition_variable cv;
-  int started = 0;
-  bool release = false;
-  std::atomic<int> done{0};
-  for (int i = 0; i < 10; ++i) {
-    q.enqueue([&] {
-      {
-        std::unique_lock lock(mu);
-        ++started;
-        cv.notify_all();
-        cv.wait(lock, [&] { return release; });
-      }
-      ++done;
-    });
-  }
-  {
-    std::unique_lock lock(mu);
-    cv.wait(lock, [&] { return started == 4; });  // 4 blocked tasks: one per allowed thread
-  }
-  EXPECT_EQ(q.threads(), 4u);
-  EXPECT_EQ(q.busy(), 4u);
-  {
-    std::lock_guard lock(mu);
-    release = true;
-  }
-  cv.notify_all();
-  q.shutdown();  // runs the queued ones too
-  EXPECT_EQ(done.load(), 10);
-}
-
-TEST(ElasticTaskQueue, ShutdownWithoutTasks) {
-  ElasticTaskQueue q(0, 8);
-  q.shutdown();
-  q.shutdown();
 }
 
 }  // namespace
