@@ -20,6 +20,19 @@ retry_until() {
   done
 }
 
+# wait_crds_established SECONDS CRD...: waits until every named CRD reports Established. Polls
+# instead of `kubectl wait`, which fails at once ("conditions accessor error") while a just-created
+# CRD has no status.conditions yet.
+crd_established() {
+  [[ $(kc get crd "$1" -o jsonpath='{.status.conditions[?(@.type=="Established")].status}' 2>/dev/null) == True ]]
+}
+wait_crds_established() {
+  local secs=$1 crd; shift
+  for crd in "$@"; do
+    retry_until "$secs" crd_established "$crd" || { kube_log "CRD $crd not Established after ${secs}s"; return 1; }
+  done
+}
+
 # assert_eq WHAT EXPECTED ACTUAL
 assert_eq() {
   if [[ "$2" != "$3" ]]; then

@@ -143,8 +143,7 @@ dry_run_apply() {
 
 install_cert_manager_stubs() {
   kc apply -f "$ROOT/test/e2e/manifests/testdata/cert-manager-crds.yaml" >/dev/null &&
-    kc wait --for condition=established --timeout=60s \
-      crd/issuers.cert-manager.io crd/certificates.cert-manager.io >/dev/null
+    wait_crds_established 60 issuers.cert-manager.io certificates.cert-manager.io
 }
 
 check_dry_run() {
