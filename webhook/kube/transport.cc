@@ -21,7 +21,11 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 constexpr size_t kMaxErrorBody = 64 * 1024;
-constexpr size_t kMaxIdle = 8;
+// Idle keep-alive connections kept for reuse. Must cover the callers' concurrency (the resolver's
+// patch workers, default 32, plus events and leases): a call that finds no idle connection builds
+// a new SSL_CTX and does a full handshake, which under a burst cost most of the process's CPU
+// (OpenSSL 3 context creation is lock-heavy).
+constexpr size_t kMaxIdle = 64;
 
 struct X509Deleter {
   void operator()(X509* x) const { X509_free(x); }
