@@ -26,6 +26,8 @@ constexpr size_t kMaxErrorBody = 64 * 1024;
 // a new SSL_CTX and does a full handshake, which under a burst cost most of the process's CPU
 // (OpenSSL 3 context creation is lock-heavy).
 constexpr size_t kMaxIdle = 64;
+// A hashed-certificate directory that never exists: see NewClient().
+constexpr const char* kNoSystemCaDir = "/nonexistent/allocating-webhook/no-system-roots";
 
 struct X509Deleter {
   void operator()(X509* x) const { X509_free(x); }
@@ -217,6 +219,11 @@ class HttpsTransport final : public Transport {
         X509_STORE* store = X509_STORE_new();
         for (auto& x : ca_) X509_STORE_add_cert(store, x.get());
         c->set_ca_cert_store(store);  // takes ownership
+        // Trust exactly the configured CA, as client-go does. Without a CA path, cpp-httplib
+        // calls SSL_CTX_set_default_verify_paths() on first connect, which would add the system's
+        // public roots to this store (and parse the whole system bundle for every new client).
+        // A directory lookup on a path that holds no certificates satisfies it and adds nothing.
+        c->set_ca_cert_path("", kNoSystemCaDir);
       }
     }
     (void)timeout;
