@@ -76,12 +76,30 @@ func replaceWithStock(t *testing.T, cp *harness.ControlPlane) {
 // API server answered with.
 func allocate(t *testing.T, cp *harness.ControlPlane, ns, name string) string {
 	t.Helper()
-	gs := cp.CreateReadyGameServer(t, ns, harness.NewGameServer(name, true))
-	got, err := harness.AllocateLikeAgones(harness.Ctx(t), cp.Dynamic(t, harness.AgonesController), ns, gs.GetName(), nil, nil)
+	state, err := tryAllocate(t, cp, ns, name)
 	if err != nil {
 		t.Fatalf("allocate %s: %v", name, err)
 	}
-	return harness.State(got)
+	return state
+}
+
+func tryAllocate(t *testing.T, cp *harness.ControlPlane, ns, name string) (string, error) {
+	t.Helper()
+	gs := cp.CreateReadyGameServer(t, ns, harness.NewGameServer(name, true))
+	got, err := harness.AllocateLikeAgones(harness.Ctx(t), cp.Dynamic(t, harness.AgonesController), ns, gs.GetName(), nil, nil)
+	if err != nil {
+		return "", err
+	}
+	return harness.State(got), nil
+}
+
+// propagationRace reports whether err is kube-apiserver refusing a rewrite to Allocating because
+// its CRD schema and the guard's view of it differed at that instant. Both learn of a CRD change
+// through their own watch, so for a moment after a CRD write (a reset, or the guard's repair) the
+// webhook's answer can be stale: the README documents this window. Anything else is a failure.
+func propagationRace(err error, sinceChange time.Duration) bool {
+	return err != nil && strings.Contains(err.Error(), `Unsupported value: "Allocating"`) &&
+		sinceChange < 2*time.Second
 }
 
 func TestGuardAddsAllocatingAndRepairsResets(t *testing.T) {
@@ -96,7 +114,14 @@ func TestGuardAddsAllocatingAndRepairsResets(t *testing.T) {
 	t.Logf("stock CRD repaired %v after the webhook started", time.Since(start).Round(10*time.Millisecond))
 	cp.RegisterWebhooks(t, w, harness.RegisterOptions{})
 	// Wait until the new schema is in effect, then the webhook rewrites allocations.
-	if !waitFor(30*time.Second, func() bool { return allocate(t, cp, ns, "gs-"+randSuffix()) == "Allocating" }) {
+	repaired := time.Now()
+	if !waitFor(30*time.Second, func() bool {
+		state, err := tryAllocate(t, cp, ns, "gs-"+randSuffix())
+		if err != nil && !propagationRace(err, time.Since(repaired)) {
+			t.Fatalf("allocation after the repair: %v", err)
+		}
+		return state == "Allocating"
+	}) {
 		t.Fatal("allocations never became Allocating after the guard added the state")
 	}
 
@@ -105,10 +130,24 @@ func TestGuardAddsAllocatingAndRepairsResets(t *testing.T) {
 	for round := 0; round < 3; round++ {
 		reset := time.Now()
 		replaceWithStock(t, cp)
+		raced := 0
 		for i := 0; i < 3; i++ {
-			if s := allocate(t, cp, ns, "gap-"+randSuffix()); s != "Allocated" && s != "Allocating" {
+			s, err := tryAllocate(t, cp, ns, "gap-"+randSuffix())
+			if propagationRace(err, time.Since(reset)) {
+				raced++
+				t.Logf("round %d: allocation %v after the reset met the propagation window: %v",
+					round, time.Since(reset).Round(time.Millisecond), err)
+				continue
+			}
+			if err != nil {
+				t.Fatalf("allocation during the gap: %v", err)
+			}
+			if s != "Allocated" && s != "Allocating" {
 				t.Fatalf("allocation during the gap: state %q", s)
 			}
+		}
+		if raced == 3 {
+			t.Fatalf("round %d: every allocation during the gap was refused", round)
 		}
 		if !waitFor(10*time.Second, func() bool { return cp.EnumHasAllocating(t) }) {
 			t.Fatalf("round %d: reset CRD not repaired within 10s (enum %v)", round, cp.StateEnum(t))
