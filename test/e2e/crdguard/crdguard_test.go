@@ -22,23 +22,12 @@ func metric(w *harness.Webhook, name string) string {
 	if err != nil || code != 200 {
 		return ""
 	}
-	for _, l := range strings.Split(body, "\n") {
-		if strings.HasPrefix(l, name+" ") {
-			return strings.TrimSpace(strings.TrimPrefix(l, name+" "))
-		}
-	}
-	return ""
+	return harness.MetricValue(body, name)
 }
 
+// waitFor polls cond every 50ms until it holds or timeout passes.
 func waitFor(timeout time.Duration, cond func() bool) bool {
-	deadline := time.Now().Add(timeout)
-	for time.Now().Before(deadline) {
-		if cond() {
-			return true
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	return cond()
+	return harness.Poll(timeout, 50*time.Millisecond, cond)
 }
 
 func startGuarded(t *testing.T, cp *harness.ControlPlane, extra ...string) *harness.Webhook {

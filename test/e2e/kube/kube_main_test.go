@@ -129,12 +129,5 @@ func (p *smokeProc) stop(timeout time.Duration) bool {
 
 // waitFor polls cond every 100ms until it holds or timeout passes.
 func waitFor(timeout time.Duration, cond func() bool) bool {
-	deadline := time.Now().Add(timeout)
-	for time.Now().Before(deadline) {
-		if cond() {
-			return true
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	return cond()
+	return harness.Poll(timeout, 100*time.Millisecond, cond)
 }

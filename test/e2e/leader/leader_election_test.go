@@ -30,15 +30,12 @@ func gauge(w *harness.Webhook, name string) string {
 	if resp.StatusCode != 200 {
 		return ""
 	}
-	for _, l := range strings.Split(string(b), "\n") {
-		if strings.HasPrefix(l, name+" ") {
-			return strings.TrimSpace(strings.TrimPrefix(l, name+" "))
-		}
-	}
-	return ""
+	return harness.MetricValue(string(b), name)
 }
 
-func leading(w *harness.Webhook) bool { return w.Running() && gauge(w, "allocating_webhook_leader") == "1" }
+func leading(w *harness.Webhook) bool {
+	return w.Running() && gauge(w, "allocating_webhook_leader") == "1"
+}
 
 func startReplica(t *testing.T, cp *harness.ControlPlane, identity, context string) *harness.Webhook {
 	return cp.StartWebhook(t, harness.WebhookOptions{
@@ -48,15 +45,9 @@ func startReplica(t *testing.T, cp *harness.ControlPlane, identity, context stri
 	})
 }
 
+// waitFor polls cond every 50ms until it holds or timeout passes.
 func waitFor(timeout time.Duration, cond func() bool) bool {
-	deadline := time.Now().Add(timeout)
-	for time.Now().Before(deadline) {
-		if cond() {
-			return true
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	return cond()
+	return harness.Poll(timeout, 50*time.Millisecond, cond)
 }
 
 type leaseView struct {
