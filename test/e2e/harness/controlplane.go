@@ -95,7 +95,7 @@ func bringUp() (*ControlPlane, error) {
 }
 
 func load(dir string, owned bool) (*ControlPlane, error) {
-	env, err := readEnvFile(filepath.Join(dir, "state.env"))
+	env, err := ReadEnvFile(filepath.Join(dir, "state.env"))
 	if err != nil {
 		return nil, err
 	}
@@ -110,7 +110,8 @@ func load(dir string, owned bool) (*ControlPlane, error) {
 	}, nil
 }
 
-func readEnvFile(path string) (map[string]string, error) {
+// ReadEnvFile reads a KEY=VALUE file such as the state.env that scripts/controlplane writes.
+func ReadEnvFile(path string) (map[string]string, error) {
 	b, err := os.ReadFile(path)
 	if err != nil {
 		return nil, err

@@ -7,8 +7,6 @@
 package main
 
 import (
-	"bufio"
-	"bytes"
 	"flag"
 	"fmt"
 	"os"
@@ -31,7 +29,7 @@ func main() {
 		}
 		dir = filepath.Join(root, "build", "e2e")
 	}
-	state, err := readState(filepath.Join(dir, "state.env"))
+	state, err := harness.ReadEnvFile(filepath.Join(dir, "state.env"))
 	if err != nil {
 		die(fmt.Errorf("no control plane in %s (scripts/controlplane up): %w", dir, err))
 	}
@@ -66,21 +64,6 @@ func main() {
 	default:
 		usage()
 	}
-}
-
-func readState(path string) (map[string]string, error) {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return nil, err
-	}
-	out := map[string]string{}
-	sc := bufio.NewScanner(bytes.NewReader(b))
-	for sc.Scan() {
-		if k, v, ok := strings.Cut(sc.Text(), "="); ok {
-			out[k] = v
-		}
-	}
-	return out, nil
 }
 
 func usage() {
