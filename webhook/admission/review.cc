@@ -8,6 +8,7 @@
 #include <rapidjson/stringbuffer.h>
 #include <rapidjson/writer.h>
 
+#include "admission/duplicate_keys.h"
 #include "util/base64.h"
 #include "util/text.h"
 
@@ -59,6 +60,8 @@ void ParseReview(std::string_view body, ReviewRequest* out) {
                                  rapidjson::GetParseError_En(doc.GetParseError()),
                                  doc.GetErrorOffset()));
   }
+  // Anywhere in the document, before anything is read from it (see duplicate_keys.h).
+  if (auto dup = FindDuplicateKey(doc)) throw BadRequest(dup->Message());
   if (!doc.IsObject()) {
     throw BadRequest(
         fmt::format("request body is {}, expected an AdmissionReview object", JsonTypeName(doc)));
