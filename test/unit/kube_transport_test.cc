@@ -6,6 +6,7 @@
 #include <arpa/inet.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <openssl/err.h>
 #include <openssl/evp.h>
 #include <openssl/pem.h>
@@ -216,6 +217,21 @@ class TestServer {
         char tmp[64];
         while (SSL_read(ssl, tmp, sizeof(tmp)) > 0) {
         }
+      }
+      if (act == Act::kRespondThenClose) {
+        // Close, and wait until the client's kernel has acknowledged the FIN (FIN_WAIT2), so
+        // that the client's socket shows the close before the test's next request.
+        SSL_shutdown(ssl);
+        ::shutdown(fd, SHUT_WR);
+        for (int i = 0; i < 2000; ++i) {
+          tcp_info info{};
+          socklen_t len = sizeof(info);
+          if (getsockopt(fd, IPPROTO_TCP, TCP_INFO, &info, &len) != 0) break;
+          if (info.tcpi_state == TCP_FIN_WAIT2 || info.tcpi_state == TCP_CLOSE) break;
+          std::this_thread::sleep_for(std::chrono::milliseconds(5));
+        }
+        Close(fd, ssl);
+        return;
       }
       break;
     }
