@@ -32,7 +32,9 @@
 //     tolerate (client-go's recorder retries them too). A server that closes an idle connection
 //     never read the request on it, so in practice the first copy never arrived;
 //   - never retried: a failure on a new connection, a timeout, a failure after any response byte
-//     (a partial status line, headers or body), a cancelled call.
+//     (a partial status line, headers or body), a cancelled call;
+//   - counters() counts connections opened and reused, pooled connections dropped (closed by the
+//     server, or too old) and retries; each retry and each drop is also logged at debug.
 // Errors: a transport failure's message names the verb, host:port and path (query stripped), the
 // stage (resolve / connect / TLS handshake / write / read), whether the connection was new or
 // reused (and how long it was idle), the cause (strerror text, OpenSSL's error strings and the
