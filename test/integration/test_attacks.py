@@ -294,7 +294,8 @@ def test_slowloris_1100_connections_40s(start_webhook):
     print(f"slowloris: {attack.opened} connections opened, {attack.cut} cut by the server, "
           f"{held} open at the end; new clients: {len(samples)}, max "
           f"{max(samples) * 1000:.0f} ms; healthz max {max(health) * 1000:.0f} ms; "
-          f"threads max {max_threads}")
+          f"threads max {max_threads}; server RSS peak (VmHWM) "
+          f"{rss_mb(wh.proc.pid, 'VmHWM'):.0f} MB")
     assert attack.opened >= 1100
     assert len(samples) >= 20
     assert not late, f"new clients not answered within 1 s: {late}"

@@ -34,7 +34,6 @@ using TlsStream = beast::ssl_stream<beast::tcp_stream>;
 
 constexpr size_t kFirstReadBytes = 4096;       // first read of a request, into an empty buffer
 constexpr size_t kReadChunk = 64 * 1024;       // Beast's largest single read
-constexpr size_t kIdleBufferKeep = 16 * 1024;  // larger buffers are released while idle
 constexpr size_t kLingerChunk = 16 * 1024;
 constexpr size_t kMaxLingerBytes = 4 * 1024 * 1024;
 // While draining, how long a connection that has not sent its first request yet may take to.
@@ -201,8 +200,12 @@ class Session final : public Connection, public std::enable_shared_from_this<Ses
       if (served_ > 0 && !BytesPending()) return Close();
       wait = std::min<Clock::duration>(wait, kDrainFirstRequestWait);
     }
-    SetPhase(ConnPhase::kIdle);
-    if (buffer_.capacity() > kIdleBufferKeep) buffer_.shrink_to_fit();
+    // Idle between requests: first in line for eviction. A new connection waiting for its first
+    // request is not idle: it keeps its phase and accept time (kHandshake), or a flood of new
+    // connections would evict every legitimate client between its handshake and its request.
+    phase_ = ConnPhase::kIdle;
+    if (served_ > 0) srv_.conns.SetPhase(id_, ConnPhase::kIdle);
+    buffer_.shrink_to_fit();  // empty here: an idle connection keeps no read buffer
     lowest().expires_after(wait);
     stream_.async_read_some(buffer_.prepare(kFirstReadBytes),
                             beast::bind_front_handler(&Session::OnFirstBytes, self()));
@@ -490,7 +493,7 @@ void ConnectionServer::Impl::OnAccept(beast::error_code ec, tcp::socket socket) 
     s->Start();
   } else {
     auto s = std::make_shared<Session<PlainStream>>(*this, id, std::move(socket));
-    evicted = conns.Admit(id, s, ConnPhase::kIdle);
+    evicted = conns.Admit(id, s, ConnPhase::kHandshake);  // opening: until its first request
     s->Start();
   }
   if (evicted) {

@@ -2,7 +2,8 @@
 //
 // Promise (pure; no I/O, no clocks): at the cap, a new connection is always admitted and one open
 // connection is chosen to make room:
-//   1. an idle keep-alive connection (between requests), the one idle the longest;
+//   1. an idle keep-alive connection (between two requests; a new connection that has not sent
+//      its first request yet is not idle), the one idle the longest;
 //   2. if none is idle, the connection whose current phase (TLS handshake, request being read,
 //      response being written) started earliest.
 // A client that opens a connection and finishes its request within milliseconds is therefore
@@ -17,7 +18,12 @@
 
 namespace aw::server {
 
-enum class ConnPhase { kHandshake, kIdle, kRequest, kResponse };
+enum class ConnPhase {
+  kHandshake,  // opening: TLS handshake, then the wait for the first request (since accept)
+  kIdle,       // keep-alive, between two requests
+  kRequest,    // a request being read (since its first byte)
+  kResponse,   // a response being written, or the connection closing
+};
 
 struct ConnSnapshot {
   uint64_t id = 0;
