@@ -172,6 +172,10 @@ def test_header_flood_is_cut_before_64mb(start_webhook, port):
     finally:
         sock.close()
     elapsed = time.monotonic() - start
+    status_line = answer.split(b"\r\n")[0] if answer else None
+    print(f"header flood ({port}): {sent} lines of 8 KB sent, answer "
+          f"{status_line}, RSS sampled peak {peak:.1f} MB, "
+          f"VmHWM {rss_mb(wh.proc.pid, 'VmHWM'):.1f} MB, {elapsed:.1f} s")
     assert sent < 40_000, "the server read all 320 MB of header lines"
     assert answer is None or answer.startswith(b"HTTP/1.1 431"), answer[:200]
     assert peak < 64, f"RSS reached {peak:.1f} MB"
