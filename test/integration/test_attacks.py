@@ -12,6 +12,7 @@ time, asserting the issue's figure.
 
 import concurrent.futures
 import json
+import os
 import resource
 import selectors
 import signal
@@ -162,9 +163,17 @@ def header_flood(wh, sock, lines=40_000, line_bytes=8 * 1024):
     return sent, answer, peak[0]
 
 
+# Under ASan (scripts/test --sanitize) the idle process alone is ~60 MB of shadow memory: there the
+# figure is applied to the growth above the idle RSS, with the same headroom as the real binary has.
+SANITIZED = "ASAN_OPTIONS" in os.environ
+
+
 @pytest.mark.parametrize("port", ["admission", "health"])
 def test_header_flood_is_cut_before_64mb(start_webhook, port):
     wh = start_webhook(["--log-level=warn"])
+    limit = 64.0
+    if SANITIZED:
+        limit = rss_mb(wh.proc.pid) + 64.0 - 12.0
     sock = tls_socket(wh) if port == "admission" else plain_socket(wh)
     start = time.monotonic()
     try:
@@ -178,10 +187,10 @@ def test_header_flood_is_cut_before_64mb(start_webhook, port):
           f"VmHWM {rss_mb(wh.proc.pid, 'VmHWM'):.1f} MB, {elapsed:.1f} s")
     assert sent < 40_000, "the server read all 320 MB of header lines"
     assert answer is None or answer.startswith(b"HTTP/1.1 431"), answer[:200]
-    assert peak < 64, f"RSS reached {peak:.1f} MB"
+    assert peak < limit, f"RSS reached {peak:.1f} MB"
     time.sleep(0.5)
-    assert rss_mb(wh.proc.pid) < 64
-    assert rss_mb(wh.proc.pid, "VmHWM") < 64, "peak RSS (VmHWM) over 64 MB"
+    assert rss_mb(wh.proc.pid) < limit
+    assert rss_mb(wh.proc.pid, "VmHWM") < limit, f"peak RSS (VmHWM) over {limit:.0f} MB"
     assert elapsed < 15
     # Still serving.
     assert timed_new_client(wh)[0] == 200

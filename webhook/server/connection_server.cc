@@ -32,8 +32,8 @@ using Clock = std::chrono::steady_clock;
 using PlainStream = beast::tcp_stream;
 using TlsStream = beast::ssl_stream<beast::tcp_stream>;
 
-constexpr size_t kFirstReadBytes = 4096;       // first read of a request, into an empty buffer
-constexpr size_t kReadChunk = 64 * 1024;       // Beast's largest single read
+constexpr size_t kFirstReadBytes = 4096;  // first read of a request, into an empty buffer
+constexpr size_t kReadChunk = 64 * 1024;  // Beast's largest single read
 constexpr size_t kLingerChunk = 16 * 1024;
 constexpr size_t kMaxLingerBytes = 4 * 1024 * 1024;
 // While draining, how long a connection that has not sent its first request yet may take to.
@@ -338,18 +338,20 @@ class Session final : public Connection, public std::enable_shared_from_this<Ses
     in.body_too_large = too_large || req.body().overflow;
     if (!in.body_too_large) in.body = req.body().data;
     HttpResponse out;
+    std::optional<std::string> failure;  // an exception escaped the handler
     try {
       out = srv_.handler(in);
     } catch (const std::exception& e) {
-      out = HttpResponse{
-          500, "text/plain; charset=utf-8", fmt::format("internal error: {}\n", e.what()), {}};
+      failure = e.what();
     } catch (...) {
-      out = HttpResponse{500, "text/plain; charset=utf-8", "internal error\n", {}};
+      failure = "unknown exception";
     }
-    if (out.status == 500) {
+    if (failure) {
+      out = HttpResponse{
+          500, "text/plain; charset=utf-8", fmt::format("internal error: {}\n", *failure), {}};
       if (opts_.on_error) opts_.on_error(500);
       log::error("internal error serving request",
-                 {{"listener", opts_.name}, {"path", std::string(in.path)}, {"error", out.body}});
+                 {{"listener", opts_.name}, {"path", std::string(in.path)}, {"error", *failure}});
     }
     keep_alive_ = req.keep_alive();
     Respond(std::move(out), req.version());
