@@ -4,15 +4,18 @@
 // Exit codes: 0 after a graceful shutdown (SIGTERM/SIGINT) or --help; 1 when start-up fails
 // (certificate, ports); 2 on a bad command line.
 
+#include <prometheus/registry.h>
 #include <signal.h>
+#include <string.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
-
-#include <prometheus/registry.h>
+#include <string>
 
 #include "admission/crd_state.h"
 #include "admission/policy.h"
@@ -33,23 +36,45 @@ constexpr const char* kSummary =
     "allocating-webhook: admission webhook that holds freshly allocated Agones GameServers in\n"
     "the Allocating state until they are confirmed playable.";
 
-// SIGTERM/SIGINT are blocked in every thread and received here with sigwait, so no handler runs
-// in an arbitrary thread.
-sigset_t BlockTerminationSignals() {
+// Every asynchronous signal whose default action would end the process is blocked in every
+// thread (the mask is inherited by threads started later) and received here with sigwait, so no
+// handler runs in an arbitrary thread: SIGTERM/SIGINT shut down gracefully; the others (SIGHUP,
+// SIGUSR1, SIGUSR2, SIGALRM, ...) are logged and ignored. SIGPIPE is ignored outright (a client
+// that hangs up must not kill the process; writes then fail with EPIPE).
+sigset_t BlockAsyncSignals() {
   sigset_t set;
   sigemptyset(&set);
-  sigaddset(&set, SIGTERM);
-  sigaddset(&set, SIGINT);
+  for (int sig : {SIGTERM, SIGINT, SIGHUP, SIGUSR1, SIGUSR2, SIGALRM, SIGVTALRM, SIGPROF, SIGIO,
+                  SIGPWR, SIGSTKFLT, SIGXCPU, SIGXFSZ}) {
+    sigaddset(&set, sig);
+  }
+  for (int sig = SIGRTMIN; sig <= SIGRTMAX; ++sig) sigaddset(&set, sig);
   pthread_sigmask(SIG_BLOCK, &set, nullptr);
-  signal(SIGPIPE, SIG_IGN);  // a client that hangs up must not kill the process
+  signal(SIGPIPE, SIG_IGN);
   return set;
+}
+
+std::string SignalName(int sig) {
+  const char* abbrev = sigabbrev_np(sig);
+  return abbrev != nullptr ? std::string("SIG") + abbrev : "signal " + std::to_string(sig);
+}
+
+// Each connection is a file descriptor: lift the soft limit to the hard one (like Go's runtime
+// does) so that --max-connections is reachable under the default soft limit of 1024.
+void RaiseFileLimit() {
+  rlimit lim{};
+  if (getrlimit(RLIMIT_NOFILE, &lim) == 0 && lim.rlim_cur < lim.rlim_max) {
+    lim.rlim_cur = lim.rlim_max;
+    setrlimit(RLIMIT_NOFILE, &lim);
+  }
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
   using namespace aw;
-  const sigset_t termination = BlockTerminationSignals();
+  const sigset_t signals = BlockAsyncSignals();
+  RaiseFileLimit();
 
   // ---- Flags -------------------------------------------------------------------------------
   // Each component registers its own flags here (additive: one Register* call per component).
@@ -113,14 +138,16 @@ int main(int argc, char** argv) {
   server::AdmissionMetrics admission_metrics(*registry);
   server::AdmissionPipeline pipeline(policy, crd_readiness, admission_metrics,
                                      server_cfg.https.max_body_bytes);
-  server::AdmissionServer admission_server(server_cfg.https, certs, pipeline, admission_metrics);
+  server::AdmissionServer admission_server(server_cfg.https, certs, pipeline, admission_metrics,
+                                           *registry);
   if (auto err = admission_server.Start()) {
     log::error("cannot start the admission server", {{"error", *err}});
     return 1;
   }
 
   // ---- Health, readiness and metrics (plain HTTP) ------------------------------------------
-  server::HealthServer health(server_cfg.https.bind_address, server_cfg.health_port, *registry);
+  server::HealthServer health(server_cfg.https.bind_address, server_cfg.health_port, *registry,
+                              server_cfg.health);
   health.AddReadinessCheck("certificate", [&certs]() -> std::optional<std::string> {
     if (!certs.Loaded()) return "no serving certificate loaded";
     return std::nullopt;
@@ -164,17 +191,27 @@ int main(int argc, char** argv) {
              {"health_port", std::to_string(server_cfg.health_port)},
              {"crd_accepts_allocating", crd_readiness.AcceptsAllocating() ? "true" : "false"}});
 
-  // ---- Run until SIGTERM/SIGINT, then shut down ---------------------------------------------
+  // ---- Run until SIGTERM/SIGINT (other signals are logged and ignored), then shut down
+  // ---------------------------------------------
   int sig = 0;
-  sigwait(&termination, &sig);
-  log::info("shutting down", {{"signal", sig == SIGTERM ? "SIGTERM" : "SIGINT"}});
-  // Stop in reverse order: controllers first [helpers D/E], then stop accepting admission
-  // connections, close idle keep-alive ones and let requests in progress finish.
+  for (;;) {
+    if (sigwait(&signals, &sig) != 0) continue;
+    if (sig == SIGTERM || sig == SIGINT) break;
+    log::warn("signal ignored", {{"signal", SignalName(sig)}});
+  }
+  log::info("shutting down", {{"signal", SignalName(sig)}});
+  // The whole shutdown fits in --shutdown-grace. First stop accepting admission connections and
+  // close idle keep-alive ones (requests being read are answered, with Connection: close), then
+  // stop the controllers [helpers D/E] while those finish, then wait for them.
+  const auto grace_end =
+      std::chrono::steady_clock::now() +
+      std::chrono::duration_cast<std::chrono::steady_clock::duration>(server_cfg.shutdown_grace);
+  admission_server.Stop();
   controllers.Stop();  // [helper D] releases the lease, cancels watches
   if (resolver_service) resolver_service->Stop();  // [helper E] (already out of leadership)
-  admission_server.Stop();
   const bool drained = admission_server.WaitStopped(
-      std::chrono::duration_cast<std::chrono::milliseconds>(server_cfg.shutdown_grace));
+      std::max(std::chrono::milliseconds(0), std::chrono::duration_cast<std::chrono::milliseconds>(
+                                                 grace_end - std::chrono::steady_clock::now())));
   health.Stop();
   certs.Stop();
   if (!drained) {

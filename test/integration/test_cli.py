@@ -15,7 +15,8 @@ EVERY_FLAG = [
     "log-format", "trusted-users", "agones-controller-users", "crd-accepts-allocating",
     "default-timeout", "min-timeout", "max-timeout", "default-probe-period", "min-probe-period",
     "max-probe-period", "max-connections", "read-timeout", "write-timeout", "keep-alive-timeout",
-    "max-body-bytes", "cert-reload-interval", "shutdown-grace",
+    "max-body-bytes", "cert-reload-interval", "shutdown-grace", "io-threads", "handshake-timeout",
+    "max-request-line-bytes", "max-header-bytes", "max-header-count", "health-max-connections",
 ]
 
 

@@ -67,7 +67,9 @@ def test_300_idle_keep_alive_connections(start_webhook):
 
 
 def test_silent_client_is_cut_and_blocks_nobody(start_webhook):
-    wh = start_webhook(["--read-timeout=1s", "--log-level=warn"])
+    # A client that never sends its ClientHello is bounded by --handshake-timeout (it was
+    # --read-timeout before the two deadlines were split).
+    wh = start_webhook(["--read-timeout=1s", "--handshake-timeout=1s", "--log-level=warn"])
     body = load_review("v1-allocator-update.json")
     # Clients that connect and send nothing (no TLS ClientHello) ...
     silent = [socket.create_connection(("127.0.0.1", wh.port), timeout=10) for _ in range(20)]
@@ -113,17 +115,25 @@ def test_slow_body_does_not_block_others(start_webhook):
 
 
 def test_max_connections_bound(start_webhook):
-    """Beyond --max-connections, new connections wait for a free worker (none is dropped)."""
-    wh = start_webhook(["--max-connections=4", "--keep-alive-timeout=1s", "--log-level=warn"])
+    """At --max-connections, a new client is admitted at once: the idle keep-alive connection
+    that has been idle the longest is closed for it (none is dropped, nobody waits)."""
+    wh = start_webhook(["--max-connections=4", "--log-level=warn"])
     body = load_review("v1-allocator-update.json")
     import json
     raw = json.dumps(body).encode()
     conns = open_keep_alive(wh, 4, raw)
     try:
-        status, elapsed = timed_request(wh, raw)  # served once an idle one times out
+        status, elapsed = timed_request(wh, raw)
         assert status == 200
-        assert elapsed >= 0.5, "the fifth connection should have waited for a worker"
+        assert elapsed < 0.5, "the fifth connection should not wait"
         assert "connection limit reached" in wh.logs()
+        metrics = wh.metrics()
+        assert metrics['allocating_webhook_connections_evicted_total{kind="idle",'
+                       'listener="admission"}'] == 1
+        # The first (longest idle) connection was the one closed; the others still work.
+        for conn in conns[1:]:
+            status, _, _ = wh.post("/mutate/gameservers", raw, conn=conn)
+            assert status == 200
     finally:
         for c in conns:
             c.close()

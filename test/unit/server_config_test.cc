@@ -77,6 +77,27 @@ TEST(ServerConfig, InconsistentCombinationsRejected) {
   EXPECT_TRUE(with({"--min-timeout=5m", "--max-timeout=1m"}));
   EXPECT_TRUE(with({"--default-probe-period=10ms"}));
   EXPECT_TRUE(with({"--min-probe-period=2s", "--max-probe-period=1s"}));
+  EXPECT_TRUE(with({"--max-request-line-bytes=65536", "--max-header-bytes=4096"}));
+}
+
+TEST(ServerConfig, ConnectionLayerFlags) {
+  auto d = Parse({});
+  EXPECT_EQ(d.cfg.https.io_threads, 2u);
+  EXPECT_EQ(d.cfg.https.handshake_timeout, std::chrono::seconds(5));
+  EXPECT_EQ(d.cfg.https.max_request_line_bytes, 8192u);
+  EXPECT_EQ(d.cfg.https.max_header_bytes, 32768u);
+  EXPECT_EQ(d.cfg.https.max_header_count, 100u);
+  EXPECT_EQ(d.cfg.health.max_connections, 64u);
+  auto p =
+      Parse({"--io-threads=4", "--handshake-timeout=2s", "--max-request-line-bytes=1024",
+             "--max-header-bytes=4096", "--max-header-count=20", "--health-max-connections=8"});
+  ASSERT_EQ(p.result.status, flags::FlagSet::Status::kOk) << p.result.message;
+  EXPECT_EQ(p.cfg.https.io_threads, 4u);
+  EXPECT_EQ(p.cfg.https.handshake_timeout, std::chrono::seconds(2));
+  EXPECT_EQ(p.cfg.https.max_request_line_bytes, 1024u);
+  EXPECT_EQ(p.cfg.https.max_header_bytes, 4096u);
+  EXPECT_EQ(p.cfg.https.max_header_count, 20u);
+  EXPECT_EQ(p.cfg.health.max_connections, 8u);
 }
 
 }  // namespace

@@ -23,26 +23,47 @@ void RegisterServerFlags(flags::FlagSet& fs, ServerConfig* cfg) {
   fs.Bool("crd-accepts-allocating", &cfg->crd_accepts_allocating,
           "Whether the GameServer CRD's status.state enum lists Allocating; while false the "
           "mutating webhook fails open (allows Allocated unchanged, with a warning)");
+  fs.Size("io-threads", &cfg->https.io_threads,
+          "Threads serving every admission connection asynchronously (no thread per client); "
+          "admission decisions run on them too",
+          1, 64);
   fs.Size("max-connections", &cfg->https.max_connections,
-          "Most HTTPS connections open at once (idle ones cost no thread); more wait to be "
-          "accepted until one closes",
-          1, 65536);
+          "Most HTTPS connections open at once; at the cap a new client is still admitted and "
+          "an idle keep-alive connection is closed for it, or if none is idle the connection "
+          "whose current handshake/request started earliest",
+          1, 1 << 20);
+  fs.Duration("handshake-timeout", &cfg->https.handshake_timeout,
+              "Longest a TLS handshake may take from accept to its end", milliseconds(1));
   fs.Duration("read-timeout", &cfg->https.read_timeout,
-              "Longest wait for the next bytes of a TLS handshake or request before the "
-              "connection is closed (slow or silent clients)",
+              "Longest a whole request (head and body) may take from its first byte to its last "
+              "(and longest wait for the first request on a new connection); the connection is "
+              "closed when it runs out",
               milliseconds(1));
   fs.Duration("write-timeout", &cfg->https.write_timeout,
-              "Longest wait for a client to accept response bytes", milliseconds(1));
+              "Longest a client may take to accept a whole response", milliseconds(1));
   fs.Duration("keep-alive-timeout", &cfg->https.keep_alive_timeout,
               "How long an idle keep-alive connection is kept open (keep it above the client's idle "
               "timeout, 90s for kube-apiserver)",
               std::chrono::seconds(1));
   fs.Size("keep-alive-max-requests", &cfg->https.keep_alive_max_requests,
           "Requests served on one connection before it is closed", 1, UINT32_MAX);
+  fs.Size("max-request-line-bytes", &cfg->https.max_request_line_bytes,
+          "Longest request line (method, target, version); longer ones get 414", 256, 1u << 20);
+  fs.Size("max-header-bytes", &cfg->https.max_header_bytes,
+          "Largest request head (request line and header fields); larger ones get 431", 1024,
+          1u << 24);
+  fs.Size("max-header-count", &cfg->https.max_header_count,
+          "Most header fields in a request; more get 431", 8, 100000);
+  fs.Size("health-max-connections", &cfg->health.max_connections,
+          "Most connections open at once on the health port (its own io thread and cap; the "
+          "same eviction rule as --max-connections)",
+          1, 65536);
   fs.Size("max-body-bytes", &cfg->https.max_body_bytes,
           "Largest admission request body accepted; larger ones get 413", 1024, 1u << 30);
-  fs.Duration("shutdown-grace", &cfg->shutdown_grace,
-              "On SIGTERM/SIGINT, how long to wait for in-flight requests before exiting");
+  fs.Duration(
+      "shutdown-grace", &cfg->shutdown_grace,
+      "On SIGTERM/SIGINT: stop accepting, answer the requests already received (each within "
+      "its --read-timeout), close idle connections, and exit 0 within this long");
 }
 
 void RegisterPolicyFlags(flags::FlagSet& fs, admission::Policy* policy) {
@@ -77,6 +98,9 @@ std::optional<std::string> Validate(const ServerConfig& cfg, const admission::Po
     return "--tls-cert-file and --tls-key-file are required (see scripts/gen-certs)";
   }
   if (cfg.https.port == cfg.health_port) return "--port and --health-port must differ";
+  if (cfg.https.max_request_line_bytes > cfg.https.max_header_bytes) {
+    return "--max-request-line-bytes is larger than --max-header-bytes";
+  }
   if (p.min_timeout > p.max_timeout) return "--min-timeout is larger than --max-timeout";
   if (p.default_timeout < p.min_timeout || p.default_timeout > p.max_timeout) {
     return "--default-timeout must lie between --min-timeout and --max-timeout";

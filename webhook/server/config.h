@@ -10,6 +10,7 @@
 #include <string>
 
 #include "admission/policy.h"
+#include "server/health_server.h"
 #include "server/https_server.h"
 #include "util/flags.h"
 
@@ -18,6 +19,7 @@ namespace aw::server {
 struct ServerConfig {
   ServerOptions https;
   int health_port = 8081;
+  HealthOptions health;
   std::string tls_cert_file;
   std::string tls_key_file;
   std::chrono::nanoseconds cert_reload_interval = std::chrono::seconds(1);

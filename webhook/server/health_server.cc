@@ -1,24 +1,52 @@
 #include "server/health_server.h"
 
-#include <sstream>
-
-#include <httplib.h>
+#include <fmt/format.h>
 #include <prometheus/text_serializer.h>
 
-#include <fmt/format.h>
-
-#include "server/listener.h"
-#include "util/log.h"
+#include <sstream>
 
 namespace aw::server {
+namespace {
 
-HealthServer::HealthServer(std::string bind_address, int port, prometheus::Registry& registry)
-    : bind_address_(std::move(bind_address)), port_(port), registry_(registry) {}
+constexpr const char* kText = "text/plain; charset=utf-8";
 
-HealthServer::~HealthServer() {
-  Stop();
-  if (thread_.joinable()) thread_.join();
+}  // namespace
+
+bool HasQueryParam(std::string_view query, std::string_view name) {
+  while (!query.empty()) {
+    const size_t amp = query.find('&');
+    std::string_view item = query.substr(0, amp);
+    if (item.substr(0, item.find('=')) == name) return true;
+    if (amp == std::string_view::npos) break;
+    query.remove_prefix(amp + 1);
+  }
+  return false;
 }
+
+HealthServer::HealthServer(std::string bind_address, int port, prometheus::Registry& registry,
+                           HealthOptions options)
+    : registry_(registry) {
+  ConnectionOptions c;
+  c.name = "health";
+  c.bind_address = std::move(bind_address);
+  c.port = port;
+  c.backlog = 128;
+  c.io_threads = 1;
+  c.max_connections = options.max_connections;
+  c.limits.max_request_line_bytes = 4 * 1024;
+  c.limits.max_header_bytes = 16 * 1024;
+  c.limits.max_header_count = 64;
+  c.limits.max_body_bytes = 64 * 1024;
+  c.limits.max_discard_bytes = 1024 * 1024;
+  c.read_timeout = options.read_timeout;
+  c.write_timeout = options.write_timeout;
+  c.idle_timeout = options.idle_timeout;
+  c.linger_timeout = std::chrono::milliseconds(500);
+  server_ = std::make_unique<ConnectionServer>(
+      std::move(c), [this](const HttpRequest& req) { return Route(req); }, nullptr, registry);
+}
+
+HealthServer::~HealthServer() = default;
 
 void HealthServer::AddReadinessCheck(std::string name, Check check) {
   checks_.emplace_back(std::move(name), std::move(check));
@@ -45,46 +73,30 @@ std::pair<bool, std::string> HealthServer::Readiness(bool verbose) const {
   return {ready, body};
 }
 
-std::optional<std::string> HealthServer::Start() {
-  http_ = std::make_unique<WithListener<httplib::Server>>();
-  httplib::Server& svr = *http_;
-  svr.set_tcp_nodelay(true);
-  svr.set_read_timeout(5, 0);
-  svr.set_write_timeout(5, 0);
-  svr.set_keep_alive_timeout(5);
-  svr.set_payload_max_length(64 * 1024);
-  svr.Get("/healthz", [](const httplib::Request&, httplib::Response& res) {
-    res.set_content("ok\n", "text/plain; charset=utf-8");
-  });
-  svr.Get("/readyz", [this](const httplib::Request& req, httplib::Response& res) {
-    auto [ready, body] = Readiness(req.has_param("verbose"));
-    res.status = ready ? 200 : 503;
-    res.set_content(body, "text/plain; charset=utf-8");
-  });
-  svr.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
-    std::ostringstream out;
-    prometheus::TextSerializer().Serialize(out, registry_.Collect());
-    res.set_content(out.str(), "text/plain; version=0.0.4; charset=utf-8");
-  });
-  svr.set_error_handler(httplib::Server::Handler([](const httplib::Request&, httplib::Response& res) {
-    if (res.body.empty()) {
-      res.set_content(res.status == 404 ? "not found: try /healthz, /readyz or /metrics\n"
-                                        : fmt::format("HTTP {}\n", res.status),
-                      "text/plain; charset=utf-8");
-    }
-  }));
-  if (!svr.bind_to_port(bind_address_, port_)) {
-    return fmt::format("cannot listen on {}:{} (address in use or not available)", bind_address_,
-                       port_);
+HttpResponse HealthServer::Route(const HttpRequest& req) const {
+  const bool known = req.path == "/healthz" || req.path == "/readyz" || req.path == "/metrics";
+  if (!known) return HttpResponse{404, kText, "not found: try /healthz, /readyz or /metrics\n", {}};
+  if (req.method != "GET") {
+    HttpResponse res{405, kText, fmt::format("method {} not allowed: use GET\n", req.method), {}};
+    res.headers.emplace_back("Allow", "GET");
+    return res;
   }
-  static_cast<WithListener<httplib::Server>&>(svr).RaiseBacklog(128);
-  thread_ = std::thread([this] { http_->listen_after_bind(); });
-  log::info("health server listening", {{"address", fmt::format("{}:{}", bind_address_, port_)}});
-  return std::nullopt;
+  if (req.body_too_large) return HttpResponse{413, kText, "request body too large\n", {}};
+  if (req.path == "/healthz") return HttpResponse{200, kText, "ok\n", {}};
+  if (req.path == "/readyz") {
+    auto [ready, body] = Readiness(HasQueryParam(req.query, "verbose"));
+    return HttpResponse{ready ? 200 : 503, kText, std::move(body), {}};
+  }
+  std::ostringstream out;
+  prometheus::TextSerializer().Serialize(out, registry_.Collect());
+  return HttpResponse{200, "text/plain; version=0.0.4; charset=utf-8", out.str(), {}};
 }
 
+std::optional<std::string> HealthServer::Start() { return server_->Start(); }
+
 void HealthServer::Stop() {
-  if (http_) http_->stop();
+  server_->Stop();
+  server_->WaitStopped(std::chrono::seconds(1));
 }
 
 }  // namespace aw::server

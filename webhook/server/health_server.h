@@ -4,37 +4,42 @@
 //   GET /healthz  200 "ok" while the process serves HTTP at all (liveness);
 //   GET /readyz   200 when every registered readiness check passes, else 503 listing the failing
 //                 checks (`?verbose` lists all of them either way);
-//   GET /metrics  the shared Prometheus registry in text exposition format 0.0.4.
-// Checks are registered before Start() and must be cheap and thread-safe.
+//   GET /metrics  the shared Prometheus registry in text exposition format 0.0.4;
+//   another method on those paths -> 405 (`Allow: GET`); another path -> 404.
+// Served by its own ConnectionServer (connection_server.h) with its own io thread and its own
+// small connection cap and deadlines (HealthOptions), so a flood on the admission port never
+// delays a probe and a flood here never delays admission. Checks are registered before Start()
+// and must be cheap and thread-safe.
 #pragma once
 
-#include <atomic>
+#include <prometheus/registry.h>
+
 #include <chrono>
 #include <functional>
 #include <memory>
 #include <optional>
 #include <string>
-#include <thread>
 #include <utility>
 #include <vector>
 
-#include <prometheus/registry.h>
-
-namespace httplib {
-class Server;
-}
+#include "server/connection_server.h"
 
 namespace aw::server {
 
-template <typename Base>
-class WithListener;
+struct HealthOptions {
+  size_t max_connections = 64;
+  std::chrono::nanoseconds read_timeout = std::chrono::seconds(5);
+  std::chrono::nanoseconds write_timeout = std::chrono::seconds(5);
+  std::chrono::nanoseconds idle_timeout = std::chrono::seconds(30);
+};
 
 class HealthServer {
  public:
   // Returns nullopt when ready, or why not.
   using Check = std::function<std::optional<std::string>()>;
 
-  HealthServer(std::string bind_address, int port, prometheus::Registry& registry);
+  HealthServer(std::string bind_address, int port, prometheus::Registry& registry,
+               HealthOptions options = {});
   ~HealthServer();
   HealthServer(const HealthServer&) = delete;
   HealthServer& operator=(const HealthServer&) = delete;
@@ -47,12 +52,14 @@ class HealthServer {
   std::pair<bool, std::string> Readiness(bool verbose) const;
 
  private:
-  const std::string bind_address_;
-  const int port_;
+  HttpResponse Route(const HttpRequest& req) const;
+
   prometheus::Registry& registry_;
   std::vector<std::pair<std::string, Check>> checks_;
-  std::unique_ptr<WithListener<httplib::Server>> http_;
-  std::thread thread_;
+  std::unique_ptr<ConnectionServer> server_;
 };
+
+// True when the query string has the parameter `name` (with or without a value).
+bool HasQueryParam(std::string_view query, std::string_view name);
 
 }  // namespace aw::server

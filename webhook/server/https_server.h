@@ -1,53 +1,51 @@
-// AdmissionServer: the HTTPS listener kube-apiserver calls, on cpp-httplib + OpenSSL.
+// AdmissionServer: the HTTPS listener kube-apiserver calls, on the Beast connection core.
 //
 // Promise:
 //   - POST on each admission route goes through AdmissionPipeline (a `?timeout=` query is
-//     ignored); another method on those paths -> 405 with `Allow: POST`; any other path -> 404;
-//     every error answer has a plain-text message.
-//   - the body limit holds for Content-Length and chunked bodies alike (413, connection kept when
-//     the rest of the body could be drained, closed otherwise);
-//   - at most `max_connections` open; idle keep-alive connections parked in epoll and requests
-//     served by a small worker pool that grows only while workers are stuck on slow clients (see
-//     TlsConnectionServer), TCP_NODELAY, long keep-alive, read/write timeouts: a silent client is
-//     cut after `read_timeout` and never delays another connection;
+//     ignored); another method on those paths -> 405 with `Allow: POST`; GET /healthz -> "ok";
+//     any other path -> 404; every error answer has a plain-text message;
+//   - the connection rules of ConnectionServer (connection_server.h): `io_threads` threads serve
+//     every connection asynchronously; whole-request deadline (`read_timeout`), handshake,
+//     write and idle deadlines; head limits (414/431) and the body limit (413 before the body is
+//     read, for Content-Length and chunked bodies alike; connection kept when the rest of the body
+//     can be skipped); at `max_connections`, idle connections and then the oldest in-progress one
+//     are closed to admit a new client;
 //   - TLS per ConfigureServerContext, with the key pair read from `source` at each handshake.
-// Start() binds and serves on a background thread; Stop() stops accepting, closes idle keep-alive
-// connections at once and lets requests in progress finish (WaitStopped waits for them).
+// Start() binds and serves; Stop() stops accepting, closes idle keep-alive connections and lets
+// requests in progress finish within their deadlines (WaitStopped waits for them).
 #pragma once
 
-#include <atomic>
 #include <chrono>
 #include <memory>
 #include <optional>
 #include <string>
-#include <thread>
 
 #include "server/admission_pipeline.h"
+#include "server/connection_server.h"
 #include "server/tls_context.h"
 
-namespace httplib {
-class SSLServer;
-}
-
 namespace aw::server {
-
-class TlsConnectionServer;
 
 struct ServerOptions {
   std::string bind_address = "0.0.0.0";
   int port = 8443;
+  size_t io_threads = 2;
   size_t max_connections = 1024;
+  std::chrono::nanoseconds handshake_timeout = std::chrono::seconds(5);
   std::chrono::nanoseconds read_timeout = std::chrono::seconds(10);
   std::chrono::nanoseconds write_timeout = std::chrono::seconds(10);
   std::chrono::nanoseconds keep_alive_timeout = std::chrono::seconds(120);
   size_t keep_alive_max_requests = 1'000'000;
   size_t max_body_bytes = kDefaultMaxBodyBytes;
+  size_t max_request_line_bytes = 8 * 1024;
+  size_t max_header_bytes = 32 * 1024;
+  size_t max_header_count = 100;
 };
 
 class AdmissionServer {
  public:
   AdmissionServer(ServerOptions options, const KeyPairSource& source, AdmissionPipeline& pipeline,
-                  AdmissionMetrics& metrics);
+                  AdmissionMetrics& metrics, prometheus::Registry& registry);
   ~AdmissionServer();
   AdmissionServer(const AdmissionServer&) = delete;
   AdmissionServer& operator=(const AdmissionServer&) = delete;
@@ -55,22 +53,20 @@ class AdmissionServer {
   // Binds the port and starts serving; the error when the TLS setup or the bind fails.
   std::optional<std::string> Start();
   void Stop();
-  // Waits for the listener thread to finish (after Stop); false on timeout.
+  // Waits for the connections to finish (after Stop); false on timeout.
   bool WaitStopped(std::chrono::milliseconds timeout);
 
-  // Listener bound (its socket open) and the accept loop running, with a key pair loaded.
+  // Listener bound and accepting, with a key pair loaded.
   bool Serving() const;
 
  private:
-  void RegisterRoutes();
+  HttpResponse Route(const HttpRequest& req);
 
   const ServerOptions options_;
   const KeyPairSource& source_;
   AdmissionPipeline& pipeline_;
   AdmissionMetrics& metrics_;
-  std::unique_ptr<TlsConnectionServer> http_;
-  std::thread thread_;
-  std::atomic<bool> done_{false};
+  std::unique_ptr<ConnectionServer> server_;
 };
 
 }  // namespace aw::server

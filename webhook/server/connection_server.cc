@@ -1,0 +1,592 @@
+#include "server/connection_server.h"
+
+#include <fmt/format.h>
+#include <prometheus/counter.h>
+#include <prometheus/gauge.h>
+
+#include <algorithm>
+#include <atomic>
+#include <boost/asio.hpp>
+#include <boost/beast/core.hpp>
+#include <boost/beast/http.hpp>
+#include <boost/beast/ssl.hpp>
+#include <exception>
+#include <iterator>
+#include <thread>
+#include <type_traits>
+
+#include "server/bounded_body.h"
+#include "server/connection_registry.h"
+#include "util/log.h"
+
+namespace aw::server {
+namespace {
+
+namespace net = boost::asio;
+namespace beast = boost::beast;
+namespace http = beast::http;
+namespace ssl = net::ssl;
+using tcp = net::ip::tcp;
+using Clock = std::chrono::steady_clock;
+
+using PlainStream = beast::tcp_stream;
+using TlsStream = beast::ssl_stream<beast::tcp_stream>;
+
+constexpr size_t kFirstReadBytes = 4096;  // first read of a request, into an empty buffer
+constexpr size_t kReadChunk = 64 * 1024;  // Beast's largest single read
+constexpr size_t kLingerChunk = 16 * 1024;
+constexpr size_t kMaxLingerBytes = 4 * 1024 * 1024;
+// While draining, how long a connection that has not sent its first request yet may take to.
+constexpr auto kDrainFirstRequestWait = std::chrono::seconds(1);
+constexpr std::string_view k100Continue = "HTTP/1.1 100 Continue\r\n\r\n";
+
+Clock::duration ToClock(std::chrono::nanoseconds d) {
+  return std::chrono::duration_cast<Clock::duration>(d);
+}
+
+bool IsHttpCategory(const beast::error_code& ec) {
+  return ec.category() == http::make_error_code(http::error::end_of_stream).category();
+}
+
+struct ListenerMetrics {
+  ListenerMetrics(prometheus::Registry& registry, const std::string& listener)
+      : open(prometheus::BuildGauge()
+                 .Name("allocating_webhook_connections_open")
+                 .Help("Connections open on a listener")
+                 .Register(registry)
+                 .Add({{"listener", listener}})),
+        evicted_idle(Evictions(registry).Add({{"listener", listener}, {"kind", "idle"}})),
+        evicted_oldest(Evictions(registry).Add({{"listener", listener}, {"kind", "oldest"}})),
+        timeout_handshake(Timeouts(registry).Add({{"listener", listener}, {"phase", "handshake"}})),
+        timeout_request(Timeouts(registry).Add({{"listener", listener}, {"phase", "request"}})),
+        timeout_write(Timeouts(registry).Add({{"listener", listener}, {"phase", "write"}})) {}
+
+  static prometheus::Family<prometheus::Counter>& Evictions(prometheus::Registry& r) {
+    return prometheus::BuildCounter()
+        .Name("allocating_webhook_connections_evicted_total")
+        .Help(
+            "Connections closed to admit a new one at the connection cap (kind: idle "
+            "keep-alive, or the oldest handshake/request in progress)")
+        .Register(r);
+  }
+  static prometheus::Family<prometheus::Counter>& Timeouts(prometheus::Registry& r) {
+    return prometheus::BuildCounter()
+        .Name("allocating_webhook_connection_timeouts_total")
+        .Help(
+            "Connections closed because a TLS handshake, a request or a response write "
+            "overran its deadline")
+        .Register(r);
+  }
+
+  prometheus::Gauge& open;
+  prometheus::Counter& evicted_idle;
+  prometheus::Counter& evicted_oldest;
+  prometheus::Counter& timeout_handshake;
+  prometheus::Counter& timeout_request;
+  prometheus::Counter& timeout_write;
+};
+
+}  // namespace
+
+struct ConnectionServer::Impl {
+  Impl(ConnectionOptions o, HttpHandler h, const KeyPairSource* tls, prometheus::Registry& registry)
+      : opts(std::move(o)),
+        handler(std::move(h)),
+        tls_source(tls),
+        metrics(registry, opts.name),
+        conns(std::max<size_t>(1, opts.max_connections)),
+        ioc(static_cast<int>(std::max<size_t>(1, opts.io_threads))),
+        acceptor(net::make_strand(ioc)),
+        retry_timer(acceptor.get_executor()) {}
+
+  void DoAccept();
+  void OnAccept(beast::error_code ec, tcp::socket socket);
+  void RunLoop();
+  void NoteEviction(ConnPhase phase);
+
+  // Declaration order is destruction order in reverse: the io_context (and with it every
+  // session) goes before the registry, metrics and TLS context the sessions use.
+  const ConnectionOptions opts;
+  const HttpHandler handler;
+  const KeyPairSource* const tls_source;
+  ListenerMetrics metrics;
+  ConnectionRegistry conns;
+  std::optional<ssl::context> ssl_ctx;
+  net::io_context ioc;
+  tcp::acceptor acceptor;
+  net::steady_timer retry_timer;
+  std::vector<std::thread> threads;
+  std::atomic<bool> draining{false};
+  std::atomic<bool> serving{false};
+  std::atomic<int64_t> last_eviction_log{0};  // steady_clock ticks
+};
+
+namespace {
+
+// One connection: handshake (TLS), then requests until the client, a deadline, the request
+// limit, an eviction or the drain ends it. Every member is touched only on the connection's
+// strand (the executor of its socket).
+template <class Stream>
+class Session final : public Connection, public std::enable_shared_from_this<Session<Stream>> {
+ public:
+  static constexpr bool kTls = std::is_same_v<Stream, TlsStream>;
+  using Impl = ConnectionServer::Impl;
+
+  template <class... Args>
+  Session(Impl& srv, uint64_t id, Args&&... args)
+      : srv_(srv),
+        opts_(srv.opts),
+        id_(id),
+        stream_(std::forward<Args>(args)...),
+        buffer_(srv.opts.limits.max_header_bytes + kReadChunk) {
+    srv_.metrics.open.Increment();
+  }
+  ~Session() override {
+    srv_.conns.Remove(id_);
+    srv_.metrics.open.Decrement();
+  }
+
+  void Start() {
+    net::dispatch(stream_.get_executor(), [self = this->shared_from_this()] { self->Begin(); });
+  }
+  void Cut() override {
+    net::post(stream_.get_executor(), [self = this->shared_from_this()] { self->Close(); });
+  }
+  void Drain() override {
+    net::post(stream_.get_executor(), [self = this->shared_from_this()] { self->OnDrain(); });
+  }
+
+ private:
+  beast::tcp_stream& lowest() { return beast::get_lowest_layer(stream_); }
+  std::shared_ptr<Session> self() { return this->shared_from_this(); }
+
+  void SetPhase(ConnPhase phase) {
+    phase_ = phase;
+    srv_.conns.SetPhase(id_, phase);
+  }
+
+  bool BytesPending() {
+    beast::error_code ec;
+    return buffer_.size() > 0 || lowest().socket().available(ec) > 0;
+  }
+
+  void Begin() {
+    if constexpr (kTls) {
+      phase_ = ConnPhase::kHandshake;
+      lowest().expires_after(ToClock(opts_.handshake_timeout));
+      stream_.async_handshake(ssl::stream_base::server,
+                              beast::bind_front_handler(&Session::OnHandshake, self()));
+    } else {
+      WaitRequest();
+    }
+  }
+
+  void OnHandshake(beast::error_code ec) {
+    if (closed_) return;
+    if (ec) {
+      if (ec == beast::error::timeout) srv_.metrics.timeout_handshake.Increment();
+      return Close();
+    }
+    WaitRequest();
+  }
+
+  // Between requests: wait (idle) for the first byte of the next one.
+  void WaitRequest() {
+    if (closed_) return;
+    if (buffer_.size() > 0) return StartRequest();
+    auto wait = ToClock(opts_.idle_timeout);
+    if (served_ == 0) wait = std::min(wait, ToClock(opts_.read_timeout));
+    if (srv_.draining.load()) {
+      if (served_ > 0 && !BytesPending()) return Close();
+      wait = std::min<Clock::duration>(wait, kDrainFirstRequestWait);
+    }
+    // Idle between requests: first in line for eviction. A new connection waiting for its first
+    // request is not idle: it keeps its phase and accept time (kHandshake), or a flood of new
+    // connections would evict every legitimate client between its handshake and its request.
+    phase_ = ConnPhase::kIdle;
+    if (served_ > 0) srv_.conns.SetPhase(id_, ConnPhase::kIdle);
+    buffer_.shrink_to_fit();  // empty here: an idle connection keeps no read buffer
+    lowest().expires_after(wait);
+    stream_.async_read_some(buffer_.prepare(kFirstReadBytes),
+                            beast::bind_front_handler(&Session::OnFirstBytes, self()));
+  }
+
+  void OnFirstBytes(beast::error_code ec, size_t n) {
+    if (closed_) return;
+    if (ec == net::error::operation_aborted && rearm_) {  // shortened by OnDrain
+      rearm_ = false;
+      return WaitRequest();
+    }
+    if (ec) return Close();
+    buffer_.commit(n);
+    StartRequest();
+  }
+
+  void StartRequest() {
+    SetPhase(ConnPhase::kRequest);
+    deadline_ = Clock::now() + ToClock(opts_.read_timeout);
+    close_after_ = discard_after_ = false;
+    parser_.emplace();
+    parser_->header_limit(static_cast<uint32_t>(opts_.limits.max_header_bytes));
+    parser_->body_limit(boost::none);  // decided from the head (PlanBody), set before the body
+    parser_->get().body().limit = opts_.limits.max_body_bytes;
+    lowest().expires_at(deadline_);
+    http::async_read_header(stream_, buffer_, *parser_,
+                            beast::bind_front_handler(&Session::OnHead, self()));
+  }
+
+  void OnHead(beast::error_code ec, size_t head_bytes) {
+    if (closed_) return;
+    auto& req = parser_->get();
+    // The request line length (2 SP + "HTTP/1.x"), once the parser has taken it.
+    const size_t line = req.method_string().size() + req.target().size() + 10;
+    const std::optional<size_t> parsed_line =
+        req.method_string().empty() ? std::nullopt : std::optional<size_t>(line);
+    if (ec == http::error::header_limit || ec == http::error::buffer_overflow) {
+      auto data = buffer_.cdata();
+      std::string_view buffered(static_cast<const char*>(data.data()), data.size());
+      return Refuse(ClassifyHeadOverflow(parsed_line, buffered, opts_.limits));
+    }
+    if (ec) return OnReadError(ec);
+    // Beast consumes the request line and complete fields early and bounds only what is still
+    // buffered by its header_limit: the whole head is checked here (it is at most twice the limit).
+    const size_t fields = static_cast<size_t>(std::distance(req.begin(), req.end()));
+    if (HeadProblem p = CheckHead(line, head_bytes, fields, opts_.limits);
+        p != HeadProblem::kNone) {
+      return Refuse(p);
+    }
+    const bool expect_continue = beast::iequals(req[http::field::expect], "100-continue");
+    parser_->body_limit(opts_.limits.max_body_bytes + opts_.limits.max_discard_bytes);
+    std::optional<uint64_t> content_length;
+    if (auto cl = parser_->content_length()) content_length = *cl;
+    switch (PlanBody(content_length, expect_continue, opts_.limits)) {
+      case BodyPlan::kRead:
+        if (parser_->is_done()) return Dispatch(false);
+        if (expect_continue && req.version() >= 11) return SendContinue();
+        return ReadBody();
+      case BodyPlan::kRefuseThenDiscard:
+        discard_after_ = true;
+        return Dispatch(true);
+      case BodyPlan::kRefuseThenClose:
+        close_after_ = true;
+        return Dispatch(true);
+    }
+  }
+
+  void OnReadError(const beast::error_code& ec) {
+    if (ec == beast::error::timeout) {
+      srv_.metrics.timeout_request.Increment();
+      return Close();
+    }
+    if (IsHttpCategory(ec) && ec != http::error::end_of_stream &&
+        ec != http::error::partial_message) {
+      return RespondError(400, fmt::format("malformed HTTP request: {}\n", ec.message()));
+    }
+    Close();
+  }
+
+  void SendContinue() {
+    lowest().expires_at(deadline_);
+    net::async_write(stream_, net::buffer(k100Continue.data(), k100Continue.size()),
+                     [self = self()](beast::error_code ec, size_t) {
+                       if (self->closed_) return;
+                       if (ec) return self->Close();
+                       self->ReadBody();
+                     });
+  }
+
+  void ReadBody() {
+    lowest().expires_at(deadline_);
+    http::async_read(stream_, buffer_, *parser_,
+                     beast::bind_front_handler(&Session::OnBody, self()));
+  }
+
+  void OnBody(beast::error_code ec, size_t) {
+    if (closed_) return;
+    if (ec == http::error::body_limit) {  // a chunked body past the limit and the discard budget
+      close_after_ = true;
+      return Dispatch(true);
+    }
+    if (ec) return OnReadError(ec);
+    Dispatch(parser_->get().body().overflow);
+  }
+
+  void Refuse(HeadProblem problem) {
+    RespondError(StatusOf(problem), MessageOf(problem, opts_.limits));
+  }
+
+  // An answer of the connection layer itself; the connection closes after it.
+  void RespondError(int status, std::string message) {
+    if (opts_.on_error) opts_.on_error(status);
+    close_after_ = true;
+    keep_alive_ = false;
+    HttpResponse out;
+    out.status = status;
+    out.body = std::move(message);
+    Respond(std::move(out), 11);
+  }
+
+  void Dispatch(bool too_large) {
+    auto& req = parser_->get();
+    std::string_view target = req.target();
+    const size_t q = target.find('?');
+    HttpRequest in;
+    in.method = req.method_string();
+    in.path = target.substr(0, q);
+    in.query = q == std::string_view::npos ? std::string_view() : target.substr(q + 1);
+    in.content_type = req[http::field::content_type];
+    in.body_too_large = too_large || req.body().overflow;
+    if (!in.body_too_large) in.body = req.body().data;
+    HttpResponse out;
+    std::optional<std::string> failure;  // an exception escaped the handler
+    try {
+      out = srv_.handler(in);
+    } catch (const std::exception& e) {
+      failure = e.what();
+    } catch (...) {
+      failure = "unknown exception";
+    }
+    if (failure) {
+      out = HttpResponse{
+          500, "text/plain; charset=utf-8", fmt::format("internal error: {}\n", *failure), {}};
+      if (opts_.on_error) opts_.on_error(500);
+      log::error("internal error serving request",
+                 {{"listener", opts_.name}, {"path", std::string(in.path)}, {"error", *failure}});
+    }
+    keep_alive_ = req.keep_alive();
+    Respond(std::move(out), req.version());
+  }
+
+  void Respond(HttpResponse out, unsigned version) {
+    res_ = {};
+    res_.version(version);
+    res_.result(static_cast<unsigned>(out.status));
+    res_.set(http::field::content_type, out.content_type);
+    for (auto& [name, value] : out.headers) res_.set(name, value);
+    res_.body() = std::move(out.body);
+    const bool keep = keep_alive_ && !close_after_ && !srv_.draining.load() &&
+                      served_ + 1 < opts_.keep_alive_max_requests;
+    res_.keep_alive(keep);
+    res_.prepare_payload();
+    ++served_;
+    SetPhase(ConnPhase::kResponse);
+    lowest().expires_after(ToClock(opts_.write_timeout));
+    http::async_write(stream_, res_, beast::bind_front_handler(&Session::OnWritten, self(), keep));
+  }
+
+  void OnWritten(bool keep, beast::error_code ec, size_t) {
+    if (closed_) return;
+    if (ec) {
+      if (ec == beast::error::timeout) srv_.metrics.timeout_write.Increment();
+      return Close();
+    }
+    res_ = {};
+    if (!keep) return Linger();
+    if (discard_after_) {  // the refused body: read and drop it, within the request's deadline
+      discard_after_ = false;
+      SetPhase(ConnPhase::kRequest);
+      lowest().expires_at(deadline_);
+      return http::async_read(stream_, buffer_, *parser_,
+                              [self = self()](beast::error_code ec2, size_t) {
+                                if (self->closed_) return;
+                                if (ec2) return self->OnReadError(ec2);
+                                self->parser_.reset();
+                                self->WaitRequest();
+                              });
+    }
+    parser_.reset();
+    WaitRequest();
+  }
+
+  // After the last response: stop sending, drain what the client still sends for a short while
+  // (so an unread request body does not make the close a reset that destroys the answer), close.
+  void Linger() {
+    parser_.reset();
+    SetPhase(ConnPhase::kResponse);
+    beast::error_code ignored;
+    lowest().socket().shutdown(tcp::socket::shutdown_send, ignored);
+    lowest().expires_after(ToClock(opts_.linger_timeout));
+    buffer_.clear();
+    ReadLinger();
+  }
+
+  void ReadLinger() {
+    lowest().async_read_some(buffer_.prepare(kLingerChunk),
+                             [self = self()](beast::error_code ec, size_t n) {
+                               if (self->closed_) return;
+                               self->lingered_ += n;
+                               if (ec || self->lingered_ > kMaxLingerBytes) return self->Close();
+                               self->ReadLinger();
+                             });
+  }
+
+  void OnDrain() {
+    if (closed_ || phase_ != ConnPhase::kIdle) return;
+    if (BytesPending()) return;  // a request is arriving: it is read and answered
+    if (served_ > 0) return Close();
+    // A new connection that has not sent its request yet: give it a short while.
+    rearm_ = true;
+    lowest().cancel();
+  }
+
+  void Close() {
+    if (closed_) return;
+    closed_ = true;
+    lowest().close();
+    srv_.conns.Remove(id_);
+  }
+
+  Impl& srv_;
+  const ConnectionOptions& opts_;
+  const uint64_t id_;
+  Stream stream_;
+  beast::flat_buffer buffer_;
+  std::optional<http::request_parser<BoundedBody>> parser_;
+  http::response<http::string_body> res_;
+  Clock::time_point deadline_;
+  ConnPhase phase_ = ConnPhase::kHandshake;
+  size_t served_ = 0;
+  size_t lingered_ = 0;
+  bool keep_alive_ = true;
+  bool close_after_ = false;
+  bool discard_after_ = false;
+  bool rearm_ = false;
+  bool closed_ = false;
+};
+
+}  // namespace
+
+void ConnectionServer::Impl::DoAccept() {
+  acceptor.async_accept(net::make_strand(ioc), beast::bind_front_handler(&Impl::OnAccept, this));
+}
+
+void ConnectionServer::Impl::NoteEviction(ConnPhase phase) {
+  (phase == ConnPhase::kIdle ? metrics.evicted_idle : metrics.evicted_oldest).Increment();
+  const int64_t now = Clock::now().time_since_epoch().count();
+  int64_t last = last_eviction_log.load();
+  const int64_t gap = std::chrono::duration_cast<Clock::duration>(std::chrono::seconds(10)).count();
+  if (now - last >= gap && last_eviction_log.compare_exchange_strong(last, now)) {
+    log::warn("connection limit reached; closing a connection to admit a new one",
+              {{"listener", opts.name},
+               {"max_connections", std::to_string(opts.max_connections)},
+               {"closed", phase == ConnPhase::kIdle ? "idle keep-alive" : "oldest in progress"}});
+  }
+}
+
+void ConnectionServer::Impl::OnAccept(beast::error_code ec, tcp::socket socket) {
+  if (!acceptor.is_open()) return;  // stopped
+  if (ec) {
+    if (ec == net::error::operation_aborted) return;
+    // Out of file descriptors or similar: retry shortly instead of spinning.
+    log::warn("accept failed", {{"listener", opts.name}, {"error", ec.message()}});
+    retry_timer.expires_after(std::chrono::milliseconds(50));
+    retry_timer.async_wait([this](beast::error_code wait_ec) {
+      if (!wait_ec && acceptor.is_open()) DoAccept();
+    });
+    return;
+  }
+  beast::error_code ignored;
+  socket.set_option(tcp::no_delay(true), ignored);
+  const uint64_t id = conns.NextId();
+  std::optional<ConnectionRegistry::Evicted> evicted;
+  if (ssl_ctx) {
+    auto s = std::make_shared<Session<TlsStream>>(*this, id, std::move(socket), *ssl_ctx);
+    evicted = conns.Admit(id, s, ConnPhase::kHandshake);
+    s->Start();
+  } else {
+    auto s = std::make_shared<Session<PlainStream>>(*this, id, std::move(socket));
+    evicted = conns.Admit(id, s, ConnPhase::kHandshake);  // opening: until its first request
+    s->Start();
+  }
+  if (evicted) {
+    if (auto victim = evicted->conn.lock()) victim->Cut();
+    NoteEviction(evicted->phase);
+  }
+  DoAccept();
+}
+
+void ConnectionServer::Impl::RunLoop() {
+  for (;;) {
+    try {
+      ioc.run();
+      return;
+    } catch (const std::exception& e) {
+      log::error("unexpected exception on an io thread",
+                 {{"listener", opts.name}, {"error", e.what()}});
+    }
+  }
+}
+
+ConnectionServer::ConnectionServer(ConnectionOptions options, HttpHandler handler,
+                                   const KeyPairSource* tls, prometheus::Registry& registry)
+    : impl_(std::make_unique<Impl>(std::move(options), std::move(handler), tls, registry)) {}
+
+ConnectionServer::~ConnectionServer() {
+  Stop();
+  impl_->ioc.stop();
+  for (auto& t : impl_->threads) {
+    if (t.joinable()) t.join();
+  }
+}
+
+std::optional<std::string> ConnectionServer::Start() {
+  Impl& s = *impl_;
+  if (s.tls_source != nullptr) {
+    s.ssl_ctx.emplace(ssl::context::tls_server);
+    if (!ConfigureServerContext(s.ssl_ctx->native_handle(), s.tls_source)) {
+      return std::string("TLS context setup failed");
+    }
+  }
+  const std::string where = fmt::format("{}:{}", s.opts.bind_address, s.opts.port);
+  beast::error_code ec;
+  const auto address = net::ip::make_address(s.opts.bind_address, ec);
+  if (ec) return fmt::format("invalid bind address {}: {}", s.opts.bind_address, ec.message());
+  const tcp::endpoint endpoint(address, static_cast<unsigned short>(s.opts.port));
+  s.acceptor.open(endpoint.protocol(), ec);
+  if (!ec) s.acceptor.set_option(net::socket_base::reuse_address(true), ec);
+  if (!ec) s.acceptor.bind(endpoint, ec);
+  if (!ec) s.acceptor.listen(s.opts.backlog, ec);
+  if (ec) {
+    return fmt::format("cannot listen on {} ({}: address in use or not available)", where,
+                       ec.message());
+  }
+  s.DoAccept();
+  for (size_t i = 0; i < std::max<size_t>(1, s.opts.io_threads); ++i) {
+    s.threads.emplace_back([&s] { s.RunLoop(); });
+  }
+  s.serving.store(true);
+  log::info("listening", {{"listener", s.opts.name},
+                          {"address", where},
+                          {"tls", s.ssl_ctx ? "true" : "false"},
+                          {"io_threads", std::to_string(s.opts.io_threads)},
+                          {"max_connections", std::to_string(s.opts.max_connections)}});
+  return std::nullopt;
+}
+
+void ConnectionServer::Stop() {
+  Impl& s = *impl_;
+  if (s.draining.exchange(true)) return;
+  s.serving.store(false);
+  net::post(s.acceptor.get_executor(), [&s] {
+    beast::error_code ignored;
+    s.acceptor.close(ignored);
+    s.retry_timer.cancel();
+  });
+  for (auto& conn : s.conns.All()) conn->Drain();
+}
+
+bool ConnectionServer::WaitStopped(std::chrono::milliseconds timeout) {
+  Impl& s = *impl_;
+  const bool drained = s.conns.WaitEmpty(Clock::now() + timeout);
+  s.ioc.stop();
+  for (auto& t : s.threads) {
+    if (t.joinable()) t.join();
+  }
+  return drained;
+}
+
+bool ConnectionServer::Serving() const { return impl_->serving.load(); }
+
+size_t ConnectionServer::OpenConnections() const { return impl_->conns.Size(); }
+
+}  // namespace aw::server

@@ -1,0 +1,111 @@
+// ConnectionServer: one HTTP/1.1 listener (TLS or plain) on Boost.Beast/Asio that no client can
+// hold hostage. Both the admission port (TLS) and the health port (plain) are one of these.
+//
+// Promise:
+//   - a small fixed set of io threads (`io_threads`) runs every connection asynchronously: no
+//     thread is held by a slow or silent client, and a client costs only its socket, its TLS state
+//     and a read buffer bounded by the head limit;
+//   - a TLS handshake must finish within `handshake_timeout`; a request, from its first byte to its
+//     last (head and body), within `read_timeout`; a response must be taken by the client within
+//     `write_timeout`; a keep-alive connection idle for `idle_timeout` is closed. A timed-out
+//     connection is closed without an answer;
+//   - head and body limits per RequestLimits (http_limits.h): 414 / 431 / 413 with a plain-text
+//     message, the 413 sent before the body is read (and instead of `100 Continue`); `100
+//     Continue` is sent when the client asks for it and the body is within the limit; malformed
+//     HTTP -> 400. The connection is closed after 414, 431, 400, and after a 413 whose body is not
+//     skipped (see RequestLimits::max_discard_bytes);
+//   - the whole request is read before `handler` runs, on an io thread (handlers must be quick and
+//     must not block); an exception from it -> 500;
+//   - at most `max_connections` open: a new connection is always accepted and, at the cap, the
+//     connection chosen by ChooseVictim (eviction.h) is closed: idle keep-alive ones first, else
+//     the one whose current handshake/request/response started earliest;
+//   - Stop(): stop accepting, close idle connections (those with no request bytes pending), answer
+//     every request being read (each within its deadline) with `Connection: close`, then close;
+//     WaitStopped() waits for that (or gives up at its timeout and stops the io threads).
+// Metrics (labelled listener=<name>): allocating_webhook_connections_open,
+// allocating_webhook_connections_evicted_total{kind=idle|oldest},
+// allocating_webhook_connection_timeouts_total{phase=handshake|request|write}.
+#pragma once
+
+#include <prometheus/registry.h>
+
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "server/http_limits.h"
+#include "server/tls_context.h"
+
+namespace aw::server {
+
+struct HttpRequest {
+  std::string_view method;
+  std::string_view path;   // target before '?'
+  std::string_view query;  // after '?', without it
+  std::string_view content_type;
+  std::string_view body;
+  bool body_too_large = false;  // the body was over the limit (body is empty then)
+};
+
+struct HttpResponse {
+  int status = 200;
+  std::string content_type = "text/plain; charset=utf-8";
+  std::string body;
+  std::vector<std::pair<std::string, std::string>> headers;
+};
+
+using HttpHandler = std::function<HttpResponse(const HttpRequest&)>;
+
+struct ConnectionOptions {
+  std::string name = "admission";  // for logs and metric labels
+  std::string bind_address = "0.0.0.0";
+  int port = 8443;
+  int backlog = 4096;  // the kernel caps it at net.core.somaxconn
+  size_t io_threads = 2;
+  size_t max_connections = 1024;
+  RequestLimits limits;
+  std::chrono::nanoseconds handshake_timeout = std::chrono::seconds(5);
+  std::chrono::nanoseconds read_timeout = std::chrono::seconds(10);
+  std::chrono::nanoseconds write_timeout = std::chrono::seconds(10);
+  std::chrono::nanoseconds idle_timeout = std::chrono::seconds(120);
+  // After the last response on a connection, how long unread client bytes are drained before the
+  // socket is closed (so a pending request body does not turn the close into a reset that
+  // destroys the answer).
+  std::chrono::nanoseconds linger_timeout = std::chrono::seconds(2);
+  size_t keep_alive_max_requests = 1'000'000;
+  // Counts the answers the connection layer makes itself (400, 414, 431, 413 on chunked).
+  std::function<void(int status)> on_error;
+};
+
+class ConnectionServer {
+ public:
+  // `tls`: the key pair source for a TLS listener (ConfigureServerContext), or nullptr for plain
+  // HTTP. Must outlive the server.
+  ConnectionServer(ConnectionOptions options, HttpHandler handler, const KeyPairSource* tls,
+                   prometheus::Registry& registry);
+  ~ConnectionServer();
+  ConnectionServer(const ConnectionServer&) = delete;
+  ConnectionServer& operator=(const ConnectionServer&) = delete;
+
+  // Binds, listens and starts the io threads; the error when the TLS setup or the bind fails.
+  std::optional<std::string> Start();
+  void Stop();
+  // After Stop(): true when every connection closed within `timeout`; the io threads are stopped
+  // either way.
+  bool WaitStopped(std::chrono::milliseconds timeout);
+  // Listening and not stopped.
+  bool Serving() const;
+  size_t OpenConnections() const;
+
+  struct Impl;
+
+ private:
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace aw::server
