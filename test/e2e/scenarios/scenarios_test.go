@@ -270,7 +270,7 @@ func TestScenario05_RejectModeDenies(t *testing.T) {
 		t.Fatalf("stored state %q after a denied allocation, want Ready", s)
 	}
 	// The same through kubectl (what an operator sees).
-	_, se, err := e.sdk.Kubectl("", "-n", e.ns, "patch", "gameserver/gs", "--type=merge",
+	_, se, err := e.cp.Kubectl(harness.User, "", "-n", e.ns, "patch", "gameserver/gs", "--type=merge",
 		"-p", `{"status":{"state":"Allocated"}}`)
 	if err == nil || !strings.Contains(se, "denied the request") {
 		t.Fatalf("kubectl patch in reject mode: err=%v stderr=%s", err, se)
@@ -318,19 +318,27 @@ func TestScenario06_InvalidConfigurationRefused(t *testing.T) {
 	}
 }
 
-// 7. The agones-controller identity cannot move an Allocating server to Shutdown; the SDK can.
+// 7. Scale-down protection (issue 9, defect 3): the GameServerSet controller's Shutdown UPDATE of
+// an Allocating server succeeds (a denial would abort Agones' pass) but the server stays Allocating,
+// with a warning; the SDK shuts it down at once.
 func TestScenario07_ScaleDownProtection(t *testing.T) {
 	e := gate(t, harness.RegisterOptions{})
 	e.allocating(t, "gs")
-	ctrl := e.cp.Dynamic(t, harness.AgonesController).Resource(harness.GameServerGVR).Namespace(e.ns)
-	cur := e.cp.GetGameServer(t, e.ns, "gs")
-	_ = unstructured.SetNestedField(cur.Object, "Shutdown", "status", "state")
-	_, err := ctrl.Update(harness.Ctx(t), cur, metav1.UpdateOptions{})
-	wantErrContains(t, err, "controller shutdown of an Allocating server", "denied the request")
-	if s := harness.State(e.cp.GetGameServer(t, e.ns, "gs")); s != "Allocating" {
-		t.Fatalf("stored state %q after the controller's denied Shutdown", s)
+	ctrl, warnings := e.cp.DynamicWithWarnings(t, harness.AgonesController)
+	got, err := harness.ShutdownLikeGameServerSet(harness.Ctx(t), ctrl, e.ns, "gs", "")
+	if err != nil {
+		t.Fatalf("the controller's Shutdown of an Allocating server failed: %v", err)
 	}
-	got, err := harness.SDKSetState(harness.Ctx(t), e.sdk.Dyn, e.ns, "gs", "Shutdown")
+	if harness.State(got) != "Allocating" {
+		t.Fatalf("the controller's Shutdown answered %s, want Allocating", harness.Describe(got))
+	}
+	if s := harness.State(e.cp.GetGameServer(t, e.ns, "gs")); s != "Allocating" {
+		t.Fatalf("stored state %q after the controller's Shutdown", s)
+	}
+	if len(warnings.All()) == 0 {
+		t.Error("no warning for the held Shutdown")
+	}
+	got, err = harness.SDKSetState(harness.Ctx(t), e.sdk.Dyn, e.ns, "gs", "Shutdown")
 	if err != nil {
 		t.Fatalf("SDK Shutdown of an Allocating server: %v", err)
 	}
@@ -340,10 +348,9 @@ func TestScenario07_ScaleDownProtection(t *testing.T) {
 	noOwnedAnnotations(t, got)
 	// A Ready (not Allocating) opted-in server is the controller's to shut down.
 	e.ready(t, "idle", true)
-	idle := e.cp.GetGameServer(t, e.ns, "idle")
-	_ = unstructured.SetNestedField(idle.Object, "Shutdown", "status", "state")
-	if _, err := ctrl.Update(harness.Ctx(t), idle, metav1.UpdateOptions{}); err != nil {
-		t.Fatalf("controller Shutdown of a Ready server: %v", err)
+	got, err = harness.ShutdownLikeGameServerSet(harness.Ctx(t), ctrl, e.ns, "idle", "")
+	if err != nil || harness.State(got) != "Shutdown" {
+		t.Fatalf("controller Shutdown of a Ready server: %v %s", err, harness.Describe(got))
 	}
 }
 
@@ -368,9 +375,9 @@ func TestScenario08_StockEnumFailsOpenWithWarning(t *testing.T) {
 	if !warnings.Contains("Allocating") {
 		t.Fatalf("no webhook warning about the CRD enum reached the client; warnings: %q", warnings.All())
 	}
-	// kubectl prints it too (SDK-style write on a second server).
+	// kubectl prints it too (a person's write on a second server).
 	e.ready(t, "gs2", true)
-	_, se, err := e.sdk.Kubectl("", "-n", e.ns, "patch", "gameserver/gs2", "--type=merge",
+	_, se, err := e.cp.Kubectl(harness.User, "", "-n", e.ns, "patch", "gameserver/gs2", "--type=merge",
 		"-p", `{"status":{"state":"Allocated"}}`)
 	if err != nil || !strings.Contains(se, "Warning:") || !strings.Contains(se, "Allocating") {
 		t.Fatalf("kubectl patch with the stock enum: err=%v stderr=%q", err, se)
