@@ -130,3 +130,20 @@ func confirmAs(t *testing.T, e env, dyn dynamic.Interface, name string) (string,
 	_, err = harness.SDKSetAnnotation(harness.Ctx(t), dyn, e.ns, name, "allocating-ready", id)
 	return id, err
 }
+
+// --sdk-service-account names the SDK's service account (Agones' Helm value
+// agones.serviceaccount.sdk.name): with it set to game-sdk, the namespace's game-sdk confirms and
+// its agones-sdk is just another identity.
+func TestDefect4_SDKServiceAccountFlag(t *testing.T) {
+	e := setup(t, "--sdk-service-account=game-sdk")
+	custom := e.cp.ServiceAccountSDK(t, e.ns, "game-sdk")
+	e.ready(t, "flagged", nil, harness.TimeoutKey, "20s")
+	got, _ := e.allocate(t, "flagged", harness.Allocation{})
+	_, err := harness.SDKSetAnnotation(harness.Ctx(t), e.sdk.Dyn, e.ns, "flagged", "allocating-ready",
+		harness.Annotation(got, harness.AllocationKey))
+	wantForbidden(t, "agones-sdk when --sdk-service-account=game-sdk", err, harness.SdkReadyKey, e.sdk.User)
+	if _, err := confirmAs(t, e, custom.Dyn, "flagged"); err != nil {
+		t.Fatalf("SetAnnotation as %s: %v", custom.User, err)
+	}
+	e.waitState(t, "flagged", "Allocated", 3*time.Second)
+}
