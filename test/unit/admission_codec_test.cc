@@ -52,9 +52,10 @@ TEST(Codec, EchoesUidAndApiVersion) {
 }
 
 TEST(Codec, DenialCarriesStatus) {
-  Obj n = Obj("gameserver-allocating").State("Shutdown");
+  // An untrusted write of the resolver's confirmation.
+  Obj n = Obj("gameserver-allocating").Ann("allocating.agones.dev/confirmed", "x");
   Response r = Call(Route::kValidateGameServers,
-                    Review(kV1, "UPDATE", kController, n.Json(), Obj("gameserver-allocating").Json()));
+                    Review(kV1, "UPDATE", kSdk, n.Json(), Obj("gameserver-allocating").Json()));
   EXPECT_FALSE(r.allowed);
   EXPECT_EQ(r.code, 403);
   EXPECT_EQ(r.status_reason, "Forbidden");

@@ -225,8 +225,12 @@ TEST(MutateRow3, UntrustedPromotionGoesBackEvenWithConfirmed) {
     Response first;
     Obj patched = MutateAndApply(kV1s, "UPDATE", user, n, Allocating(), {}, &first);
     EXPECT_EQ(patched.GetState(), "Allocating") << user;
+    // Back to Allocating, and the forged confirmation is neutralised (issue 9).
     EXPECT_EQ(first.patch,
-              "[{\"op\":\"replace\",\"path\":\"/status/state\",\"value\":\"Allocating\"}]");
+              "[{\"op\":\"replace\",\"path\":\"/status/state\",\"value\":\"Allocating\"},"
+              "{\"op\":\"remove\",\"path\":\"/metadata/annotations/"
+              "allocating.agones.dev~1confirmed\"}]");
+    EXPECT_EQ(patched.GetAnn(keys::kConfirmed), std::nullopt) << user;
     // The cycle's identity is kept.
     EXPECT_EQ(patched.GetAnn(keys::kSince), Allocating().GetAnn(keys::kSince));
   }

@@ -260,13 +260,12 @@ TEST(ValidateGameServer, OptInLabelStaysWhileAllocating) {
 
 // --- scale-down protection ---
 
-TEST(ValidateScaleDown, ControllerMayNotShutDownAllocating) {
+TEST(ValidateScaleDown, TheControllerIsNotDenied) {
+  // Scale-down protection is the mutating webhook's (it keeps the state Allocating): a denial
+  // here would abort the GameServerSet controller's pass (issue 9, see admission_agones_test).
   Obj n = Allocating().State("Shutdown");
   Response r = Validate("UPDATE", kController, n, Allocating());
-  EXPECT_FALSE(r.allowed);
-  EXPECT_EQ(r.code, 403);
-  EXPECT_NE(r.message.find("scale-down protection"), std::string::npos);
-  EXPECT_EQ(r.raw.reason, "scale-down protection");
+  EXPECT_TRUE(r.allowed) << r.message;
 }
 
 TEST(ValidateScaleDown, OthersMay) {
@@ -280,15 +279,6 @@ TEST(ValidateScaleDown, OthersMay) {
   Obj deleting = n;
   deleting.SetRaw("/metadata/deletionTimestamp", "\"2026-12-02T14:29:00Z\"");
   EXPECT_TRUE(Validate("UPDATE", kController, deleting, Allocating()).allowed);
-}
-
-TEST(ValidateScaleDown, ControllerIdentityComesFromPolicy) {
-  CallOptions opts;
-  opts.policy.agones_controller_users = {"system:serviceaccount:agones:custom"};
-  Obj n = Allocating().State("Shutdown");
-  EXPECT_TRUE(Validate("UPDATE", kController, n, Allocating(), opts).allowed);
-  EXPECT_FALSE(
-      Validate("UPDATE", "system:serviceaccount:agones:custom", n, Allocating(), opts).allowed);
 }
 
 TEST(ValidateGameServer, OtherOperationsAreAllowed) {

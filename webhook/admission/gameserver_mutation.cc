@@ -1,16 +1,23 @@
 // /mutate/gameservers: the Allocating gate (DESIGN.md section 3, rows 1-5).
 #include <fmt/format.h>
 
+#include <chrono>
+#include <string>
+#include <vector>
+
 #include "admission/decisions.h"
 #include "admission/gate_config.h"
+#include "admission/identity.h"
 #include "admission/json_patch.h"
 #include "admission/keys.h"
+#include "util/text.h"
 #include "util/time_format.h"
 
 namespace aw::admission {
 namespace {
 
 constexpr std::string_view kAnnotationsPath = "/metadata/annotations";
+constexpr std::string_view kLabelsPath = "/metadata/labels";
 
 std::string ObjectName(const ReviewRequest& req, const GameServerView& gs) {
   std::string_view ns = gs.meta.namespace_.empty() ? req.namespace_ : gs.meta.namespace_;
@@ -18,22 +25,43 @@ std::string ObjectName(const ReviewRequest& req, const GameServerView& gs) {
   return fmt::format("{}/{}", ns, name);
 }
 
-// Annotation edits that put an object entering Allocating (from any other state) into a clean
-// new cycle: a fresh since (unless the writer already supplied a new one), the allocation id,
-// and no confirmed/outcome left from an earlier cycle. Idempotent: the same oldObject and the
-// patched object yield no further edits, because the new since then differs from the old one.
-void EnterCycle(const GameServerView& o, const GameServerView& n, const std::string& now,
-                MapEdit* ann) {
+// The allocation id for a cycle that starts with `since`: agones.dev/last-allocated when this
+// update set it, else `since`.
+std::string AllocationId(const GameServerView& o, const GameServerView& n, std::string_view since) {
+  auto fresh = FreshLastAllocated(o, n);
+  return std::string(fresh ? *fresh : since);
+}
+
+// Annotation edits for an allocation (the allocator's or the SDK's write of state Allocated) that
+// the webhook turns into a new cycle: `since` is now, the allocation id follows from it, and
+// nothing from an earlier cycle or from the allocation's metadata survives. Reinvocation cannot
+// see this write again: after the patch the state is Allocating (the path below).
+void EnterCycleOnAllocation(const GameServerView& o, const GameServerView& n,
+                            const std::string& now, MapEdit* ann) {
+  ann->Set(keys::kSince, now);
+  ann->Set(keys::kAllocation, AllocationId(o, n, now));
+  ann->Remove(keys::kConfirmed);
+  ann->Remove(keys::kOutcome);
+}
+
+// Annotation edits for a direct write of state Allocating from another state (row 4), which is
+// also what the webhook sees when kube-apiserver reinvokes it on its own patched object: a new
+// `since` that is an RFC 3339 time is kept (so the decision is idempotent, whatever the clock
+// says on reinvocation; the validating webhook bounds how far it may be from now), a stale or
+// unreadable one is replaced; the allocation id always follows from `since`; confirmed/outcome
+// are dropped.
+void EnterCycleDirectly(const GameServerView& o, const GameServerView& n,
+                        const std::string& now, MapEdit* ann) {
   auto since_n = n.Annotation(keys::kSince);
   auto since_o = o.Annotation(keys::kSince);
-  bool stale = !since_n || (since_o && *since_o == *since_n);
-  auto fresh = FreshLastAllocated(o, n);
-  if (stale) {
-    ann->Set(keys::kSince, now);
-    ann->Set(keys::kAllocation, fresh ? *fresh : std::string_view(now));
-  } else if (!n.Annotation(keys::kAllocation)) {
-    ann->Set(keys::kAllocation, fresh ? *fresh : *since_n);
+  std::string since;
+  if (since_n && since_n != since_o && util::ParseRfc3339(*since_n)) {
+    since = std::string(*since_n);
+  } else {
+    since = now;
+    ann->Set(keys::kSince, since);
   }
+  ann->Set(keys::kAllocation, AllocationId(o, n, since));
   ann->Remove(keys::kConfirmed);
   ann->Remove(keys::kOutcome);
 }
@@ -54,6 +82,79 @@ void StayInCycle(const GameServerView& o, const GameServerView& n, const std::st
   }
 }
 
+// Reverts `key` to the old object's value when the writer changed it.
+void Revert(std::string_view key, const GameServerView& o, const GameServerView& n, MapEdit* ann) {
+  auto ov = o.Annotation(key);
+  if (ov == n.Annotation(key)) return;
+  if (ov) {
+    ann->Set(key, *ov);
+  } else {
+    ann->Remove(key);
+  }
+}
+
+// A write of state Allocated by an identity that is not trusted (the allocator merging an
+// allocation's metadata, or the SDK's Allocate()): the project-owned annotations, and the
+// readiness annotation unless the writer is the GameServer's own SDK, keep the old object's
+// values. The cycle edits that follow may then set since/allocation anew.
+void RevertForgedKeys(const GameServerView& o, const GameServerView& n, bool sdk_writer,
+                      MapEdit* ann) {
+  for (std::string_view k : OwnedAnnotationKeys()) Revert(k, o, n, ann);
+  if (!sdk_writer) Revert(keys::kSdkReady, o, n, ann);
+}
+
+// The keys whose value the writer changed and this decision overrides with another value: what
+// was forged (values the decision itself produces, e.g. on reinvocation, are not).
+std::vector<std::string> Overridden(const GameServerView& o, const GameServerView& n,
+                                    const MapEdit& ann) {
+  std::vector<std::string> out;
+  auto check = [&](std::string_view k) {
+    auto nv = n.Annotation(k);
+    if (nv != o.Annotation(k) && nv != ann.Get(k)) out.emplace_back(k);
+  };
+  for (std::string_view k : OwnedAnnotationKeys()) check(k);
+  check(keys::kSdkReady);
+  return out;
+}
+
+// A server that is (or stays) Allocating after this write keeps the opt-in label: the resolver
+// watches only opted-in servers, and the gate holds a server until it leaves the cycle, whatever
+// a later write (an allocation's metadata.labels included) does to the label.
+void KeepOptedIn(const GameServerView& n, MapEdit* labels, std::vector<std::string>* neutralised) {
+  if (n.OptedIn()) return;
+  labels->Set(keys::kEnabledLabel, "true");
+  neutralised->emplace_back(keys::kEnabledLabel);
+}
+
+// The AdmissionReview warnings for what was neutralised (annotations; the opt-in label).
+std::vector<std::string> NeutralisedWarnings(const std::string& name,
+                                             const std::vector<std::string>& ks,
+                                             std::string_view user) {
+  std::string list;
+  bool label = false;
+  for (const auto& k : ks) {
+    if (k == keys::kEnabledLabel) {
+      label = true;
+    } else {
+      list += (list.empty() ? "" : ", ") + k;
+    }
+  }
+  std::vector<std::string> out;
+  if (!list.empty()) {
+    out.push_back(fmt::format(
+        "allocating-webhook: GameServer {}: ignored {} (written only by the webhook, the resolver "
+        "and the game server's SDK; user \"{}\" may not set them)",
+        name, list, util::Clip(user, 200)));
+  }
+  if (label) {
+    out.push_back(fmt::format(
+        "allocating-webhook: GameServer {} is Allocating: the label {} stays \"true\" until it "
+        "leaves Allocating",
+        name, keys::kEnabledLabel));
+  }
+  return out;
+}
+
 std::string FailOpenWarning(const std::string& name) {
   return fmt::format(
       "allocating-webhook: the GameServer CRD does not accept state Allocating; {} became "
@@ -61,11 +162,27 @@ std::string FailOpenWarning(const std::string& name) {
       name);
 }
 
-Decision Finish(Decision d, const MapEdit& ann, std::optional<std::string_view> new_state) {
+// The edits of one decision: annotations, labels, and what was neutralised.
+struct Edits {
+  Edits(const GameServerView& n)
+      : ann(n.meta.annotations, std::string(kAnnotationsPath)),
+        labels(n.meta.labels, std::string(kLabelsPath)) {}
+  MapEdit ann;
+  MapEdit labels;
+  std::vector<std::string> neutralised;
+};
+
+Decision Finish(Decision d, const Edits& e, std::optional<std::string_view> new_state,
+                const GameServerView& o, const GameServerView& n, const std::string& name,
+                std::string_view user) {
   JsonPatch patch;
   if (new_state) patch.ReplaceString("/status/state", std::string(*new_state));
-  ann.AppendTo(&patch);
+  e.labels.AppendTo(&patch);
+  e.ann.AppendTo(&patch);
   if (!patch.empty()) d.patch = patch.ToJson();
+  d.neutralised = Overridden(o, n, e.ann);
+  for (const auto& k : e.neutralised) d.neutralised.push_back(k);
+  for (auto& w : NeutralisedWarnings(name, d.neutralised, user)) d.warnings.push_back(std::move(w));
   return d;
 }
 
@@ -102,13 +219,23 @@ Decision MutateGameServer(const ReviewRequest& req, const Context& ctx) {
   const std::string name = ObjectName(req, n);
   const std::string_view os = o.state;
   const std::string_view ns = n.state;
-  const bool trusted = ctx.policy.IsTrusted(std::string(req.username));
-  MapEdit ann(n.meta.annotations, std::string(kAnnotationsPath));
+  const std::string_view user = req.username;
+  const bool trusted = ctx.policy.IsTrusted(std::string(user));
+  const bool sdk_writer = IsSdkWriter(req, n, req.object, ctx.policy);
+  Edits e(n);
+  auto finish = [&](Decision d, std::optional<std::string_view> state) {
+    return Finish(std::move(d), e, state, o, n, name, user);
+  };
 
   if (ns == keys::kStateAllocated) {
+    // Whatever happens below, an untrusted write of Allocated (the allocator merging an
+    // allocation's metadata, the SDK's Allocate()) never sets the keys it does not own: they are
+    // reverted with a warning instead of denying the update, because a denied allocator update
+    // leaves the server unallocatable in Agones' allocation cache.
+    if (!trusted) RevertForgedKeys(o, n, sdk_writer, &e.ann);
     if (os == keys::kStateAllocated) {
       // Re-allocation (or any update) of a server that is already Allocated: it is playable.
-      return Decision::Allow("already Allocated");
+      return finish(Decision::Allow("already Allocated"), std::nullopt);
     }
     std::string why;
     if (os == keys::kStateAllocating) {
@@ -123,7 +250,7 @@ Decision MutateGameServer(const ReviewRequest& req, const Context& ctx) {
         return Decision::Allow("timeout resolution to Allocated by a trusted identity");
       }
       why = trusted ? fmt::format("{} does not equal {}", keys::kConfirmed, keys::kAllocation)
-                    : fmt::format("user \"{}\" is not trusted to promote", req.username);
+                    : fmt::format("user \"{}\" is not trusted to promote", user);
     } else {
       why = "new allocation";
     }
@@ -132,7 +259,7 @@ Decision MutateGameServer(const ReviewRequest& req, const Context& ctx) {
       Decision d = Decision::Allow("fail open: CRD does not accept Allocating (" + why + ")");
       d.fail_open = true;
       d.warnings.push_back(FailOpenWarning(name));
-      return d;
+      return finish(std::move(d), std::nullopt);
     }
     // Invalid configuration values fall back to defaults here; the validating webhook reports
     // them.
@@ -156,23 +283,43 @@ Decision MutateGameServer(const ReviewRequest& req, const Context& ctx) {
     }
     const std::string now = util::FormatRfc3339Nano(ctx.now);
     if (os == keys::kStateAllocating) {
-      StayInCycle(o, n, now, &ann);
+      StayInCycle(o, n, now, &e.ann);
     } else {
-      EnterCycle(o, n, now, &ann);
+      EnterCycleOnAllocation(o, n, now, &e.ann);
     }
-    Decision d = Decision::Allow("rewritten to Allocating: " + why);
-    return Finish(std::move(d), ann, keys::kStateAllocating);
+    KeepOptedIn(n, &e.labels, &e.neutralised);
+    return finish(Decision::Allow("rewritten to Allocating: " + why), keys::kStateAllocating);
+  }
+
+  // Scale-down protection: the Agones controller's Shutdown of a server that is being prepared
+  // for a match (GameServerSet scale-down, rolling update) is not applied, as Agones never shuts
+  // down an Allocated one; the update itself succeeds, so the controller's pass goes on. The game
+  // server (SDK) and the resolver may shut it down; a server being deleted is not held back; nor
+  // is one whose CRD no longer accepts Allocating (the write back would fail).
+  if (os == keys::kStateAllocating && ns == keys::kStateShutdown && !trusted &&
+      ctx.policy.IsAgonesController(std::string(user)) && !n.meta.deleting &&
+      ctx.crd_accepts_allocating) {
+    StayInCycle(o, n, util::FormatRfc3339Nano(ctx.now), &e.ann);
+    KeepOptedIn(n, &e.labels, &e.neutralised);
+    Decision d = Decision::Allow("scale-down protection: Shutdown by the Agones controller held");
+    d.shutdown_held = true;
+    d.warnings.push_back(fmt::format(
+        "allocating-webhook: GameServer {} is Allocating (being prepared for a match): the Agones "
+        "controller's Shutdown was not applied (scale-down protection); it stays Allocating until "
+        "it is resolved within its {}",
+        name, keys::kTimeout));
+    return finish(std::move(d), keys::kStateAllocating);
   }
 
   if (ns == keys::kStateAllocating) {
     // Row 4 (entering directly) or staying Allocating.
-    const std::string now = util::FormatRfc3339Nano(ctx.now);
     if (os == keys::kStateAllocating) {
-      StayInCycle(o, n, now, &ann);
+      StayInCycle(o, n, util::FormatRfc3339Nano(ctx.now), &e.ann);
     } else {
-      EnterCycle(o, n, now, &ann);
+      EnterCycleDirectly(o, n, util::FormatRfc3339Nano(ctx.now), &e.ann);
     }
-    return Finish(Decision::Allow("Allocating"), ann, std::nullopt);
+    KeepOptedIn(n, &e.labels, &e.neutralised);
+    return finish(Decision::Allow("Allocating"), std::nullopt);
   }
 
   // Row 5: leaving the cycle. Only the transition cleans up: what a trusted identity (the
@@ -183,9 +330,14 @@ Decision MutateGameServer(const ReviewRequest& req, const Context& ctx) {
     return Decision::Allow("outside the allocation cycle");
   }
   if (trusted) return Decision::Allow("trusted identity leaving the cycle");
-  for (std::string_view k : OwnedAnnotationKeys()) ann.Remove(k);
-  Decision d = Finish(Decision::Allow("outside the allocation cycle"), ann, std::nullopt);
-  if (!d.patch.empty()) d.reason = "left the allocation cycle: owned annotations removed";
+  for (std::string_view k : OwnedAnnotationKeys()) e.ann.Remove(k);
+  JsonPatch patch;
+  e.ann.AppendTo(&patch);
+  Decision d = Decision::Allow("outside the allocation cycle");
+  if (!patch.empty()) {
+    d.patch = patch.ToJson();
+    d.reason = "left the allocation cycle: owned annotations removed";
+  }
   return d;
 }
 

@@ -6,6 +6,7 @@
 
 #include "admission/decisions.h"
 #include "admission/gate_config.h"
+#include "admission/identity.h"
 #include "admission/keys.h"
 #include "util/text.h"
 #include "util/time_format.h"
@@ -177,6 +178,21 @@ Decision ValidateGameServer(const ReviewRequest& req, const Context& ctx) {
     }
   }
 
+  // The readiness annotation: only the GameServer's own SDK (or a trusted identity) says that the
+  // game server is ready; any other writer could otherwise promote a server that is not.
+  if (!trusted) {
+    auto rn = n.Annotation(keys::kSdkReady);
+    auto ro = o.Annotation(keys::kSdkReady);
+    if (rn && (create || rn != ro) && !IsSdkWriter(req, n, req.object, ctx.policy)) {
+      return Decision::Deny(
+          403, "Forbidden",
+          fmt::format("GameServer {}: {} is written only by the game server's SDK ({}) or a "
+                      "trusted identity; user \"{}\" may not {} it",
+                      name, keys::kSdkReady, SdkIdentityOf(req, n, req.object, ctx.policy),
+                      util::Clip(user, 200), create || !ro ? "set" : "change"));
+    }
+  }
+
   // The opt-in label may not be dropped while the server is held in Allocating: the resolver only
   // watches opted-in servers, so it would stay Allocating forever.
   if (update && !trusted && o.OptedIn() && !n.OptedIn() && o.state == keys::kStateAllocating &&
@@ -188,20 +204,9 @@ Decision ValidateGameServer(const ReviewRequest& req, const Context& ctx) {
                     name, keys::kEnabledLabel));
   }
 
-  // Scale-down protection: the Agones controller may not shut down a server that is being
-  // prepared for a match, as it never deletes an Allocated one. The game server (SDK) and the
-  // resolver may. A server already being deleted is not held back.
-  if (update && o.state == keys::kStateAllocating && n.state == keys::kStateShutdown &&
-      !trusted && ctx.policy.IsAgonesController(user) && !n.meta.deleting) {
-    Decision deny = Decision::Deny(
-        403, "Forbidden",
-        fmt::format("GameServer {} is Allocating (being prepared for a match): the Agones "
-                    "controller may not shut it down (scale-down protection, like an Allocated "
-                    "server); it is resolved within its {}",
-                    name, keys::kTimeout));
-    deny.reason = "scale-down protection";
-    return deny;
-  }
+  // Scale-down protection lives in the mutating webhook (it keeps the state Allocating and lets
+  // the Agones controller's update succeed): a denial here would abort the GameServerSet
+  // controller's pass and freeze Fleet status.
   return d;
 }
 

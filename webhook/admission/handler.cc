@@ -125,6 +125,8 @@ HandlerResult Handle(Route route, std::string_view body, const Context& ctx) {
                      : !d.patch.empty()    ? Outcome::kRewritten
                                            : Outcome::kAllowed;
     result.fail_open = d.fail_open;
+    result.neutralised = std::move(d.neutralised);
+    result.shutdown_held = d.shutdown_held;
     result.reason = std::move(d.reason);
     return result;
   } catch (const BadRequest& e) {

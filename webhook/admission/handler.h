@@ -52,6 +52,8 @@ struct HandlerResult {
   std::string body;
   Outcome outcome = Outcome::kError;
   bool fail_open = false;  // allowed unchanged only because the CRD does not accept Allocating
+  std::vector<std::string> neutralised;  // keys reverted instead of denying (Decision::neutralised)
+  bool shutdown_held = false;            // a controller Shutdown kept Allocating
   // For structured logs.
   std::string uid;
   std::string namespace_;

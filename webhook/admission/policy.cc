@@ -14,4 +14,19 @@ bool Policy::IsAgonesController(const std::string& user) const {
                                     user) != agones_controller_users.end();
 }
 
+std::string Policy::SdkIdentity(std::string_view namespace_,
+                                std::string_view pod_service_account) const {
+  std::string id = "system:serviceaccount:";
+  id.append(namespace_);
+  id.push_back(':');
+  id.append(pod_service_account.empty() ? std::string_view(sdk_service_account)
+                                        : pod_service_account);
+  return id;
+}
+
+bool Policy::IsSdkIdentity(std::string_view user, std::string_view namespace_,
+                           std::string_view pod_service_account) const {
+  return !user.empty() && !namespace_.empty() && user == SdkIdentity(namespace_, pod_service_account);
+}
+
 }  // namespace aw::admission

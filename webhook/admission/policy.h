@@ -5,6 +5,7 @@
 
 #include <chrono>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace aw::admission {
@@ -13,9 +14,14 @@ struct Policy {
   // Usernames (request.userInfo.username) allowed to promote Allocating -> Allocated and to
   // write the project-owned annotations. The resolver's service account belongs here.
   std::vector<std::string> trusted_users;
-  // Usernames of the Agones controller: denied Allocating -> Shutdown (scale-down protection).
+  // Usernames of the Agones controller: its Allocating -> Shutdown is not applied (scale-down
+  // protection: the mutating webhook keeps the server Allocating, the update succeeds).
   std::vector<std::string> agones_controller_users{
       "system:serviceaccount:agones-system:agones-controller"};
+  // The service account the Agones SDK sidecar runs as when a GameServer's pod template names
+  // none (Agones' Helm value agones.serviceaccount.sdk.name). The SDK identity of a GameServer in
+  // namespace NS is system:serviceaccount:NS:<its spec.template.spec.serviceAccountName, or this>.
+  std::string sdk_service_account = "agones-sdk";
 
   // Defaults and bounds for the per-GameServer configuration annotations.
   std::chrono::nanoseconds default_timeout = std::chrono::seconds(30);
@@ -27,6 +33,12 @@ struct Policy {
 
   bool IsTrusted(const std::string& user) const;
   bool IsAgonesController(const std::string& user) const;
+  // Whether `user` is the SDK identity of a GameServer in `namespace_` whose pod template names
+  // `pod_service_account` ("" when it names none).
+  bool IsSdkIdentity(std::string_view user, std::string_view namespace_,
+                     std::string_view pod_service_account) const;
+  // That identity's username.
+  std::string SdkIdentity(std::string_view namespace_, std::string_view pod_service_account) const;
 };
 
 }  // namespace aw::admission

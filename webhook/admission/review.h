@@ -60,6 +60,12 @@ struct Decision {
   std::vector<std::string> warnings;
   // For logs/metrics.
   bool fail_open = false;
+  // Keys (annotations, or the opt-in label) that the writer may not set and that this decision
+  // reverted instead of denying the update (forged keys in an allocation's metadata).
+  std::vector<std::string> neutralised;
+  // The Agones controller's Shutdown of an Allocating server was not applied (scale-down
+  // protection).
+  bool shutdown_held = false;
   std::string reason;
 
   static Decision Allow(std::string reason) {

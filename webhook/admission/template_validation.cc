@@ -109,6 +109,12 @@ Decision ValidateTemplateOwner(const ReviewRequest& req, const Context& ctx) {
                       key));
     }
   }
+  if (t.annotations.Get(keys::kSdkReady) && changed(keys::kSdkReady)) {
+    errors.push_back(fmt::format(
+        "{} is written only by each game server through the Agones SDK (SetAnnotation(\"{}\", "
+        "<allocation id>)); remove it from the template",
+        keys::kSdkReady, keys::kSdkReady.substr(std::string_view("agones.dev/sdk-").size())));
+  }
   for (auto& w : cfg.warnings) d.warnings.push_back(std::move(w));
   if (!errors.empty()) {
     std::string msg = fmt::format("{} {}: spec.template.metadata.annotations: ", kind, name);

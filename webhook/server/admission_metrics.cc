@@ -2,6 +2,8 @@
 
 #include <string>
 
+#include "admission/keys.h"
+
 namespace aw::server {
 
 const prometheus::Histogram::BucketBoundaries& AdmissionLatencyBuckets() {
@@ -32,7 +34,24 @@ AdmissionMetrics::AdmissionMetrics(prometheus::Registry& registry)
                      .Name("allocating_webhook_admission_in_flight")
                      .Help("Admission requests being handled right now")
                      .Register(registry)
-                     .Add({})) {
+                     .Add({})),
+      neutralised_(prometheus::BuildCounter()
+                       .Name("allocating_webhook_neutralised_keys_total")
+                       .Help("Keys that a writer may not set (project-owned annotations, the "
+                             "readiness annotation, the opt-in label of an Allocating server), "
+                             "reverted instead of denying the update")
+                       .Register(registry)),
+      shutdown_held_(prometheus::BuildCounter()
+                         .Name("allocating_webhook_shutdown_held_total")
+                         .Help("Shutdowns of an Allocating GameServer by the Agones controller "
+                               "that were not applied (scale-down protection)")
+                         .Register(registry)
+                         .Add({})) {
+  for (std::string_view key :
+       {keys::kSince, keys::kAllocation, keys::kConfirmed, keys::kOutcome, keys::kSdkReady,
+        keys::kEnabledLabel}) {
+    neutralised_series_.emplace(std::string(key), &neutralised_.Add({{"key", std::string(key)}}));
+  }
   const admission::Outcome outcomes[kOutcomes] = {
       admission::Outcome::kAllowed, admission::Outcome::kRewritten, admission::Outcome::kDenied,
       admission::Outcome::kError};
@@ -56,6 +75,13 @@ void AdmissionMetrics::Record(admission::Route route, admission::Outcome outcome
   request_series_[r][o]->Increment();
   duration_series_[r]->Observe(std::chrono::duration<double>(latency).count());
   if (fail_open) fail_open_series_[r]->Increment();
+}
+
+void AdmissionMetrics::Neutralised(std::string_view key) {
+  // Only the pre-created keys: the decision never reports others, and a label value per arbitrary
+  // key would let a writer grow the series set.
+  auto it = neutralised_series_.find(key);
+  if (it != neutralised_series_.end()) it->second->Increment();
 }
 
 void AdmissionMetrics::HttpError(int code) {

@@ -8,11 +8,18 @@
 //   allocating_webhook_admission_in_flight                       gauge
 //   allocating_webhook_fail_open_total{route}                    allowed only because the CRD lacks Allocating
 //   allocating_webhook_http_errors_total{code}                   non-200 answers on the admission port
+//   allocating_webhook_neutralised_keys_total{key}               keys a writer may not set, reverted
+//                                                                 instead of denying (forged keys in
+//                                                                 an allocation's metadata)
+//   allocating_webhook_shutdown_held_total                       Agones controller Shutdowns of an
+//                                                                 Allocating server not applied
 #pragma once
 
 #include <array>
 #include <chrono>
 #include <map>
+#include <string>
+#include <string_view>
 #include <mutex>
 
 #include <prometheus/counter.h>
@@ -32,6 +39,9 @@ class AdmissionMetrics {
   void Record(admission::Route route, admission::Outcome outcome, bool fail_open,
               std::chrono::nanoseconds latency);
   void HttpError(int code);
+  // One per key that a decision neutralised (Decision::neutralised).
+  void Neutralised(std::string_view key);
+  void ShutdownHeld() { shutdown_held_.Increment(); }
   prometheus::Gauge& in_flight() { return in_flight_; }
 
  private:
@@ -42,6 +52,9 @@ class AdmissionMetrics {
   prometheus::Family<prometheus::Counter>& fail_open_;
   prometheus::Family<prometheus::Counter>& http_errors_;
   prometheus::Gauge& in_flight_;
+  prometheus::Family<prometheus::Counter>& neutralised_;
+  prometheus::Counter& shutdown_held_;
+  std::map<std::string, prometheus::Counter*, std::less<>> neutralised_series_;  // pre-created
   std::array<std::array<prometheus::Counter*, kOutcomes>, kRoutes> request_series_{};
   std::array<prometheus::Histogram*, kRoutes> duration_series_{};
   std::array<prometheus::Counter*, kRoutes> fail_open_series_{};

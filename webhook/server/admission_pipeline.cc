@@ -113,10 +113,20 @@ HttpAnswer AdmissionPipeline::Serve(admission::Route route, std::string_view con
                      {"reason", result.reason},
                      {"latency_ms", Millis(latency)}};
   if (result.fail_open) fields.emplace_back("fail_open", "true");
+  for (const auto& k : result.neutralised) metrics_.Neutralised(k);
+  if (result.shutdown_held) {
+    metrics_.ShutdownHeld();
+    fields.emplace_back("scale_down_protection", "held");
+  }
+  if (!result.neutralised.empty()) {
+    std::string ks;
+    for (const auto& k : result.neutralised) ks += (ks.empty() ? "" : ",") + k;
+    fields.emplace_back("neutralised", ks);
+  }
   if (result.http_status != 200) {
     fields.emplace_back("status", std::to_string(result.http_status));
     log::warn("admission request malformed", fields);
-  } else if (result.fail_open) {
+  } else if (result.fail_open || !result.neutralised.empty() || result.shutdown_held) {
     log::warn("admission decision", fields);
   } else {
     log::info("admission decision", fields);

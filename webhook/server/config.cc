@@ -51,8 +51,13 @@ void RegisterPolicyFlags(flags::FlagSet& fs, admission::Policy* policy) {
                 "Allocating to Allocated and to write the project-owned annotations; list the "
                 "resolver's service account here");
   fs.StringList("agones-controller-users", &policy->agones_controller_users,
-                "Comma-separated usernames of the Agones controller (denied Allocating -> "
-                "Shutdown: scale-down protection)");
+                "Comma-separated usernames of the Agones controller (its Allocating -> Shutdown "
+                "is not applied: scale-down protection)");
+  fs.String("sdk-service-account", &policy->sdk_service_account,
+            "Service account of the Agones SDK sidecar when a GameServer's pod template names "
+            "none (Agones' Helm value agones.serviceaccount.sdk.name); only "
+            "system:serviceaccount:<the GameServer's namespace>:<it> (or the pod template's "
+            "serviceAccountName) and the trusted users may set agones.dev/sdk-allocating-ready");
   fs.Duration("default-timeout", &policy->default_timeout,
               "Allocating deadline when a GameServer has no allocating.agones.dev/timeout");
   fs.Duration("min-timeout", &policy->min_timeout,

@@ -1,0 +1,192 @@
+// WorkQueueState row by row with explicit time, and WorkQueue with real threads (no timing
+// assertions: only orderings and counts that hold on any machine).
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <set>
+#include <thread>
+#include <vector>
+
+#include "runtime/work_queue.h"
+#include "runtime/work_queue_state.h"
+
+namespace aw::runtime {
+namespace {
+
+using std::chrono::milliseconds;
+const Clock::time_point T0 = Clock::time_point() + std::chrono::hours(1);
+
+TEST(WorkQueueState, AddIsFifoAndDeduplicated) {
+  WorkQueueState q;
+  q.Add("a");
+  q.Add("b");
+  q.Add("a");
+  EXPECT_EQ(q.Ready(), 2u);
+  EXPECT_EQ(q.Pop(), "a");
+  EXPECT_EQ(q.Pop(), "b");
+  EXPECT_EQ(q.Pop(), std::nullopt);
+}
+
+TEST(WorkQueueState, OneItemInFlightPerKeyAndNoAddLost) {
+  WorkQueueState q;
+  q.Add("a");
+  ASSERT_EQ(q.Pop(), "a");
+  q.Add("a");  // while processing: dirty, not ready
+  EXPECT_EQ(q.Ready(), 0u);
+  EXPECT_EQ(q.Pop(), std::nullopt);
+  q.Add("a");  // still one re-queue
+  q.Done("a");
+  EXPECT_EQ(q.Ready(), 1u);
+  EXPECT_EQ(q.Pop(), "a");
+  q.Done("a");
+  EXPECT_EQ(q.Ready(), 0u);
+  EXPECT_EQ(q.Processing(), 0u);
+}
+
+TEST(WorkQueueState, DoneOfAKeyNotProcessingIsIgnored) {
+  WorkQueueState q;
+  q.Done("x");
+  q.Add("x");
+  q.Done("x");  // queued, not processing: stays queued once
+  EXPECT_EQ(q.Ready(), 1u);
+}
+
+TEST(WorkQueueState, AddAfterBecomesReadyAtItsDueTime) {
+  WorkQueueState q;
+  q.AddAfter("a", T0 + milliseconds(100));
+  q.AddAfter("b", T0 + milliseconds(50));
+  EXPECT_EQ(q.Delayed(), 2u);
+  EXPECT_EQ(q.NextDue(), T0 + milliseconds(50));
+  q.PromoteDue(T0 + milliseconds(49));
+  EXPECT_EQ(q.Pop(), std::nullopt);
+  q.PromoteDue(T0 + milliseconds(100));
+  EXPECT_EQ(q.Pop(), "b");
+  EXPECT_EQ(q.Pop(), "a");
+  EXPECT_EQ(q.NextDue(), std::nullopt);
+}
+
+TEST(WorkQueueState, EarlierDueTimeWinsAndAddSupersedes) {
+  WorkQueueState q;
+  q.AddAfter("a", T0 + milliseconds(100));
+  q.AddAfter("a", T0 + milliseconds(500));  // later: ignored
+  EXPECT_EQ(q.NextDue(), T0 + milliseconds(100));
+  q.AddAfter("a", T0 + milliseconds(10));  // earlier: replaces
+  EXPECT_EQ(q.NextDue(), T0 + milliseconds(10));
+  EXPECT_EQ(q.Delayed(), 1u);
+  q.Add("a");  // ready now; the delayed entry is gone
+  EXPECT_EQ(q.Delayed(), 0u);
+  EXPECT_EQ(q.Pop(), "a");
+  q.PromoteDue(T0 + milliseconds(1000));
+  EXPECT_EQ(q.Pop(), std::nullopt);
+}
+
+TEST(WorkQueueState, AddAfterOfAReadyKeyIsANoOp) {
+  WorkQueueState q;
+  q.Add("a");
+  q.AddAfter("a", T0);
+  EXPECT_EQ(q.Delayed(), 0u);
+  EXPECT_EQ(q.Ready(), 1u);
+}
+
+TEST(WorkQueueState, DelayedKeyDueWhileProcessingIsRequeuedByDone) {
+  WorkQueueState q;
+  q.Add("a");
+  ASSERT_EQ(q.Pop(), "a");
+  q.AddAfter("a", T0);
+  q.PromoteDue(T0);
+  EXPECT_EQ(q.Pop(), std::nullopt);
+  q.Done("a");
+  EXPECT_EQ(q.Pop(), "a");
+}
+
+TEST(WorkQueueState, RateLimitedBackoffDoublesPerKeyUntilForget) {
+  WorkQueueState q(RateLimit{milliseconds(100), milliseconds(1000)});
+  EXPECT_EQ(q.AddRateLimited("a", T0), milliseconds(100));
+  q.PromoteDue(T0 + milliseconds(100));
+  ASSERT_EQ(q.Pop(), "a");
+  q.Done("a");
+  EXPECT_EQ(q.AddRateLimited("a", T0), milliseconds(200));
+  q.PromoteDue(T0 + milliseconds(200));
+  ASSERT_EQ(q.Pop(), "a");
+  q.Done("a");
+  EXPECT_EQ(q.AddRateLimited("a", T0), milliseconds(400));
+  q.PromoteDue(T0 + milliseconds(400));
+  ASSERT_EQ(q.Pop(), "a");
+  q.Done("a");
+  EXPECT_EQ(q.AddRateLimited("a", T0), milliseconds(800));
+  q.PromoteDue(T0 + milliseconds(800));
+  ASSERT_EQ(q.Pop(), "a");
+  q.Done("a");
+  EXPECT_EQ(q.AddRateLimited("a", T0), milliseconds(1000));  // capped
+  EXPECT_EQ(q.Retries("a"), 5);
+  EXPECT_EQ(q.AddRateLimited("b", T0), milliseconds(100));  // per key
+  q.Forget("a");
+  EXPECT_EQ(q.Retries("a"), 0);
+}
+
+TEST(WorkQueueState, ShutDownStopsPopAndAdds) {
+  WorkQueueState q;
+  q.Add("a");
+  q.ShutDown();
+  EXPECT_EQ(q.Pop(), std::nullopt);
+  q.Add("b");
+  q.AddAfter("c", T0);
+  EXPECT_EQ(q.Delayed(), 0u);
+}
+
+TEST(WorkQueue, WorkersNeverProcessOneKeyTwiceAtOnce) {
+  WorkQueue q;
+  std::atomic<int> in_flight_a{0}, max_in_flight_a{0}, processed{0};
+  std::vector<std::jthread> workers;
+  for (int w = 0; w < 4; ++w) {
+    workers.emplace_back([&](std::stop_token stop) {
+      while (auto key = q.Get(stop)) {
+        if (*key == "a") {
+          int now = ++in_flight_a;
+          int prev = max_in_flight_a.load();
+          while (now > prev && !max_in_flight_a.compare_exchange_weak(prev, now)) {
+          }
+          std::this_thread::yield();
+          --in_flight_a;
+        }
+        ++processed;
+        q.Done(*key);
+      }
+    });
+  }
+  for (int i = 0; i < 2000; ++i) {
+    q.Add("a");
+    q.Add("k" + std::to_string(i % 50));
+  }
+  // Every add is either merged or processed; wait until the queue is idle.
+  while (q.Ready() > 0) std::this_thread::yield();
+  q.ShutDown();
+  workers.clear();  // joins
+  EXPECT_EQ(max_in_flight_a.load(), 1);
+  EXPECT_GE(processed.load(), 51);
+}
+
+TEST(WorkQueue, DelayedKeyWakesABlockedWorker) {
+  WorkQueue q;
+  std::optional<std::string> got;
+  std::jthread worker([&](std::stop_token stop) { got = q.Get(stop); });
+  q.AddAfter("later", std::chrono::milliseconds(20));
+  worker.join();
+  EXPECT_EQ(got, "later");
+}
+
+TEST(WorkQueue, StopTokenAndShutDownReleaseGet) {
+  WorkQueue q;
+  std::optional<std::string> got = "unset";
+  std::jthread worker([&](std::stop_token stop) { got = q.Get(stop); });
+  worker.request_stop();
+  worker.join();
+  EXPECT_EQ(got, std::nullopt);
+  std::jthread worker2([&](std::stop_token stop) { got = q.Get(stop); });
+  q.ShutDown();
+  worker2.join();
+  EXPECT_EQ(got, std::nullopt);
+}
+
+}  // namespace
+}  // namespace aw::runtime

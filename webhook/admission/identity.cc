@@ -1,0 +1,32 @@
+#include "admission/identity.h"
+
+namespace aw::admission {
+
+std::string_view PodServiceAccount(const Json* gameserver, const std::string& path) {
+  if (!gameserver || !gameserver->IsObject()) return {};
+  const Json* spec = OptObject(*gameserver, "spec", path);
+  if (!spec) return {};
+  const Json* tmpl = OptObject(*spec, "template", path + ".spec");
+  if (!tmpl) return {};
+  const Json* pod = OptObject(*tmpl, "spec", path + ".spec.template");
+  if (!pod) return {};
+  return OptString(*pod, "serviceAccountName", path + ".spec.template.spec").value_or("");
+}
+
+std::string_view GameServerNamespace(const ReviewRequest& req, const GameServerView& gs) {
+  return gs.meta.namespace_.empty() ? req.namespace_ : gs.meta.namespace_;
+}
+
+std::string SdkIdentityOf(const ReviewRequest& req, const GameServerView& gs, const Json* gs_json,
+                          const Policy& policy) {
+  return policy.SdkIdentity(GameServerNamespace(req, gs),
+                            PodServiceAccount(gs_json, "request.object"));
+}
+
+bool IsSdkWriter(const ReviewRequest& req, const GameServerView& gs, const Json* gs_json,
+                 const Policy& policy) {
+  return policy.IsSdkIdentity(req.username, GameServerNamespace(req, gs),
+                              PodServiceAccount(gs_json, "request.object"));
+}
+
+}  // namespace aw::admission
