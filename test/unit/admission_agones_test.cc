@@ -230,6 +230,62 @@ TEST(AgonesScaleDown, ControllerShutdownOfAllocatingIsHeld) {
   EXPECT_EQ(GetLabel(patched2, keys::kEnabledLabel), "true");
 }
 
+TEST(AgonesScaleDown, TheHeldShutdownIsRecordedAndAppliedWhenTheServerLeavesTheCycle) {
+  Obj held = MutateAndApply(kV1s, "UPDATE", kController, Allocating().State("Shutdown"),
+                            Allocating());
+  EXPECT_EQ(held.GetAnn(keys::kShutdownRequested), kNowStr);
+  // Held again (the controller's cache is in memory: a restarted one may ask again): unchanged.
+  Obj again = MutateAndApply(kV1s, "UPDATE", kController, Obj(held).State("Shutdown"), held);
+  EXPECT_EQ(again.GetAnn(keys::kShutdownRequested), kNowStr);
+  // Promoted by the resolver: the request stays while the server hosts its match.
+  Obj promoted = held;
+  promoted.State("Allocated")
+      .Ann(keys::kConfirmed, *held.GetAnn(keys::kAllocation))
+      .Ann(keys::kOutcome, "Confirmed");
+  Response p = Mutate(promoted, held, kResolver);
+  EXPECT_TRUE(p.allowed);
+  EXPECT_EQ(p.patch, "");
+  // The game server's Ready() after the match: shut down instead (the controller counts the
+  // server as deleted and would neither scale it down nor replace it).
+  for (auto state : {"RequestReady", "Ready", "Unhealthy", "Reserved", "Error"}) {
+    Response r;
+    Obj after = MutateAndApply(kV1s, "UPDATE", kSdk, Obj(promoted).State(state), promoted, {}, &r);
+    EXPECT_EQ(after.GetState(), "Shutdown") << state;
+    EXPECT_TRUE(r.raw.shutdown_deferred) << state;
+    EXPECT_TRUE(AnyContains(r.warnings, "applied now")) << state;
+    EXPECT_EQ(after.GetAnn(keys::kShutdownRequested), std::nullopt);
+    EXPECT_TRUE(Validate("UPDATE", kSdk, after, promoted).allowed) << state;
+  }
+  // The health controller's Unhealthy of the still-Allocating server: the same.
+  Obj unhealthy = MutateAndApply(kV1s, "UPDATE", kController, Obj(held).State("Unhealthy"), held);
+  EXPECT_EQ(unhealthy.GetState(), "Shutdown");
+  // Without a held request nothing changes.
+  EXPECT_EQ(MutateAndApply(kV1s, "UPDATE", kSdk, Promoted().State("RequestReady"), Promoted())
+                .GetState(),
+            "RequestReady");
+}
+
+TEST(AgonesScaleDown, OnlyTheHoldWritesTheShutdownRequest) {
+  Obj forged = Allocating().Ann(keys::kShutdownRequested, kNowStr);
+  // (The controller's identity may: that is what the hold produces on its behalf.)
+  for (auto user : {kStranger, kSdk}) {
+    Response r = Validate("UPDATE", user, forged, Allocating());
+    EXPECT_FALSE(r.allowed) << user;
+    EXPECT_NE(r.message.find(std::string(keys::kShutdownRequested)), std::string::npos);
+  }
+  EXPECT_TRUE(Validate("UPDATE", kResolver, forged, Allocating()).allowed);
+  // An allocation carrying it is neutralised, and a new cycle drops a stale one.
+  Obj n = AllocatorWrite().Ann(keys::kShutdownRequested, kNowStr);
+  Response first;
+  Obj patched = MutateAndApply(kV1s, "UPDATE", kAllocator, n, Ready(), {}, &first);
+  EXPECT_EQ(patched.GetAnn(keys::kShutdownRequested), std::nullopt);
+  EXPECT_TRUE(Has(first.raw.neutralised, keys::kShutdownRequested));
+  Obj stale = Ready().Ann(keys::kShutdownRequested, "2026-12-01T00:00:00Z");
+  Obj n2 = AllocatorWrite().Ann(keys::kShutdownRequested, "2026-12-01T00:00:00Z");
+  EXPECT_EQ(MutateAndApply(kV1s, "UPDATE", kAllocator, n2, stale).GetAnn(keys::kShutdownRequested),
+            std::nullopt);
+}
+
 TEST(AgonesScaleDown, OthersShutDownAtOnce) {
   Obj n = Allocating().State("Shutdown");
   for (auto user : {kSdk, kResolver, kStranger}) {

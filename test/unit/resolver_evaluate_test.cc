@@ -165,6 +165,20 @@ TEST(Evaluate, OnTimeoutActions) {
   }
 }
 
+TEST(Evaluate, HeldScaleDownTimesOutToShutdownNotUnhealthy) {
+  // The Agones controller asked to shut it down while Allocating: an Unhealthy server would never
+  // be replaced by it, so Unhealthy becomes Shutdown; the other actions stay.
+  GsSpec s = Allocating({{std::string(keys::kShutdownRequested), "2026-12-02T14:00:00Z"}});
+  for (auto [text, want] : {std::pair{"Allocated", admission::OnTimeout::kAllocated},
+                            std::pair{"Shutdown", admission::OnTimeout::kShutdown},
+                            std::pair{"Unhealthy", admission::OnTimeout::kShutdown}}) {
+    Evaluation ev = Evaluate(View(s), Config({{"allocating.agones.dev/on-timeout", text}}),
+                             nullptr, T0() + 31s, T0());
+    EXPECT_EQ(ev.verdict, Verdict::kTimeOut);
+    EXPECT_EQ(ev.action, want) << text;
+  }
+}
+
 TEST(Evaluate, ReadyWinsOverDeadline) {
   GsSpec s = Allocating({{kReady, util::FormatRfc3339Nano(T0())}});
   EXPECT_EQ(Evaluate(View(s), Config(), nullptr, T0() + 1h, T0()).verdict, Verdict::kPromote);

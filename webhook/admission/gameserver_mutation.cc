@@ -42,6 +42,7 @@ void EnterCycleOnAllocation(const GameServerView& o, const GameServerView& n,
   ann->Set(keys::kAllocation, AllocationId(o, n, now));
   ann->Remove(keys::kConfirmed);
   ann->Remove(keys::kOutcome);
+  ann->Remove(keys::kShutdownRequested);
 }
 
 // Annotation edits for a direct write of state Allocating from another state (row 4), which is
@@ -64,6 +65,7 @@ void EnterCycleDirectly(const GameServerView& o, const GameServerView& n,
   ann->Set(keys::kAllocation, AllocationId(o, n, since));
   ann->Remove(keys::kConfirmed);
   ann->Remove(keys::kOutcome);
+  ann->Remove(keys::kShutdownRequested);
 }
 
 // Edits for an object that stays Allocating: restore since/allocation if someone dropped them
@@ -190,7 +192,8 @@ Decision Finish(Decision d, const Edits& e, std::optional<std::string_view> new_
 
 const std::vector<std::string_view>& OwnedAnnotationKeys() {
   static const std::vector<std::string_view> k = {keys::kSince, keys::kAllocation,
-                                                  keys::kConfirmed, keys::kOutcome};
+                                                  keys::kConfirmed, keys::kOutcome,
+                                                  keys::kShutdownRequested};
   return k;
 }
 
@@ -296,18 +299,23 @@ Decision MutateGameServer(const ReviewRequest& req, const Context& ctx) {
   // down an Allocated one; the update itself succeeds, so the controller's pass goes on. The game
   // server (SDK) and the resolver may shut it down; a server being deleted is not held back; nor
   // is one whose CRD no longer accepts Allocating (the write back would fail).
+  // Only a Shutdown that keeps the cycle's `since` is held: every full UPDATE of the stored object
+  // does, while the webhook's own deferred Shutdown (below) removes it, so re-invoking the webhook
+  // on its own patch does not hold the server again.
   if (os == keys::kStateAllocating && ns == keys::kStateShutdown && !trusted &&
       ctx.policy.IsAgonesController(std::string(user)) && !n.meta.deleting &&
-      ctx.crd_accepts_allocating) {
-    StayInCycle(o, n, util::FormatRfc3339Nano(ctx.now), &e.ann);
+      ctx.crd_accepts_allocating && n.Annotation(keys::kSince)) {
+    const std::string now = util::FormatRfc3339Nano(ctx.now);
+    StayInCycle(o, n, now, &e.ann);
+    if (!o.Annotation(keys::kShutdownRequested)) e.ann.Set(keys::kShutdownRequested, now);
     KeepOptedIn(n, &e.labels, &e.neutralised);
     Decision d = Decision::Allow("scale-down protection: Shutdown by the Agones controller held");
     d.shutdown_held = true;
     d.warnings.push_back(fmt::format(
         "allocating-webhook: GameServer {} is Allocating (being prepared for a match): the Agones "
         "controller's Shutdown was not applied (scale-down protection); it stays Allocating until "
-        "it is resolved within its {}",
-        name, keys::kTimeout));
+        "it is resolved within its {}, and is shut down when it leaves the allocation cycle ({})",
+        name, keys::kTimeout, keys::kShutdownRequested));
     return finish(std::move(d), keys::kStateAllocating);
   }
 
@@ -329,14 +337,36 @@ Decision MutateGameServer(const ReviewRequest& req, const Context& ctx) {
   if (os != keys::kStateAllocating && os != keys::kStateAllocated) {
     return Decision::Allow("outside the allocation cycle");
   }
-  if (trusted) return Decision::Allow("trusted identity leaving the cycle");
-  for (std::string_view k : OwnedAnnotationKeys()) e.ann.Remove(k);
+  // Deferred scale-down: the Agones controller asked to shut this server down while it was
+  // Allocating, and from then on counts it as deleted (it never scales it down again, nor
+  // replaces it when it becomes Unhealthy). Whatever state it leaves the cycle for (the game
+  // server's Ready() after its match, Unhealthy, Reserved...), it is shut down now.
+  const bool deferred = (o.Annotation(keys::kShutdownRequested) ||
+                         n.Annotation(keys::kShutdownRequested)) &&
+                        ns != keys::kStateShutdown && !n.meta.deleting &&
+                        ctx.crd_accepts_allocating;
+  std::optional<std::string_view> new_state;
+  Decision d = Decision::Allow(trusted ? "trusted identity leaving the cycle"
+                                       : "outside the allocation cycle");
+  if (deferred) {
+    new_state = keys::kStateShutdown;
+    d.shutdown_deferred = true;
+    d.reason = fmt::format("deferred scale-down: {} -> Shutdown instead of {}", os,
+                           ns.empty() ? std::string_view("(no state)") : ns);
+    d.warnings.push_back(fmt::format(
+        "allocating-webhook: GameServer {} leaves the allocation cycle: the Agones controller's "
+        "Shutdown, held while it was Allocating ({}), is applied now instead of state \"{}\"",
+        name, keys::kShutdownRequested, util::Clip(ns, 60)));
+  }
+  if (!trusted) {
+    for (std::string_view k : OwnedAnnotationKeys()) e.ann.Remove(k);
+  }
   JsonPatch patch;
+  if (new_state) patch.ReplaceString("/status/state", std::string(*new_state));
   e.ann.AppendTo(&patch);
-  Decision d = Decision::Allow("outside the allocation cycle");
   if (!patch.empty()) {
     d.patch = patch.ToJson();
-    d.reason = "left the allocation cycle: owned annotations removed";
+    if (!deferred) d.reason = "left the allocation cycle: owned annotations removed";
   }
   return d;
 }

@@ -37,7 +37,8 @@ std::string Quoted(std::optional<std::string_view> v) {
 // Checks one owned annotation change by an untrusted identity against what the mutating
 // webhook's rewrite produces; returns an error message or "" when the change is allowed.
 std::string CheckOwnedChange(std::string_view key, const GameServerView& o,
-                             const GameServerView& n, const Context& ctx) {
+                             const GameServerView& n, std::string_view user,
+                             const Context& ctx) {
   auto ov = o.Annotation(key);
   auto nv = n.Annotation(key);
   const std::string_view os = o.state, ns = n.state;
@@ -47,8 +48,19 @@ std::string CheckOwnedChange(std::string_view key, const GameServerView& o,
   if (!nv) {
     // Removal: row 5 removes all owned keys; entering a new cycle drops confirmed/outcome.
     if (leaving) return "";
-    if (entering && (key == keys::kConfirmed || key == keys::kOutcome)) return "";
+    if (entering && (key == keys::kConfirmed || key == keys::kOutcome ||
+                     key == keys::kShutdownRequested)) {
+      return "";
+    }
     return fmt::format("{} may not be removed while the GameServer is {}", key, ns);
+  }
+  if (key == keys::kShutdownRequested) {
+    // Set only by the mutating webhook's scale-down protection, on the Agones controller's behalf.
+    if (!ov && os == keys::kStateAllocating && ns == keys::kStateAllocating &&
+        ctx.policy.IsAgonesController(std::string(user))) {
+      return "";
+    }
+    return fmt::format("{} is written only by the webhook (scale-down protection)", key);
   }
   if (key == keys::kConfirmed || key == keys::kOutcome) {
     return fmt::format("{} is written only by the resolver (a trusted identity)", key);
@@ -168,7 +180,7 @@ Decision ValidateGameServer(const ReviewRequest& req, const Context& ctx) {
           err = fmt::format("{} is written only by the webhook and the resolver; remove it", key);
         }
       } else if (o.Annotation(key) != n.Annotation(key)) {
-        err = CheckOwnedChange(key, o, n, ctx);
+        err = CheckOwnedChange(key, o, n, user, ctx);
       }
       if (!err.empty()) {
         return Decision::Deny(

@@ -127,6 +127,7 @@ HandlerResult Handle(Route route, std::string_view body, const Context& ctx) {
     result.fail_open = d.fail_open;
     result.neutralised = std::move(d.neutralised);
     result.shutdown_held = d.shutdown_held;
+    result.shutdown_deferred = d.shutdown_deferred;
     result.reason = std::move(d.reason);
     return result;
   } catch (const BadRequest& e) {

@@ -54,6 +54,7 @@ struct HandlerResult {
   bool fail_open = false;  // allowed unchanged only because the CRD does not accept Allocating
   std::vector<std::string> neutralised;  // keys reverted instead of denying (Decision::neutralised)
   bool shutdown_held = false;            // a controller Shutdown kept Allocating
+  bool shutdown_deferred = false;        // leaving the cycle became Shutdown (deferred scale-down)
   // For structured logs.
   std::string uid;
   std::string namespace_;

@@ -31,6 +31,10 @@ inline constexpr std::string_view kSince = "allocating.agones.dev/since";
 inline constexpr std::string_view kAllocation = "allocating.agones.dev/allocation";
 inline constexpr std::string_view kConfirmed = "allocating.agones.dev/confirmed";
 inline constexpr std::string_view kOutcome = "allocating.agones.dev/outcome";
+// Set by the webhook when it held back the Agones controller's Shutdown of an Allocating server
+// (scale-down protection): the RFC 3339 time of that request. The Shutdown is then applied when
+// the server leaves the allocation cycle (see DESIGN/README, scale-down protection).
+inline constexpr std::string_view kShutdownRequested = "allocating.agones.dev/shutdown-requested";
 
 // GameServer states that matter here.
 inline constexpr std::string_view kStateAllocating = "Allocating";

@@ -66,6 +66,8 @@ struct Decision {
   // The Agones controller's Shutdown of an Allocating server was not applied (scale-down
   // protection).
   bool shutdown_held = false;
+  // A server leaving the allocation cycle was moved to Shutdown instead (deferred scale-down).
+  bool shutdown_deferred = false;
   std::string reason;
 
   static Decision Allow(std::string reason) {

@@ -91,6 +91,12 @@ Evaluation Evaluate(const GameServerView& gs, const admission::GateConfig& confi
     return ev;
   }
   ev.action = config.on_timeout;
+  // The Agones controller asked to shut this server down while it was Allocating (scale-down
+  // protection held it): an Unhealthy server would never be replaced (the GameServerSet
+  // controller already counts it as deleted), so a timeout ends in Shutdown instead.
+  if (ev.action == admission::OnTimeout::kUnhealthy && gs.Annotation(keys::kShutdownRequested)) {
+    ev.action = admission::OnTimeout::kShutdown;
+  }
   TimePoint start = gs.since.value_or(first_seen);
   ev.deadline = start + std::chrono::duration_cast<Clock::duration>(config.timeout);
 

@@ -46,10 +46,16 @@ AdmissionMetrics::AdmissionMetrics(prometheus::Registry& registry)
                          .Help("Shutdowns of an Allocating GameServer by the Agones controller "
                                "that were not applied (scale-down protection)")
                          .Register(registry)
-                         .Add({})) {
+                         .Add({})),
+      shutdown_deferred_(prometheus::BuildCounter()
+                             .Name("allocating_webhook_shutdown_deferred_total")
+                             .Help("Held Shutdowns applied when the GameServer left the allocation "
+                                   "cycle (deferred scale-down)")
+                             .Register(registry)
+                             .Add({})) {
   for (std::string_view key :
-       {keys::kSince, keys::kAllocation, keys::kConfirmed, keys::kOutcome, keys::kSdkReady,
-        keys::kEnabledLabel}) {
+       {keys::kSince, keys::kAllocation, keys::kConfirmed, keys::kOutcome,
+        keys::kShutdownRequested, keys::kSdkReady, keys::kEnabledLabel}) {
     neutralised_series_.emplace(std::string(key), &neutralised_.Add({{"key", std::string(key)}}));
   }
   const admission::Outcome outcomes[kOutcomes] = {

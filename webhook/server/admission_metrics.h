@@ -13,6 +13,8 @@
 //                                                                 an allocation's metadata)
 //   allocating_webhook_shutdown_held_total                       Agones controller Shutdowns of an
 //                                                                 Allocating server not applied
+//   allocating_webhook_shutdown_deferred_total                   held Shutdowns applied when the
+//                                                                 server left the cycle
 #pragma once
 
 #include <array>
@@ -42,6 +44,7 @@ class AdmissionMetrics {
   // One per key that a decision neutralised (Decision::neutralised).
   void Neutralised(std::string_view key);
   void ShutdownHeld() { shutdown_held_.Increment(); }
+  void ShutdownDeferred() { shutdown_deferred_.Increment(); }
   prometheus::Gauge& in_flight() { return in_flight_; }
 
  private:
@@ -54,6 +57,7 @@ class AdmissionMetrics {
   prometheus::Gauge& in_flight_;
   prometheus::Family<prometheus::Counter>& neutralised_;
   prometheus::Counter& shutdown_held_;
+  prometheus::Counter& shutdown_deferred_;
   std::map<std::string, prometheus::Counter*, std::less<>> neutralised_series_;  // pre-created
   std::array<std::array<prometheus::Counter*, kOutcomes>, kRoutes> request_series_{};
   std::array<prometheus::Histogram*, kRoutes> duration_series_{};

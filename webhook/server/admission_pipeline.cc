@@ -118,6 +118,10 @@ HttpAnswer AdmissionPipeline::Serve(admission::Route route, std::string_view con
     metrics_.ShutdownHeld();
     fields.emplace_back("scale_down_protection", "held");
   }
+  if (result.shutdown_deferred) {
+    metrics_.ShutdownDeferred();
+    fields.emplace_back("scale_down_protection", "deferred shutdown applied");
+  }
   if (!result.neutralised.empty()) {
     std::string ks;
     for (const auto& k : result.neutralised) ks += (ks.empty() ? "" : ",") + k;
@@ -126,7 +130,8 @@ HttpAnswer AdmissionPipeline::Serve(admission::Route route, std::string_view con
   if (result.http_status != 200) {
     fields.emplace_back("status", std::to_string(result.http_status));
     log::warn("admission request malformed", fields);
-  } else if (result.fail_open || !result.neutralised.empty() || result.shutdown_held) {
+  } else if (result.fail_open || !result.neutralised.empty() || result.shutdown_held ||
+             result.shutdown_deferred) {
     log::warn("admission decision", fields);
   } else {
     log::info("admission decision", fields);

@@ -1,0 +1,204 @@
+// Manager: group order, readiness gating, reverse stop order, failures, leader-only runnables,
+// the stop deadline. Orders are checked, never durations.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <atomic>
+#include <condition_variable>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "runtime/manager.h"
+#include "util/status.h"
+
+namespace aw::runtime {
+namespace {
+
+using namespace std::chrono_literals;
+
+// Records start/stop events in order.
+struct Journal {
+  std::mutex mu;
+  std::vector<std::string> events;
+  void Add(std::string e) {
+    std::lock_guard l(mu);
+    events.push_back(std::move(e));
+  }
+  std::vector<std::string> Get() {
+    std::lock_guard l(mu);
+    return events;
+  }
+  size_t Index(const std::string& e) {
+    auto v = Get();
+    return static_cast<size_t>(std::find(v.begin(), v.end(), e) - v.begin());
+  }
+};
+
+// A runnable that becomes ready at once and stops when asked.
+std::unique_ptr<Runnable> Component(std::string name, Journal& j) {
+  return MakeRunnable(name, [name, &j](RunContext& ctx) {
+    j.Add("start " + name);
+    ctx.Ready();
+    std::mutex m;
+    std::condition_variable_any cv;
+    std::unique_lock l(m);
+    cv.wait(l, ctx.stop(), [] { return false; });
+    j.Add("stop " + name);
+    return Status::Ok();
+  });
+}
+
+void WaitFor(Journal& j, const std::string& e) {
+  while (j.Index(e) == j.Get().size()) std::this_thread::sleep_for(1ms);
+}
+
+TEST(Status, OkAndErrors) {
+  EXPECT_TRUE(Status().ok());
+  EXPECT_EQ(Status::Ok().ToString(), "OK");
+  Status e = Status::IOError("bind 0.0.0.0:8443: Address already in use");
+  EXPECT_FALSE(e.ok());
+  EXPECT_EQ(e.code(), Status::Code::kIOError);
+  EXPECT_EQ(e.ToString(), "I/O error: bind 0.0.0.0:8443: Address already in use");
+  EXPECT_EQ(e.Annotate("admission server").message(),
+            "admission server: bind 0.0.0.0:8443: Address already in use");
+  EXPECT_TRUE(Status::Ok().Annotate("x").ok());
+  EXPECT_EQ(Status::Conflict("a"), Status::Conflict("a"));
+  EXPECT_FALSE(Status::Conflict("a") == Status::NotFound("a"));
+}
+
+TEST(Manager, GroupsStartInOrderAndStopInReverse) {
+  Journal j;
+  Manager m({"servers", "caches", "controllers"}, 5s);
+  ASSERT_TRUE(m.Add(Component("controller", j), {"controllers"}).ok());
+  ASSERT_TRUE(m.Add(Component("http", j), {"servers"}).ok());
+  // A cache that is ready only after a while: the controllers wait for it.
+  ASSERT_TRUE(m.Add(MakeRunnable("cache",
+                                 [&j](RunContext& ctx) {
+                                   j.Add("start cache");
+                                   std::this_thread::sleep_for(20ms);
+                                   j.Add("cache synced");
+                                   ctx.Ready();
+                                   std::mutex mu;
+                                   std::condition_variable_any cv;
+                                   std::unique_lock l(mu);
+                                   cv.wait(l, ctx.stop(), [] { return false; });
+                                   j.Add("stop cache");
+                                   return Status::Ok();
+                                 }),
+                    {"caches"})
+                  .ok());
+  std::jthread runner;
+  Status result;
+  runner = std::jthread([&](std::stop_token st) { result = m.Run(st); });
+  WaitFor(j, "start controller");
+  runner.request_stop();
+  runner.join();
+  EXPECT_TRUE(result.ok()) << result.ToString();
+  EXPECT_LT(j.Index("start http"), j.Index("start cache"));
+  EXPECT_LT(j.Index("cache synced"), j.Index("start controller"));
+  EXPECT_LT(j.Index("stop controller"), j.Index("stop cache"));
+  EXPECT_LT(j.Index("stop cache"), j.Index("stop http"));
+}
+
+TEST(Manager, AFailureStopsEverythingAndIsReturned) {
+  Journal j;
+  Manager m({"servers", "controllers"}, 5s);
+  ASSERT_TRUE(m.Add(Component("http", j), {"servers"}).ok());
+  ASSERT_TRUE(m.Add(MakeRunnable("broken",
+                                 [](RunContext& ctx) {
+                                   ctx.Ready();
+                                   return Status::IOError("watch: connection refused");
+                                 }),
+                    {"controllers"})
+                  .ok());
+  Status result = m.Run(std::stop_token());
+  EXPECT_FALSE(result.ok());
+  EXPECT_NE(result.message().find("broken"), std::string::npos) << result.ToString();
+  EXPECT_NE(result.message().find("connection refused"), std::string::npos);
+  EXPECT_LT(j.Index("stop http"), j.Get().size());
+}
+
+TEST(Manager, ReturningWithoutBeingAskedIsAFailure) {
+  Manager m({"g"}, 5s);
+  ASSERT_TRUE(m.Add(MakeRunnable("quitter",
+                                 [](RunContext& ctx) {
+                                   ctx.Ready();
+                                   return Status::Ok();
+                                 }),
+                    {"g"})
+                  .ok());
+  Status result = m.Run(std::stop_token());
+  EXPECT_EQ(result.code(), Status::Code::kInternal);
+  EXPECT_NE(result.message().find("quitter"), std::string::npos);
+}
+
+TEST(Manager, LeaderRunnablesRunOnlyWhileLeading) {
+  Journal j;
+  Manager m({"servers"}, 5s);
+  ASSERT_TRUE(m.Add(Component("http", j), {"servers"}).ok());
+  ASSERT_TRUE(m.Add(Component("resolver", j), {"servers", true}).ok());
+  Status result;
+  std::jthread runner([&](std::stop_token st) { result = m.Run(st); });
+  WaitFor(j, "start http");
+  EXPECT_EQ(j.Index("start resolver"), j.Get().size());  // not leading: not started
+  m.SetLeader(true);
+  WaitFor(j, "start resolver");
+  m.SetLeader(false);  // waits for it to stop
+  EXPECT_LT(j.Index("stop resolver"), j.Get().size());
+  m.SetLeader(true);  // runs again
+  auto starts = [&j] {
+    auto ev = j.Get();
+    return std::count(ev.begin(), ev.end(), std::string("start resolver"));
+  };
+  while (starts() < 2) std::this_thread::sleep_for(1ms);
+  runner.request_stop();
+  runner.join();
+  EXPECT_TRUE(result.ok()) << result.ToString();
+  auto ev = j.Get();
+  // The leader runnable stops before the group it was added to.
+  EXPECT_EQ(ev.back(), "stop http");
+}
+
+TEST(Manager, LeadershipBeforeTheGroupsAreUpWaitsForThem) {
+  Journal j;
+  Manager m({"servers"}, 5s);
+  ASSERT_TRUE(m.Add(Component("http", j), {"servers"}).ok());
+  ASSERT_TRUE(m.Add(Component("resolver", j), {"servers", true}).ok());
+  m.SetLeader(true);
+  std::jthread runner([&](std::stop_token st) { (void)m.Run(st); });
+  WaitFor(j, "start resolver");
+  EXPECT_LT(j.Index("start http"), j.Index("start resolver"));
+}
+
+TEST(Manager, StopDeadlineNamesWhatIsStillRunning) {
+  std::atomic<bool> release{false};
+  Manager m({"g"}, 30ms);
+  ASSERT_TRUE(m.Add(MakeRunnable("stubborn",
+                                 [&release](RunContext& ctx) {
+                                   ctx.Ready();
+                                   while (!release.load()) std::this_thread::sleep_for(1ms);
+                                   return Status::Ok();
+                                 }),
+                    {"g"})
+                  .ok());
+  std::stop_source src;
+  Status result;
+  std::jthread runner([&] { result = m.Run(src.get_token()); });
+  std::this_thread::sleep_for(5ms);
+  src.request_stop();
+  runner.join();
+  EXPECT_EQ(result.code(), Status::Code::kDeadlineExceeded) << result.ToString();
+  EXPECT_NE(result.message().find("stubborn"), std::string::npos);
+  release = true;  // lets the destructor join
+}
+
+TEST(Manager, UnknownGroupAndLateAddAreRefused) {
+  Manager m({"g"}, 1s);
+  Status s = m.Add(MakeRunnable("x", [](RunContext&) { return Status::Ok(); }), {"nope"});
+  EXPECT_EQ(s.code(), Status::Code::kInvalidArgument);
+  EXPECT_NE(s.message().find("nope"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace aw::runtime

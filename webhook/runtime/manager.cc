@@ -1,0 +1,199 @@
+#include "runtime/manager.h"
+
+#include <algorithm>
+
+namespace aw::runtime {
+
+struct Manager::Slot {
+  std::unique_ptr<Runnable> runnable;
+  RunnableOptions options;
+  size_t group = 0;
+  std::string name;
+  std::jthread thread;
+  bool running = false;     // thread started and not yet finished
+  bool ready = false;
+  bool stop_asked = false;  // the manager asked it to stop
+  Status failure;           // non-OK when it failed
+};
+
+namespace {
+
+class FunctionRunnable final : public Runnable {
+ public:
+  FunctionRunnable(std::string name, std::function<Status(RunContext&)> run)
+      : name_(std::move(name)), run_(std::move(run)) {}
+  std::string Name() const override { return name_; }
+  Status Run(RunContext& ctx) override { return run_(ctx); }
+
+ private:
+  std::string name_;
+  std::function<Status(RunContext&)> run_;
+};
+
+}  // namespace
+
+std::unique_ptr<Runnable> MakeRunnable(std::string name, std::function<Status(RunContext&)> run) {
+  return std::make_unique<FunctionRunnable>(std::move(name), std::move(run));
+}
+
+void RunContext::Ready() { m_->MarkReady(slot_); }
+
+Manager::Manager(std::vector<std::string> groups, std::chrono::nanoseconds stop_deadline)
+    : groups_(std::move(groups)), stop_deadline_(stop_deadline) {}
+
+Manager::~Manager() {
+  // jthreads join here: a runnable that ignored its stop request blocks destruction (see header).
+  std::lock_guard lock(mu_);
+  for (auto& s : slots_) {
+    if (s->thread.joinable()) s->thread.request_stop();
+  }
+}
+
+Status Manager::Add(std::unique_ptr<Runnable> runnable, RunnableOptions options) {
+  auto it = std::find(groups_.begin(), groups_.end(), options.group);
+  if (it == groups_.end()) {
+    return Status::InvalidArgument("runnable " + runnable->Name() + ": unknown group \"" +
+                                   options.group + "\"");
+  }
+  std::lock_guard lock(mu_);
+  if (running_) return Status::InvalidArgument("runnable " + runnable->Name() + ": added after Run");
+  auto slot = std::make_unique<Slot>();
+  slot->group = static_cast<size_t>(it - groups_.begin());
+  slot->name = runnable->Name();
+  slot->runnable = std::move(runnable);
+  slot->options = std::move(options);
+  slots_.push_back(std::move(slot));
+  return Status::Ok();
+}
+
+void Manager::Start(size_t i) {
+  Slot& s = *slots_[i];
+  if (s.thread.joinable()) s.thread.join();  // a finished earlier run (leader runnables)
+  s.running = true;
+  s.ready = false;
+  s.stop_asked = false;
+  s.thread = std::jthread([this, i](std::stop_token stop) {
+    RunContext ctx(this, i, stop);
+    Status st = slots_[i]->runnable->Run(ctx);
+    std::lock_guard lock(mu_);
+    Slot& me = *slots_[i];
+    me.running = false;
+    if (!st.ok()) {
+      me.failure = st;
+    } else if (!me.stop_asked && !stop.stop_requested()) {
+      me.failure = Status::Internal("returned without being asked to stop");
+    }
+    cv_.notify_all();
+  });
+}
+
+void Manager::MarkReady(size_t i) {
+  std::lock_guard lock(mu_);
+  slots_[i]->ready = true;
+  cv_.notify_all();
+}
+
+bool Manager::GroupReady(size_t group) {
+  for (auto& s : slots_) {
+    if (s->group == group && !s->options.needs_leader && !s->ready) return false;
+  }
+  return true;
+}
+
+std::string Manager::FirstFailure() {
+  for (auto& s : slots_) {
+    if (!s->failure.ok()) return s->name + ": " + s->failure.ToString();
+  }
+  return "";
+}
+
+std::vector<std::string> Manager::StopAndWait(const std::vector<size_t>& slots,
+                                              std::chrono::steady_clock::time_point deadline,
+                                              std::unique_lock<std::mutex>& lock) {
+  for (size_t i : slots) {
+    if (slots_[i]->running) {
+      slots_[i]->stop_asked = true;
+      slots_[i]->thread.request_stop();
+    }
+  }
+  auto all_done = [&] {
+    return std::none_of(slots.begin(), slots.end(), [&](size_t i) { return slots_[i]->running; });
+  };
+  cv_.wait_until(lock, deadline, all_done);
+  std::vector<std::string> stuck;
+  for (size_t i : slots) {
+    if (slots_[i]->running) stuck.push_back(slots_[i]->name);
+  }
+  return stuck;
+}
+
+Status Manager::Run(std::stop_token stop) {
+  std::unique_lock lock(mu_);
+  if (running_) return Status::InvalidArgument("Manager::Run called twice");
+  running_ = true;
+  auto failed_or_stopped = [&] { return stop.stop_requested() || !FirstFailure().empty(); };
+
+  // Start the groups in order; each waits for the previous ones to be ready.
+  for (size_t g = 0; g < groups_.size() && !failed_or_stopped(); ++g) {
+    for (size_t i = 0; i < slots_.size(); ++i) {
+      if (slots_[i]->group == g && !slots_[i]->options.needs_leader) Start(i);
+    }
+    cv_.wait(lock, stop, [&] { return !FirstFailure().empty() || GroupReady(g); });
+  }
+  if (!failed_or_stopped()) {
+    groups_started_ = true;
+    if (leader_) {
+      for (size_t i = 0; i < slots_.size(); ++i) {
+        if (slots_[i]->options.needs_leader && !slots_[i]->running) Start(i);
+      }
+    }
+    cv_.wait(lock, stop, [&] { return !FirstFailure().empty(); });
+  }
+
+  // Stop: leader runnables, then the groups from last to first, under one deadline.
+  stopping_ = true;
+  const auto deadline = std::chrono::steady_clock::now() + stop_deadline_;
+  std::vector<std::string> stuck;
+  std::vector<size_t> leaders;
+  for (size_t i = 0; i < slots_.size(); ++i) {
+    if (slots_[i]->options.needs_leader) leaders.push_back(i);
+  }
+  auto s = StopAndWait(leaders, deadline, lock);
+  stuck.insert(stuck.end(), s.begin(), s.end());
+  for (size_t g = groups_.size(); g-- > 0;) {
+    std::vector<size_t> group;
+    for (size_t i = 0; i < slots_.size(); ++i) {
+      if (slots_[i]->group == g && !slots_[i]->options.needs_leader) group.push_back(i);
+    }
+    s = StopAndWait(group, deadline, lock);
+    stuck.insert(stuck.end(), s.begin(), s.end());
+  }
+  std::string failure = FirstFailure();
+  if (!failure.empty()) return Status::Internal(failure);
+  if (!stuck.empty()) {
+    std::string names;
+    for (const auto& n : stuck) names += (names.empty() ? "" : ", ") + n;
+    return Status::DeadlineExceeded("still running at the stop deadline: " + names);
+  }
+  return Status::Ok();
+}
+
+void Manager::SetLeader(bool leader) {
+  std::unique_lock lock(mu_);
+  if (leader_ == leader) return;
+  leader_ = leader;
+  std::vector<size_t> leaders;
+  for (size_t i = 0; i < slots_.size(); ++i) {
+    if (slots_[i]->options.needs_leader) leaders.push_back(i);
+  }
+  if (leader) {
+    if (!groups_started_ || stopping_) return;  // Run starts them once the groups are up
+    for (size_t i : leaders) {
+      if (!slots_[i]->running) Start(i);
+    }
+    return;
+  }
+  StopAndWait(leaders, std::chrono::steady_clock::now() + stop_deadline_, lock);
+}
+
+}  // namespace aw::runtime

@@ -1,0 +1,109 @@
+// Manager: runs the program's components ("runnables") in ordered groups and stops them in
+// reverse, in the style of controller-runtime's manager (pkg/manager/runnable_group.go).
+//
+// Promise:
+//   - Runnables are added before Run(), each to a group named at construction; groups start in
+//     that order, and a group starts only once every runnable of the groups before it has called
+//     RunContext::Ready() (a server listening, a cache synced).
+//   - A runnable added with needs_leader runs only while SetLeader(true) holds: it starts when
+//     leadership is gained (after the groups have started) and is stopped, and waited for, when
+//     SetLeader(false) is called or the manager stops; it may run again at the next leadership.
+//   - Run(stop) returns when `stop` is requested or a runnable fails: returns a non-OK Status, or
+//     returns at all without having been asked to stop. Then every running runnable is asked to
+//     stop through its std::stop_token: leader runnables first, then the groups last to first,
+//     each group waited for before the next, all within one deadline (`stop_deadline`).
+//   - Run's result: OK after a requested stop within the deadline; else the first failure
+//     ("<name>: <status>"); DeadlineExceeded naming the runnables still running at the deadline.
+//     In that last case their threads still run: exit the process (the destructor would wait).
+// Thread-safe: SetLeader may be called from any thread (typically the leader elector's).
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <stop_token>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "util/status.h"
+
+namespace aw::runtime {
+
+class Manager;
+
+// What a running runnable sees of the manager.
+class RunContext {
+ public:
+  std::stop_token stop() const { return stop_; }
+  // Reports that the runnable is up (idempotent); the next group waits for it.
+  void Ready();
+
+ private:
+  friend class Manager;
+  RunContext(Manager* m, size_t slot, std::stop_token stop) : m_(m), slot_(slot), stop_(stop) {}
+  Manager* m_;
+  size_t slot_;
+  std::stop_token stop_;
+};
+
+class Runnable {
+ public:
+  virtual ~Runnable() = default;
+  virtual std::string Name() const = 0;
+  // Runs until ctx.stop() is requested (then returns OK) or the component fails (then returns
+  // the error). Must call ctx.Ready() once it serves.
+  virtual Status Run(RunContext& ctx) = 0;
+};
+
+// A runnable from a function (for small components and tests).
+std::unique_ptr<Runnable> MakeRunnable(std::string name, std::function<Status(RunContext&)> run);
+
+struct RunnableOptions {
+  std::string group;
+  bool needs_leader = false;
+};
+
+class Manager {
+ public:
+  Manager(std::vector<std::string> groups, std::chrono::nanoseconds stop_deadline);
+  ~Manager();
+  Manager(const Manager&) = delete;
+  Manager& operator=(const Manager&) = delete;
+
+  // Before Run(). An unknown group is an InvalidArgument (the runnable is not added).
+  Status Add(std::unique_ptr<Runnable> runnable, RunnableOptions options);
+
+  Status Run(std::stop_token stop);
+
+  // Leadership gained (true) or lost (false). Losing it waits until the leader runnables have
+  // stopped (at most the stop deadline).
+  void SetLeader(bool leader);
+
+ private:
+  friend class RunContext;
+  struct Slot;
+
+  void Start(size_t i);                      // mu_ held
+  void MarkReady(size_t i);
+  bool GroupReady(size_t group);             // mu_ held
+  std::string FirstFailure();                // mu_ held: "" when none
+  // Asks the slots to stop and waits for them until `deadline`; names of those still running.
+  std::vector<std::string> StopAndWait(const std::vector<size_t>& slots,
+                                       std::chrono::steady_clock::time_point deadline,
+                                       std::unique_lock<std::mutex>& lock);
+
+  const std::vector<std::string> groups_;
+  const std::chrono::nanoseconds stop_deadline_;
+  std::mutex mu_;
+  std::condition_variable_any cv_;
+  std::vector<std::unique_ptr<Slot>> slots_;
+  bool running_ = false;        // Run() between start and stop
+  bool groups_started_ = false; // every group started and ready
+  bool stopping_ = false;
+  bool leader_ = false;
+};
+
+}  // namespace aw::runtime
