@@ -36,8 +36,9 @@ func warnedScaleDown(t *testing.T, w *harness.Warnings) {
 
 // Defect 3: the GameServerSet controller's scale-down/rolling-update write (a full UPDATE to
 // Shutdown as agones-controller) of an Allocating server succeeds, but the server stays Allocating
-// until it is resolved; then Agones' Shutdown goes through. The game server (SDK) and the resolver
-// shut it down at once; a server being deleted is not held.
+// until it is resolved. The controller then counts it as deleted for good (AGONES-NOTES.md), so the
+// held Shutdown is applied when the server leaves the cycle, and a timeout ends in Shutdown. The game
+// server (SDK) and the resolver shut it down at once; a server being deleted is not held.
 func TestDefect3_ScaleDownOfAnAllocatingServer(t *testing.T) {
 	e := setup(t)
 
@@ -52,10 +53,20 @@ func TestDefect3_ScaleDownOfAnAllocatingServer(t *testing.T) {
 		e.confirm(t, "sd-confirm")
 		gs := e.resolvedBy(t, "sd-confirm", 4*time.Second, slack)
 		mustState(t, "after the SDK confirmed", gs, "Allocated")
-		// (Agones never shuts an Allocated server down on scale-down.)
+		// Agones never shuts an Allocated server down, and its GameServerSet controller now counts
+		// this one as deleted (AGONES-NOTES.md): the held Shutdown is applied when the server leaves
+		// the cycle, e.g. the game server's Ready() (RequestReady) after its match.
+		if !harness.HasAnnotation(gs, harness.ShutdownRequestedKey) {
+			t.Errorf("the held Shutdown is not recorded (%s): %s", harness.ShutdownRequestedKey, harness.Describe(gs))
+		}
+		got, err := e.sdk.SetState(harness.Ctx(t), "sd-confirm", "RequestReady")
+		if err != nil {
+			t.Fatalf("SDK Ready() after the match: %v", err)
+		}
+		mustState(t, "SDK Ready() of a server whose scale-down was held", got, "Shutdown")
 	})
 
-	t.Run("held-then-timed-out-then-replaced", func(t *testing.T) {
+	t.Run("held-then-timed-out", func(t *testing.T) {
 		e.ready(t, "sd-timeout", nil, harness.TimeoutKey, "2s")
 		e.allocate(t, "sd-timeout", harness.Allocation{})
 		got, w := e.shutdownByController(t, "sd-timeout")
@@ -64,10 +75,26 @@ func TestDefect3_ScaleDownOfAnAllocatingServer(t *testing.T) {
 		since := sinceOf(t, e.get(t, "sd-timeout"))
 		e.stays(t, "sd-timeout", "Allocating", time.Until(since.Add(1500*time.Millisecond)))
 		gs := e.resolvedBy(t, "sd-timeout", 2*time.Second, slack)
-		mustState(t, "at the deadline", gs, "Unhealthy")
-		// Unhealthy: the GameServerSet controller replaces it (Shutdown), and that goes through.
-		got, _ = e.shutdownByController(t, "sd-timeout")
-		mustState(t, "controller's Shutdown of the Unhealthy server", got, "Shutdown")
+		// An Unhealthy server would never be replaced by the controller that counts it as deleted,
+		// so a held server times out to Shutdown (on-timeout Unhealthy, the default).
+		mustState(t, "at the deadline", gs, "Shutdown")
+		if harness.Annotation(gs, harness.OutcomeKey) != "TimedOut" {
+			t.Errorf("want outcome TimedOut: %s", harness.Describe(gs))
+		}
+	})
+
+	// A held server that the controller asks again (e.g. a later pass after a controller restart)
+	// still just stays Allocating: the request is recorded once.
+	t.Run("held-twice", func(t *testing.T) {
+		e.ready(t, "sd-twice", nil, harness.TimeoutKey, "20s")
+		e.allocate(t, "sd-twice", harness.Allocation{})
+		e.shutdownByController(t, "sd-twice")
+		first := harness.Annotation(e.get(t, "sd-twice"), harness.ShutdownRequestedKey)
+		got, _ := e.shutdownByController(t, "sd-twice")
+		mustState(t, "second Shutdown", got, "Allocating")
+		if second := harness.Annotation(got, harness.ShutdownRequestedKey); second != first || first == "" {
+			t.Errorf("%s changed from %q to %q", harness.ShutdownRequestedKey, first, second)
+		}
 	})
 
 	t.Run("sdk-and-resolver-shut-down-at-once", func(t *testing.T) {

@@ -28,6 +28,9 @@ const (
 	AllocationKey     = "allocating.agones.dev/allocation"
 	ConfirmedKey      = "allocating.agones.dev/confirmed"
 	OutcomeKey        = "allocating.agones.dev/outcome"
+	// ShutdownRequestedKey: the webhook recorded a held scale-down Shutdown (applied when the server
+	// leaves the allocation cycle).
+	ShutdownRequestedKey = "allocating.agones.dev/shutdown-requested"
 )
 
 // NewGameServer is a minimal valid GameServer (one UDP port "default", one container). optIn adds
