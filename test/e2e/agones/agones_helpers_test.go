@@ -5,14 +5,12 @@
 package agones
 
 import (
-	"context"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/agones-allocating-webhook/e2e/harness"
@@ -209,18 +207,6 @@ func sumMetric(exposition, name, labelSub string) float64 {
 	return sum
 }
 
-// update is a full UPDATE of the current object after change, as identity.
-func (e env) update(t *testing.T, identity, name string, change func(*unstructured.Unstructured)) (*unstructured.Unstructured, error) {
-	t.Helper()
-	c := e.cp.Dynamic(t, identity).Resource(harness.GameServerGVR).Namespace(e.ns)
-	cur, err := c.Get(harness.Ctx(t), name, metav1.GetOptions{})
-	if err != nil {
-		return nil, err
-	}
-	change(cur)
-	return c.Update(harness.Ctx(t), cur, metav1.UpdateOptions{})
-}
-
 func wantForbidden(t *testing.T, what string, err error, subs ...string) {
 	t.Helper()
 	if err == nil {
@@ -236,5 +222,3 @@ func wantForbidden(t *testing.T, what string, err error, subs ...string) {
 		}
 	}
 }
-
-var _ = context.Background
