@@ -1,16 +1,61 @@
 // libFuzzer target: any bytes on any admission route. Handle must answer 200 (a JSON
-// AdmissionReview echoing a uid) or 400, never crash, hang, leak or answer 500.
+// AdmissionReview echoing a uid) or 400, never crash, hang, leak or answer 500. Oracle for
+// duplicate keys: every body that parses as JSON is also checked by an independent SAX pass (a
+// std::set of names per open object); FindDuplicateKey must agree with it, and a body with a
+// duplicate key must get a 400 that says so.
 //
-// Build with clang:  cmake -S . -B build-fuzz -G Ninja -DAW_FUZZ=ON -DCMAKE_CXX_COMPILER=clang++
-//                    cmake --build build-fuzz --target admission_fuzz
-//                    build-fuzz/admission_fuzz -max_len=65536 test/fixtures/reviews
+// Build and run with clang (test/fuzz/run does all of this, see test/fuzz/README.md):
+//   CXX=clang++ cmake -S . -B build-fuzz -G Ninja -DAW_FUZZ=ON -DAW_BUILD_TESTS=OFF
+//   cmake --build build-fuzz --target admission_fuzz
+//   build-fuzz/admission_fuzz -max_len=65536 -dict=test/fuzz/admission.dict CORPUS_DIR
 // With another compiler AW_FUZZ builds the same target with a small driver (standalone_main.cc)
 // that replays files, e.g. a corpus or crash reproducers.
+#include <rapidjson/document.h>
+#include <rapidjson/reader.h>
+
 #include <cstdint>
 #include <cstdlib>
+#include <cstring>
+#include <optional>
+#include <set>
+#include <string>
 #include <string_view>
+#include <vector>
 
+#include "admission/duplicate_keys.h"
 #include "admission/handler.h"
+
+namespace {
+
+// SAX handler: true from Key() on when an open object already had that name.
+struct DuplicateOracle : rapidjson::BaseReaderHandler<rapidjson::UTF8<>, DuplicateOracle> {
+  std::vector<std::set<std::string>> open;
+  bool duplicate = false;
+  bool Default() { return true; }
+  bool StartObject() {
+    open.emplace_back();
+    return true;
+  }
+  bool Key(const char* s, rapidjson::SizeType n, bool) {
+    if (!open.back().emplace(s, n).second) duplicate = true;
+    return true;
+  }
+  bool EndObject(rapidjson::SizeType) {
+    open.pop_back();
+    return true;
+  }
+};
+
+// nullopt when `body` is not one JSON text; otherwise whether some object repeats a key.
+std::optional<bool> OracleHasDuplicate(std::string_view body) {
+  rapidjson::Reader reader;
+  rapidjson::MemoryStream ms(body.data(), body.size());
+  DuplicateOracle h;
+  if (!reader.Parse<rapidjson::kParseIterativeFlag>(ms, h)) return std::nullopt;
+  return h.duplicate;
+}
+
+}  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   static const aw::admission::Policy policy = [] {
@@ -28,5 +73,17 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   aw::admission::HandlerResult r = aw::admission::Handle(route, body, ctx);
   if (r.http_status != 200 && r.http_status != 400) std::abort();
   if (r.http_status == 200 && (r.body.empty() || r.body.front() != '{')) std::abort();
+
+  // Bodies with a NUL byte are refused before parsing, whatever their keys.
+  if (std::memchr(body.data(), '\0', body.size()) != nullptr) return 0;
+  std::optional<bool> dup = OracleHasDuplicate(body);
+  if (!dup) return 0;
+  rapidjson::Document doc;
+  doc.Parse<rapidjson::kParseIterativeFlag>(body.data(), body.size());
+  if (doc.HasParseError()) std::abort();  // the SAX pass accepted it
+  if (aw::admission::FindDuplicateKey(doc).has_value() != *dup) std::abort();
+  if (*dup && (r.http_status != 400 || r.body.find(": duplicate key \"") == std::string::npos)) {
+    std::abort();
+  }
   return 0;
 }

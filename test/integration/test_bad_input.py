@@ -4,6 +4,7 @@ import http.client
 import json
 import socket
 import ssl
+import time
 
 import pytest
 
@@ -175,3 +176,70 @@ def test_bad_input_is_counted(webhook):
     key = 'allocating_webhook_admission_requests_total{outcome="error",route="mutate_gameservers"}'
     assert after[key] - before.get(key, 0) == 2
     assert after['allocating_webhook_http_errors_total{code="415"}'] >= 1
+
+
+# --- duplicate JSON keys (kube-apiserver's decoder keeps the last, RapidJSON the first) -------------
+
+def _review_text(review):
+    return json.dumps(review, separators=(",", ":"))
+
+
+def _insert_after(text, marker, insert):
+    at = text.index(marker) + len(marker)
+    return text[:at] + insert + text[at:]
+
+
+def _duplicate_state(text):
+    marker = '"status":{'
+    first = text.index(marker)  # request.object comes before request.oldObject
+    return text[:first + len(marker)] + '"state":"Ready",' + text[first + len(marker):]
+
+
+def _duplicate_annotation(text):
+    return _insert_after(text, '"annotations":{', '"allocating.agones.dev/timeout":"5s",')
+
+
+def _duplicate_uid(text):
+    return _insert_after(text, '"request":{', '"uid":"other",')
+
+
+def _duplicate_in_nested_arrays(text):
+    return _insert_after(text, '"spec":{', '"extra":[[{"a":1}],[{"b":1},{"c":[{"d":1,"d":2}]}]],')
+
+
+@pytest.mark.parametrize("edit,message", [
+    (_duplicate_state, 'request.object.status: duplicate key "state"'),
+    (_duplicate_annotation,
+     'request.object.metadata.annotations: duplicate key "allocating.agones.dev/timeout"'),
+    (_duplicate_uid, 'request: duplicate key "uid"'),
+    (_duplicate_in_nested_arrays, 'request.object.spec.extra[1][1].c[0]: duplicate key "d"'),
+])
+def test_duplicate_keys_get_400_naming_path_and_key(webhook, edit, message):
+    review = load_review("v1-allocator-update.json")
+    assert review["request"]["object"]["status"]["state"] == "Allocated"
+    body = edit(_review_text(review))
+    for route in ("/mutate/gameservers", "/validate/gameservers", "/validate/fleets",
+                  "/validate/gameserversets", "/validate/gameserverallocations"):
+        status, headers, data = webhook.post(route, body)
+        assert_text_message(status, headers, data, 400)
+        assert message in data.decode(), (route, data)
+    still_serving(webhook)
+
+
+def test_hundred_thousand_distinct_keys_are_answered(webhook):
+    review = load_review("v1-allocator-update.json")
+    review["request"]["object"]["spec"]["big"] = {f"key-{i}": "v" for i in range(100_000)}
+    body = _review_text(review)
+    assert len(body) < 7 * MiB
+    start = time.monotonic()
+    status, _, data = webhook.post("/mutate/gameservers", body)
+    elapsed = time.monotonic() - start
+    assert status == 200, data[:200]
+    assert json.loads(data)["response"]["uid"] == review["request"]["uid"]
+    assert elapsed < 5, f"{elapsed:.2f}s for 100k keys"  # generous: a shared CI core
+    # The same object with one key repeated at its end.
+    dup = body.replace('"key-99999":"v"', '"key-99999":"v","key-12345":"w"', 1)
+    status, headers, data = webhook.post("/mutate/gameservers", dup)
+    assert_text_message(status, headers, data, 400)
+    assert 'request.object.spec.big: duplicate key "key-12345"' in data.decode()
+    still_serving(webhook)

@@ -194,6 +194,24 @@ TEST(Codec, WrongKindForRouteIsAllowedWithWarning) {
   EXPECT_NE(r.warnings[0].find("check the webhook configuration"), std::string::npos);
 }
 
+TEST(Codec, NestingDeeperThan512IsRefusedBeforeParsing) {
+  auto body = [](size_t depth) {
+    return "{\"kind\":\"AdmissionReview\",\"apiVersion\":\"admission.k8s.io/v1\","
+           "\"request\":{\"uid\":\"u\",\"operation\":\"UPDATE\",\"x\":" +
+           std::string(depth, '[') + std::string(depth, ']') + "}}";
+  };
+  // The envelope and request objects are two levels.
+  Response ok = Call(Route::kMutateGameServers, body(510));
+  EXPECT_EQ(ok.raw.http_status, 400);
+  EXPECT_EQ(ok.raw.reason.find("nests"), std::string::npos) << ok.raw.reason;
+  Response deep = Call(Route::kMutateGameServers, body(511));
+  EXPECT_EQ(deep.raw.http_status, 400);
+  EXPECT_NE(deep.raw.reason.find("deeper than 512 levels"), std::string::npos) << deep.raw.reason;
+  // Brackets inside strings (escaped quotes included) do not count.
+  std::string in_string = "{\"kind\":\"" + std::string(1000, '[') + "\\\"" + std::string(1000, '{') + "\"}";
+  EXPECT_EQ(Call(Route::kMutateGameServers, in_string).raw.reason.find("nests"), std::string::npos);
+}
+
 TEST(Codec, HostileInputNeverCrashes) {
   // Deep nesting (iterative parser: no stack exhaustion).
   std::string deep(200000, '[');

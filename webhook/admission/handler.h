@@ -5,8 +5,9 @@
 // Contract:
 //   - a well-formed AdmissionReview (admission.k8s.io/v1 or v1beta1) gets HTTP 200 and an
 //     AdmissionReview response in the request's apiVersion echoing request.uid;
-//   - a malformed body (bad JSON, not an AdmissionReview, missing request/uid/object, wrong JSON
-//     types) gets HTTP 400 with a plain-text message naming what is wrong;
+//   - a malformed body (bad JSON, a duplicate key in any object, not an AdmissionReview, missing
+//     request/uid/object, wrong JSON types) gets HTTP 400 with a plain-text message naming what
+//     is wrong;
 //   - never throws for any input; an unexpected internal failure yields HTTP 500.
 // HTTP-level checks (method, content type, body size, unknown paths) belong to the server.
 #pragma once

@@ -2,12 +2,14 @@
 
 #include <cstddef>
 #include <cstring>
+#include <optional>
 
 #include <fmt/format.h>
 #include <rapidjson/error/en.h>
 #include <rapidjson/stringbuffer.h>
 #include <rapidjson/writer.h>
 
+#include "admission/duplicate_keys.h"
 #include "util/base64.h"
 #include "util/text.h"
 
@@ -41,6 +43,39 @@ ReviewRequest::~ReviewRequest() {
   if (owns_arena_) tls_arena_in_use = false;
 }
 
+namespace {
+
+// Deeper nesting is refused before parsing: a 7 MiB body of "[[[[..." would otherwise become
+// millions of nested values (and as deep a walk for the duplicate-key check) for nothing. Go's
+// encoding/json stops at 10000; Kubernetes objects stay far below 100.
+constexpr size_t kMaxNestingDepth = 512;
+
+// The offset where the nesting of `[`/`{` outside strings first exceeds the limit, if it does.
+// Brackets are only counted, never matched: the parser reports malformed input afterwards.
+std::optional<size_t> TooDeep(std::string_view body) {
+  size_t depth = 0;
+  bool in_string = false;
+  for (size_t i = 0; i < body.size(); ++i) {
+    const char c = body[i];
+    if (in_string) {
+      if (c == '\\') {
+        ++i;  // the escaped character, whatever it is
+      } else if (c == '"') {
+        in_string = false;
+      }
+    } else if (c == '"') {
+      in_string = true;
+    } else if (c == '[' || c == '{') {
+      if (++depth > kMaxNestingDepth) return i;
+    } else if ((c == ']' || c == '}') && depth > 0) {
+      --depth;
+    }
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
 void ParseReview(std::string_view body, ReviewRequest* out) {
   rapidjson::Document& doc = out->doc;
   // In-situ parsing of a private copy (about twice as fast as copying every string); the
@@ -52,6 +87,12 @@ void ParseReview(std::string_view body, ReviewRequest* out) {
                                  static_cast<const char*>(std::memchr(body.data(), '\0', body.size())) -
                                      body.data()));
   }
+  if (auto at = TooDeep(body)) {
+    throw BadRequest(fmt::format(
+        "request body nests arrays/objects deeper than {} levels (at offset {}); Kubernetes "
+        "objects never do",
+        kMaxNestingDepth, *at));
+  }
   out->buffer.assign(body.data(), body.size());
   doc.ParseInsitu<rapidjson::kParseIterativeFlag>(out->buffer.data());
   if (doc.HasParseError()) {
@@ -59,6 +100,8 @@ void ParseReview(std::string_view body, ReviewRequest* out) {
                                  rapidjson::GetParseError_En(doc.GetParseError()),
                                  doc.GetErrorOffset()));
   }
+  // Anywhere in the document, before anything is read from it (see duplicate_keys.h).
+  if (auto dup = FindDuplicateKey(doc)) throw BadRequest(dup->Message());
   if (!doc.IsObject()) {
     throw BadRequest(
         fmt::format("request body is {}, expected an AdmissionReview object", JsonTypeName(doc)));

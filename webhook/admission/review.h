@@ -1,7 +1,8 @@
 // AdmissionReview codec (admission.k8s.io/v1 and v1beta1).
 //
 // Promise: ParseReview parses the body once into a rapidjson Document and exposes typed views of
-// the request; it throws BadRequest (-> HTTP 400) for invalid JSON, a non-object, a wrong
+// the request; it throws BadRequest (-> HTTP 400) for invalid JSON, a duplicate key in any object
+// of the document (`request.object.status: duplicate key "state"`), a non-object, a wrong
 // kind/apiVersion, a missing or non-object request, a missing or empty uid, and wrong JSON types
 // of the request fields it reads. Objects are checked by the route handlers, which know which of
 // object/oldObject the operation needs. BuildResponse serialises the answer in the request's

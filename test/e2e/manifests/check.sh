@@ -12,10 +12,14 @@
 # allocating-webhook: give them a control plane of their own.
 #
 # Checks:
-#   render        kubectl kustomize renders base, every overlay and the examples
+#   render        kubectl kustomize renders base, every overlay and the examples; the
+#                 network-policy component composed with the base (as manifests/README.md shows)
+#                 renders one NetworkPolicy selecting the Deployment's pods on its named ports
 #   dry-run       kubectl apply --dry-run=server of base, every overlay and the example Fleet
 #                 succeeds with no warning (cert-manager overlay: against minimal stub CRDs for
-#                 Issuer/Certificate, test/e2e/manifests/testdata, with strict field validation)
+#                 Issuer/Certificate, test/e2e/manifests/testdata, with strict field validation);
+#                 the network-policy component with a control-plane CIDR set is accepted, and
+#                 without it refused (its placeholder CIDR is invalid on purpose)
 #   pod-security  the Deployment's pod passes Pod Security "restricted" (a Pod built from the
 #                 template is admitted with no warning in an enforce=restricted namespace, and a
 #                 negative control without the securityContext is refused)
@@ -55,7 +59,7 @@ while (($#)); do
     --kubeconfig=*) KCFG="${1#*=}" ;;
     --only) ONLY="$2"; shift ;;
     --only=*) ONLY="${1#*=}" ;;
-    -h | --help) sed -n '2,48p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h | --help) sed -n '2,49p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "manifests check: unknown argument $1" >&2; exit 2 ;;
   esac
   shift
@@ -168,6 +172,82 @@ check_render() {
       kube_log "render failed: ${d#"$ROOT"/}: $(cat "$WORK/render.err")"; ok=1
     fi
   done
+  check_network_policy_render || ok=1
+  return $ok
+}
+
+# --- network-policy component ----------------------------------------------------------------
+
+NP_CIDR=10.11.12.0/28  # a control-plane range, as a user's overlay sets it
+
+# np_overlay DIR [CIDR]: writes DIR/kustomization.yaml, the base with components/network-policy
+# and, when CIDR is given, the control plane's range set the way manifests/README.md shows.
+np_overlay() {
+  local dir="$1" cidr="${2:-}" base comp
+  mkdir -p "$dir"
+  base=$(realpath --relative-to="$dir" "$ROOT/manifests/base")
+  comp=$(realpath --relative-to="$dir" "$ROOT/manifests/components/network-policy")
+  {
+    printf 'apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\n'
+    printf 'resources:\n  - %s\ncomponents:\n  - %s\n' "$base" "$comp"
+    if [[ -n "$cidr" ]]; then
+      printf 'patches:\n  - target: {kind: NetworkPolicy, name: allocating-webhook}\n'
+      printf '    patch: |-\n      - op: replace\n        path: /spec/ingress/0/from/0/ipBlock/cidr\n'
+      printf '        value: %s\n' "$cidr"
+    fi
+  } >"$dir/kustomization.yaml"
+}
+
+# The rendered NetworkPolicy must select the Deployment's pods, allow only Ingress, and name only
+# ports the container declares: https (admission, from the CIDR) and health (from Prometheus).
+check_network_policy_render() {
+  local ok=0 objs np deployment
+  np_overlay "$WORK/np" "$NP_CIDR"
+  if ! kc kustomize "$WORK/np" >"$WORK/np.yaml" 2>"$WORK/np.err"; then
+    kube_log "render failed: base + components/network-policy: $(cat "$WORK/np.err")"; return 1
+  fi
+  objs=$(kc create --dry-run=client -o json -f "$WORK/np.yaml" | jq -c 'if .kind == "List" then .items[] else . end')
+  np=$(jq -c 'select(.kind == "NetworkPolicy")' <<<"$objs")
+  deployment=$(jq -c 'select(.kind == "Deployment")' <<<"$objs")
+  assert_eq "NetworkPolicies rendered" 1 "$(jq -s length <<<"$np")" || return 1
+  assert_eq "NetworkPolicy namespace/name" allocating-system/allocating-webhook \
+    "$(jq -r '.metadata.namespace + "/" + .metadata.name' <<<"$np")" || ok=1
+  assert_eq "policyTypes" '["Ingress"]' "$(jq -c .spec.policyTypes <<<"$np")" || ok=1
+  # podSelector labels are a subset of the pod template's labels.
+  assert_eq "podSelector selects the Deployment's pods" true "$(jq -n --argjson np "$np" --argjson d "$deployment" \
+    '$np.spec.podSelector.matchLabels | to_entries | all(. as $e | $d.spec.template.metadata.labels[$e.key] == $e.value)')" || ok=1
+  assert_eq "ingress ports" 'https,health' "$(jq -r '[.spec.ingress[].ports[].port] | join(",")' <<<"$np")" || ok=1
+  assert_eq "ingress ports are the container's port names" true "$(jq -n --argjson np "$np" --argjson d "$deployment" \
+    '[$d.spec.template.spec.containers[].ports[].name] as $names | [$np.spec.ingress[].ports[].port] | all(. as $p | $names | index($p))')" || ok=1
+  assert_eq "admission port from the control-plane CIDR only" "[{\"ipBlock\":{\"cidr\":\"$NP_CIDR\"}}]" \
+    "$(jq -c '.spec.ingress[0].from' <<<"$np")" || ok=1
+  assert_eq "health port from Prometheus in monitoring" \
+    '[{"namespaceSelector":{"matchLabels":{"kubernetes.io/metadata.name":"monitoring"}},"podSelector":{"matchLabels":{"app.kubernetes.io/name":"prometheus"}}}]' \
+    "$(jq -c '.spec.ingress[1].from' <<<"$np")" || ok=1
+  # Without the user's CIDR it still renders (kustomize does not check values), with the placeholder.
+  np_overlay "$WORK/np-unset"
+  if kc kustomize "$WORK/np-unset" >"$WORK/np-unset.yaml" 2>"$WORK/np.err" &&
+    grep -q 'cidr: SET-THE-CONTROL-PLANE-CIDR' "$WORK/np-unset.yaml"; then
+    kube_log "ok: renders base + components/network-policy without a CIDR (placeholder kept)"
+  else
+    kube_log "render of base + components/network-policy without a CIDR: $(cat "$WORK/np.err")"; ok=1
+  fi
+  return $ok
+}
+
+# The component is accepted by kube-apiserver once the CIDR is set, and refused without it.
+check_network_policy_dry_run() {
+  local ok=0
+  np_overlay "$WORK/np" "$NP_CIDR"
+  dry_run_apply "$WORK/np" || ok=1
+  np_overlay "$WORK/np-unset"
+  if kc apply --dry-run=server -k "$WORK/np-unset" >/dev/null 2>"$WORK/np-unset.err"; then
+    kube_log "the network-policy component without a CIDR was accepted: the placeholder must be refused"; ok=1
+  elif grep -q 'ipBlock.cidr' "$WORK/np-unset.err"; then
+    kube_log "ok: without a CIDR the NetworkPolicy is refused ($(grep -m1 'ipBlock.cidr' "$WORK/np-unset.err" | head -c 160))"
+  else
+    kube_log "the network-policy component without a CIDR failed for another reason:"; cat "$WORK/np-unset.err" >&2; ok=1
+  fi
   return $ok
 }
 
@@ -202,6 +282,7 @@ check_dry_run() {
     dry_run_apply "$d" || ok=1
   done
   dry_run_apply "$ROOT/manifests/examples" || ok=1
+  check_network_policy_dry_run || ok=1
   # Both webhook configurations must carry the cert-manager annotation in that overlay.
   local n
   n=$(kc kustomize "$ROOT/manifests/overlays/cert-manager" |

@@ -1,0 +1,143 @@
+#include "admission/duplicate_keys.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cstring>
+#include <string_view>
+#include <vector>
+
+#include "util/text.h"
+
+namespace aw::admission {
+namespace {
+
+using rapidjson::SizeType;
+using rapidjson::Value;
+
+// Objects up to this many members are checked pairwise (no allocation, at most 120 comparisons,
+// most of them rejected on length); larger ones by sorting their names.
+constexpr SizeType kPairwiseMax = 16;
+constexpr size_t kMaxKeyBytes = 100;  // of a key quoted in a message
+
+std::string_view Name(const Value::ConstMemberIterator& it) {
+  return std::string_view(it->name.GetString(), it->name.GetStringLength());
+}
+
+// The repeated name of `obj`, or nullopt. `scratch` is reused between objects.
+std::optional<std::string_view> RepeatedName(const Value& obj,
+                                             std::vector<std::string_view>* scratch) {
+  const SizeType n = obj.MemberCount();
+  if (n < 2) return std::nullopt;
+  if (n <= kPairwiseMax) {
+    for (auto i = obj.MemberBegin() + 1; i != obj.MemberEnd(); ++i) {
+      const std::string_view a = Name(i);
+      for (auto j = obj.MemberBegin(); j != i; ++j) {
+        if (Name(j) == a) return a;
+      }
+    }
+    return std::nullopt;
+  }
+  scratch->clear();
+  for (auto it = obj.MemberBegin(); it != obj.MemberEnd(); ++it) scratch->push_back(Name(it));
+  std::sort(scratch->begin(), scratch->end());
+  auto dup = std::adjacent_find(scratch->begin(), scratch->end());
+  if (dup == scratch->end()) return std::nullopt;
+  return *dup;
+}
+
+bool IsIdentifier(std::string_view key) {
+  if (key.empty()) return false;
+  return std::all_of(key.begin(), key.end(), [](char c) {
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' ||
+           c == '-' || c == '$';
+  });
+}
+
+// `s` clipped and escaped so that it can be shown between double quotes.
+std::string Quote(std::string_view s) {
+  const std::string clipped = util::Clip(s, kMaxKeyBytes);
+  std::string out = "\"";
+  for (char c : clipped) {
+    const auto u = static_cast<unsigned char>(c);
+    if (c == '"' || c == '\\') {
+      out += '\\';
+      out += c;
+    } else if (u < 0x20 || u == 0x7f) {
+      out += fmt::format("\\u{:04x}", u);
+    } else {
+      out += c;
+    }
+  }
+  return out + "\"";
+}
+
+struct Frame {
+  const Value* value;
+  SizeType next;  // index of the next child to visit; the child on the path is next - 1
+};
+
+// The path of stack.back(): each frame after the first is child `next - 1` of the one before.
+std::string PathOf(const std::vector<Frame>& stack) {
+  std::string path = "body";
+  for (size_t i = 1; i < stack.size(); ++i) {
+    const Value& parent = *stack[i - 1].value;
+    const SizeType index = stack[i - 1].next - 1;
+    if (parent.IsArray()) {
+      path += fmt::format("[{}]", index);
+      continue;
+    }
+    const std::string_view key = Name(parent.MemberBegin() + index);
+    if (i == 1 && key == "request") {
+      path = "request";  // as in every other message: request.uid, request.object...
+    } else if (IsIdentifier(key)) {
+      path += '.';
+      path += key;
+    } else {
+      path += '[' + Quote(key) + ']';
+    }
+  }
+  return path;
+}
+
+}  // namespace
+
+std::string DuplicateKey::Message() const {
+  return fmt::format("{}: duplicate key {}", path, Quote(key));
+}
+
+std::optional<DuplicateKey> FindDuplicateKey(const Value& root) {
+  if (!root.IsObject() && !root.IsArray()) return std::nullopt;
+  std::vector<std::string_view> scratch;
+  std::vector<Frame> stack;
+  stack.push_back({&root, 0});
+  auto check = [&](const Value& v) -> std::optional<DuplicateKey> {
+    if (!v.IsObject()) return std::nullopt;
+    if (auto name = RepeatedName(v, &scratch)) {
+      return DuplicateKey{PathOf(stack), util::Clip(*name, kMaxKeyBytes)};
+    }
+    return std::nullopt;
+  };
+  if (auto d = check(root)) return d;
+  while (!stack.empty()) {
+    Frame& top = stack.back();
+    const Value& v = *top.value;
+    const Value* child = nullptr;
+    if (v.IsObject()) {
+      if (top.next < v.MemberCount()) child = &(v.MemberBegin() + top.next)->value;
+    } else if (top.next < v.Size()) {
+      child = &v[top.next];
+    }
+    if (!child) {
+      stack.pop_back();
+      continue;
+    }
+    ++top.next;  // before the push below invalidates `top`
+    if (!child->IsObject() && !child->IsArray()) continue;
+    stack.push_back({child, 0});
+    if (auto d = check(*child)) return d;
+  }
+  return std::nullopt;
+}
+
+}  // namespace aw::admission
