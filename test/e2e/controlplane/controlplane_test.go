@@ -12,6 +12,7 @@ import (
 
 	authv1 "k8s.io/api/authorization/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
 
 	"github.com/agones-allocating-webhook/e2e/harness"
 )
@@ -25,6 +26,7 @@ func TestIdentities(t *testing.T) {
 		harness.Resolver:         harness.ResolverUser,
 		harness.Resolver2:        harness.ResolverUser,
 		harness.AgonesController: harness.AgonesControllerUser,
+		harness.AgonesAllocator:  harness.AgonesAllocatorUser,
 		harness.AgonesSDK:        harness.AgonesSDKUser,
 		harness.User:             harness.AliceUser,
 	}
@@ -76,8 +78,64 @@ func TestResolverHasOnlyManifestRBAC(t *testing.T) {
 	if can(t, cp, harness.Resolver, crd) {
 		t.Error("resolver may patch other CRDs")
 	}
-	if !can(t, cp, harness.AgonesSDK, gs("patch")) || !can(t, cp, harness.AgonesController, gs("update")) {
+	if !can(t, cp, harness.AgonesSDK, gs("patch")) || !can(t, cp, harness.AgonesController, gs("update")) ||
+		!can(t, cp, harness.AgonesAllocator, gs("update")) {
 		t.Error("test identities lack their gameserver rights")
+	}
+}
+
+// The per-namespace SDK identity: a real service account with a TokenRequest token and exactly
+// Agones' SDK rights (list/watch/patch its namespace's gameservers; no get, no update, no other
+// namespace).
+func TestSDKIdentity(t *testing.T) {
+	cp := harness.Setup(t)
+	ns := cp.Namespace(t)
+	other := cp.Namespace(t)
+	sdk := cp.SDK(t, ns)
+	if sdk.User != "system:serviceaccount:"+ns+":agones-sdk" {
+		t.Fatalf("SDK user %q", sdk.User)
+	}
+	so, se, err := sdk.Kubectl("", "auth", "whoami", "-o", "jsonpath={.status.userInfo.username}")
+	if err != nil || so != sdk.User {
+		t.Fatalf("kubectl auth whoami as the SDK: %q %v %s", so, err, se)
+	}
+	cs := kubernetes.NewForConfigOrDie(sdk.Config)
+	allowed := func(verb, namespace string) bool {
+		r, err := cs.AuthorizationV1().SelfSubjectAccessReviews().Create(context.Background(), &authv1.SelfSubjectAccessReview{
+			Spec: authv1.SelfSubjectAccessReviewSpec{ResourceAttributes: &authv1.ResourceAttributes{
+				Group: "agones.dev", Resource: "gameservers", Verb: verb, Namespace: namespace}}}, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r.Status.Allowed
+	}
+	for _, verb := range []string{"list", "watch", "patch"} {
+		if !allowed(verb, ns) {
+			t.Errorf("the SDK may not %s gameservers in its namespace", verb)
+		}
+	}
+	for _, verb := range []string{"get", "update", "create", "delete"} {
+		if allowed(verb, ns) {
+			t.Errorf("the SDK may %s gameservers (Agones' SDK role does not allow it)", verb)
+		}
+	}
+	if allowed("patch", other) {
+		t.Error("the SDK may patch gameservers in another namespace")
+	}
+	cp.CreateReadyGameServer(t, ns, harness.NewGameServer("mine", false))
+	if _, err := sdk.SetAnnotation(harness.Ctx(t), "mine", "hello", "world"); err != nil {
+		t.Fatalf("SDK SetAnnotation: %v", err)
+	}
+	if got := harness.Annotation(cp.GetGameServer(t, ns, "mine"), "agones.dev/sdk-hello"); got != "world" {
+		t.Fatalf("agones.dev/sdk-hello = %q", got)
+	}
+	// Another service account (a pod template's serviceAccountName) gets its own identity.
+	own := cp.ServiceAccountSDK(t, ns, "game-sa")
+	if own.User != "system:serviceaccount:"+ns+":game-sa" {
+		t.Fatalf("user %q", own.User)
+	}
+	if _, err := own.SetLabel(harness.Ctx(t), "mine", "phase", "lobby"); err != nil {
+		t.Fatalf("SetLabel as game-sa: %v", err)
 	}
 }
 
@@ -110,12 +168,13 @@ func TestGameServerHasNoStatusSubresource(t *testing.T) {
 		t.Fatalf("state %q", harness.State(gs))
 	}
 	// A full UPDATE changes the state (no status subresource would reset it).
-	got, err := harness.SDKSetState(harness.Ctx(t), cp.Dynamic(t, harness.AgonesSDK), ns, "plain", "Allocated")
+	sdk := cp.SDK(t, ns).Dyn
+	got, err := harness.SDKSetState(harness.Ctx(t), sdk, ns, "plain", "Allocated")
 	if err != nil || harness.State(got) != "Allocated" {
 		t.Fatalf("SDK patch to Allocated: %v %s", err, harness.Describe(got))
 	}
 	// The closed enum refuses unknown states.
-	_, err = harness.SDKSetState(harness.Ctx(t), cp.Dynamic(t, harness.AgonesSDK), ns, "plain", "Allocating")
+	_, err = harness.SDKSetState(harness.Ctx(t), sdk, ns, "plain", "Allocating")
 	if err == nil || !strings.Contains(err.Error(), "Unsupported value") {
 		t.Fatalf("Allocating with the stock enum: err=%v, want a 422 Unsupported value", err)
 	}

@@ -207,7 +207,11 @@ func (cp *ControlPlane) TokenPath(identity string) string {
 // Kubectl runs the control plane's kubectl as identity with stdin (may be empty) and returns stdout,
 // stderr and the error (non-nil on a non-zero exit). It never fails the test by itself.
 func (cp *ControlPlane) Kubectl(identity, stdin string, args ...string) (string, string, error) {
-	full := append([]string{"--kubeconfig", cp.Kubeconfig, "--context", identity}, args...)
+	return cp.kubectlWith(cp.Kubeconfig, identity, stdin, args...)
+}
+
+func (cp *ControlPlane) kubectlWith(kubeconfig, context, stdin string, args ...string) (string, string, error) {
+	full := append([]string{"--kubeconfig", kubeconfig, "--context", context}, args...)
 	cmd := exec.Command(cp.KubectlPath, full...)
 	if stdin != "" {
 		cmd.Stdin = strings.NewReader(stdin)

@@ -2,7 +2,6 @@ package harness
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"strings"
 	"testing"
@@ -10,8 +9,6 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/dynamic"
 )
 
 // Contract keys used by the tests (webhook/admission/keys.h is the source of truth).
@@ -31,6 +28,9 @@ const (
 	AllocationKey     = "allocating.agones.dev/allocation"
 	ConfirmedKey      = "allocating.agones.dev/confirmed"
 	OutcomeKey        = "allocating.agones.dev/outcome"
+	// ShutdownRequestedKey: the webhook recorded a held scale-down Shutdown (applied when the server
+	// leaves the allocation cycle).
+	ShutdownRequestedKey = "allocating.agones.dev/shutdown-requested"
 )
 
 // NewGameServer is a minimal valid GameServer (one UDP port "default", one container). optIn adds
@@ -128,82 +128,6 @@ func (cp *ControlPlane) CreateReadyGameServer(t testing.TB, ns string, gs *unstr
 		t.Fatalf("GameServer %s/%s: state %q after the Ready update", ns, gs.GetName(), State(ready))
 	}
 	return ready
-}
-
-// AllocateLikeAgones does what the Agones allocator does to a GameServer: GET it, set
-// status.state=Allocated, merge the allocation's metadata labels/annotations, set
-// agones.dev/last-allocated to an RFC 3339 time with nanoseconds, then one full UPDATE (PUT). It
-// returns the object kube-apiserver answered with (what the allocator copies annotations from).
-func AllocateLikeAgones(ctx context.Context, dyn dynamic.Interface, ns, name string, labels, annotations map[string]string) (*unstructured.Unstructured, error) {
-	c := dyn.Resource(GameServerGVR).Namespace(ns)
-	gs, err := c.Get(ctx, name, metav1.GetOptions{})
-	if err != nil {
-		return nil, err
-	}
-	if err := unstructured.SetNestedField(gs.Object, "Allocated", "status", "state"); err != nil {
-		return nil, err
-	}
-	l := gs.GetLabels()
-	if l == nil {
-		l = map[string]string{}
-	}
-	for k, v := range labels {
-		l[k] = v
-	}
-	gs.SetLabels(l)
-	a := gs.GetAnnotations()
-	if a == nil {
-		a = map[string]string{}
-	}
-	for k, v := range annotations {
-		a[k] = v
-	}
-	a[LastAllocatedKey] = time.Now().UTC().Format(time.RFC3339Nano)
-	gs.SetAnnotations(a)
-	return c.Update(ctx, gs, metav1.UpdateOptions{})
-}
-
-// SDKPatch does what the Agones SDK sidecar does: a JSON patch whose first operation tests
-// /metadata/resourceVersion against the current object, followed by ops.
-func SDKPatch(ctx context.Context, dyn dynamic.Interface, ns, name string, ops ...map[string]interface{}) (*unstructured.Unstructured, error) {
-	c := dyn.Resource(GameServerGVR).Namespace(ns)
-	gs, err := c.Get(ctx, name, metav1.GetOptions{})
-	if err != nil {
-		return nil, err
-	}
-	all := append([]map[string]interface{}{
-		{"op": "test", "path": "/metadata/resourceVersion", "value": gs.GetResourceVersion()},
-	}, ops...)
-	body, err := json.Marshal(all)
-	if err != nil {
-		return nil, err
-	}
-	return c.Patch(ctx, name, types.JSONPatchType, body, metav1.PatchOptions{})
-}
-
-// SDKSetState is the SDK's Allocate()/Shutdown() write: test resourceVersion, replace /status/state.
-func SDKSetState(ctx context.Context, dyn dynamic.Interface, ns, name, state string) (*unstructured.Unstructured, error) {
-	return SDKPatch(ctx, dyn, ns, name, map[string]interface{}{"op": "replace", "path": "/status/state", "value": state})
-}
-
-// SDKSetAnnotation is the SDK's SetAnnotation(key, value): it writes agones.dev/sdk-<key>.
-func SDKSetAnnotation(ctx context.Context, dyn dynamic.Interface, ns, name, key, value string) (*unstructured.Unstructured, error) {
-	c := dyn.Resource(GameServerGVR).Namespace(ns)
-	gs, err := c.Get(ctx, name, metav1.GetOptions{})
-	if err != nil {
-		return nil, err
-	}
-	ops := []map[string]interface{}{
-		{"op": "test", "path": "/metadata/resourceVersion", "value": gs.GetResourceVersion()},
-	}
-	if gs.GetAnnotations() == nil {
-		ops = append(ops, map[string]interface{}{"op": "add", "path": "/metadata/annotations", "value": map[string]string{}})
-	}
-	ops = append(ops, map[string]interface{}{
-		"op": "add", "path": "/metadata/annotations/" + EscapeJSONPointer("agones.dev/sdk-"+key), "value": value,
-	})
-	body, _ := json.Marshal(ops)
-	return c.Patch(ctx, name, types.JSONPatchType, body, metav1.PatchOptions{})
 }
 
 // EscapeJSONPointer escapes one RFC 6901 reference token ("~" -> "~0", "/" -> "~1").

@@ -25,9 +25,10 @@ func TestMain(m *testing.M) { harness.Main(m) }
 const period = 250 * time.Millisecond
 
 type env struct {
-	cp *harness.ControlPlane
-	ns string
-	wh *harness.Webhook
+	cp  *harness.ControlPlane
+	ns  string
+	wh  *harness.Webhook
+	sdk *harness.SDK // the namespace's own SDK identity: every game-server write goes through it
 }
 
 // resolverArgs: the webhook with a kubeconfig as the resolver's service account, short leader
@@ -48,7 +49,8 @@ func setup(t *testing.T) env {
 	cp.AddAllocatingToEnum(t)
 	wh := cp.StartWebhook(t, harness.WebhookOptions{Name: "resolver", Args: resolverArgs(cp)})
 	cp.RegisterWebhooks(t, wh, harness.RegisterOptions{})
-	e := env{cp: cp, ns: cp.Namespace(t), wh: wh}
+	ns := cp.Namespace(t)
+	e := env{cp: cp, ns: ns, wh: wh, sdk: cp.SDK(t, ns)}
 	waitLeader(t, wh, 20*time.Second)
 	return e
 }
@@ -132,7 +134,7 @@ func (e env) allocate(t *testing.T, name string) *unstructured.Unstructured {
 // confirm is the game server's SetAnnotation("allocating-ready", <allocation id>).
 func (e env) confirm(t *testing.T, name string) string {
 	t.Helper()
-	id, err := standin.ConfirmReady(harness.Ctx(t), e.cp.Dynamic(t, harness.AgonesSDK), e.ns, name)
+	id, err := standin.ConfirmReady(harness.Ctx(t), e.sdk.Dyn, e.ns, name)
 	if err != nil {
 		t.Fatalf("confirm %s: %v", name, err)
 	}

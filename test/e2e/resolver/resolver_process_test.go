@@ -44,7 +44,10 @@ func TestGameStandinProcess(t *testing.T) {
 
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	cmd := exec.CommandContext(ctx, bin, "--kubeconfig", e.cp.Kubeconfig, "--context", harness.AgonesSDK,
+	// The game server writes as its namespace's agones-sdk service account; its Ready status (address,
+	// ports) is written as Agones' controller would.
+	cmd := exec.CommandContext(ctx, bin, "--kubeconfig", e.sdk.Kubeconfig, "--context", "sdk",
+		"--status-context", harness.AgonesController,
 		"--namespace", e.ns, "--name", "proc", "--load-time", "1s", "--set-status")
 	cmd.Stderr = os.Stderr
 	stdout, err := cmd.StdoutPipe()

@@ -8,6 +8,9 @@ import (
 	"testing"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
 	"github.com/agones-allocating-webhook/e2e/harness"
 	"github.com/agones-allocating-webhook/e2e/standin"
 )
@@ -113,10 +116,16 @@ func TestResolverIgnoresStaleReadiness(t *testing.T) {
 	e.allocate(t, "reused")
 	first := e.confirm(t, "reused")
 	e.waitState(t, "reused", "Allocated", 10*time.Second)
-	// The match ends; the game server goes back to Ready (SDK Ready()), keeping its annotation
-	// (the SDK cannot delete annotations).
-	if _, err := harness.SDKSetState(harness.Ctx(t), e.cp.Dynamic(t, harness.AgonesSDK), e.ns, "reused", "Ready"); err != nil {
-		t.Fatalf("back to Ready: %v", err)
+	// The match ends; the game server goes back to Ready, keeping its annotation (the SDK cannot
+	// delete annotations): SDK Ready() writes RequestReady, then Agones' controller writes Ready.
+	if _, err := e.sdk.SetState(harness.Ctx(t), "reused", "RequestReady"); err != nil {
+		t.Fatalf("SDK Ready(): %v", err)
+	}
+	cur := e.get(t, "reused")
+	_ = unstructured.SetNestedField(cur.Object, "Ready", "status", "state")
+	if _, err := e.cp.Dynamic(t, harness.AgonesController).Resource(harness.GameServerGVR).Namespace(e.ns).
+		Update(harness.Ctx(t), cur, metav1.UpdateOptions{}); err != nil {
+		t.Fatalf("controller RequestReady -> Ready: %v", err)
 	}
 	e.waitState(t, "reused", "Ready", 5*time.Second)
 	time.Sleep(5 * time.Millisecond) // a distinct last-allocated timestamp
@@ -208,7 +217,7 @@ func TestMatchmakerKubectlWait(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	// The game server: plays the SDK side, loads for 1.5s after entering Allocating.
-	go s.Play(ctx, e.cp.Dynamic(t, harness.AgonesSDK), e.ns, "mm", 1500*time.Millisecond, t.Logf)
+	go s.Play(ctx, e.sdk.Dyn, e.ns, "mm", 1500*time.Millisecond, t.Logf)
 	time.Sleep(300 * time.Millisecond) // the stand-in's watch is established
 
 	gs := e.allocate(t, "mm")

@@ -28,6 +28,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/rest"
 
 	"github.com/agones-allocating-webhook/e2e/harness"
 	"github.com/agones-allocating-webhook/e2e/standin"
@@ -78,7 +79,13 @@ func TestResolverBurst(t *testing.T) {
 
 	admin := fastDynamic(t, cp, harness.Admin)
 	allocator := fastDynamic(t, cp, harness.AgonesController)
-	sdk := fastDynamic(t, cp, harness.AgonesSDK)
+	// The game servers' own SDK identity (namespace service account agones-sdk), with a high QPS.
+	sdkCfg := rest.CopyConfig(cp.SDK(t, ns).Config)
+	sdkCfg.QPS, sdkCfg.Burst = 5000, 5000
+	sdk, err := dynamic.NewForConfig(sdkCfg)
+	if err != nil {
+		t.Fatal(err)
+	}
 	gsc := admin.Resource(harness.GameServerGVR).Namespace(ns)
 
 	// One HTTP listener for every stand-in: /ready/<name> answers 200 once that server loaded.
@@ -189,7 +196,8 @@ func TestResolverBurst(t *testing.T) {
 	t1 := time.Now()
 	var wg sync.WaitGroup
 	parallel(64, servers, func(s *server) error {
-		got, err := harness.AllocateLikeAgones(ctx, allocator, ns, s.name, nil, nil)
+		// No allocator Event: the burst's API load stays what it was calibrated with.
+		got, err := harness.AllocateLikeAgonesWith(ctx, allocator, ns, s.name, harness.Allocation{NoEvent: true})
 		if err != nil {
 			return err
 		}

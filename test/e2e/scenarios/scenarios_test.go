@@ -15,6 +15,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/dynamic"
 
 	"github.com/agones-allocating-webhook/e2e/harness"
 )
@@ -22,9 +23,10 @@ import (
 func TestMain(m *testing.M) { harness.Main(m) }
 
 type env struct {
-	cp *harness.ControlPlane
-	ns string
-	wh *harness.Webhook
+	cp  *harness.ControlPlane
+	ns  string
+	wh  *harness.Webhook
+	sdk *harness.SDK // the namespace's own SDK identity (service account agones-sdk)
 }
 
 // gate: the GameServer CRD accepts Allocating, one webhook runs and is registered (manifests'
@@ -35,7 +37,8 @@ func gate(t *testing.T, reg harness.RegisterOptions) env {
 	cp.AddAllocatingToEnum(t)
 	wh := cp.StartWebhook(t, harness.WebhookOptions{Args: []string{"--crd-accepts-allocating=true"}})
 	cp.RegisterWebhooks(t, wh, reg)
-	return env{cp: cp, ns: cp.Namespace(t), wh: wh}
+	ns := cp.Namespace(t)
+	return env{cp: cp, ns: ns, wh: wh, sdk: cp.SDK(t, ns)}
 }
 
 func (e env) ready(t *testing.T, name string, optIn bool, annotations ...string) *unstructured.Unstructured {
@@ -117,7 +120,7 @@ func TestScenario01_NotOptedInIsNeverTouched(t *testing.T) {
 		t.Fatalf("want Allocated, got %s", harness.Describe(got))
 	}
 	noOwnedAnnotations(t, got)
-	if _, err := harness.SDKSetState(harness.Ctx(t), e.cp.Dynamic(t, harness.AgonesSDK), e.ns, "plain", "Shutdown"); err != nil {
+	if _, err := harness.SDKSetState(harness.Ctx(t), e.sdk.Dyn, e.ns, "plain", "Shutdown"); err != nil {
 		t.Fatalf("SDK shutdown: %v", err)
 	}
 	if after := requestsTotal(t, e.wh); after != before {
@@ -164,10 +167,12 @@ func TestScenario02_AllocatorUpdateBecomesAllocating(t *testing.T) {
 }
 
 // 3. An SDK-style JSON patch (test of resourceVersion, then replace of /status/state) does the same.
+// The SDK's Allocate() sets agones.dev/last-allocated in the same patch (as the sidecar does), so
+// the allocation id is that; a write of Allocated without it (kubectl) gets `since` as the id.
 func TestScenario03_SDKPatchBecomesAllocating(t *testing.T) {
 	e := gate(t, harness.RegisterOptions{})
 	e.ready(t, "gs", true)
-	got, err := harness.SDKSetState(harness.Ctx(t), e.cp.Dynamic(t, harness.AgonesSDK), e.ns, "gs", "Allocated")
+	got, err := harness.SDKSetState(harness.Ctx(t), e.sdk.Dyn, e.ns, "gs", "Allocated")
 	if err != nil {
 		t.Fatalf("SDK allocate: %v", err)
 	}
@@ -176,12 +181,20 @@ func TestScenario03_SDKPatchBecomesAllocating(t *testing.T) {
 		if harness.State(gs) != "Allocating" {
 			t.Fatalf("%s: want Allocating, got %s", what, harness.Describe(gs))
 		}
-		since := harness.Annotation(gs, harness.SinceKey)
-		parseRFC3339Nano(t, what+" since", since)
-		// No agones.dev/last-allocated: the allocation id is `since`.
-		if harness.Annotation(gs, harness.AllocationKey) != since {
-			t.Errorf("%s: allocation %q, want since %q", what, harness.Annotation(gs, harness.AllocationKey), since)
+		parseRFC3339Nano(t, what+" since", harness.Annotation(gs, harness.SinceKey))
+		last := harness.Annotation(gs, harness.LastAllocatedKey)
+		parseRFC3339Nano(t, what+" last-allocated", last)
+		if harness.Annotation(gs, harness.AllocationKey) != last {
+			t.Errorf("%s: allocation %q, want last-allocated %q", what, harness.Annotation(gs, harness.AllocationKey), last)
 		}
+	}
+	// Allocated written without agones.dev/last-allocated: the allocation id is `since`.
+	e.ready(t, "plain-patch", true)
+	e.cp.MustKubectl(t, harness.User, "", "-n", e.ns, "patch", "gameserver/plain-patch", "--type=merge",
+		"-p", `{"status":{"state":"Allocated"}}`)
+	gs := e.cp.GetGameServer(t, e.ns, "plain-patch")
+	if harness.State(gs) != "Allocating" || harness.Annotation(gs, harness.AllocationKey) != harness.Annotation(gs, harness.SinceKey) {
+		t.Errorf("Allocated without last-allocated: want Allocating with allocation = since: %s", harness.Describe(gs))
 	}
 	// The SDK's patch with a stale resourceVersion still fails the test op (the webhook does not
 	// break optimistic concurrency).
@@ -189,7 +202,7 @@ func TestScenario03_SDKPatchBecomesAllocating(t *testing.T) {
 		{"op": "test", "path": "/metadata/resourceVersion", "value": "1"},
 		{"op": "replace", "path": "/status/state", "value": "Ready"},
 	})
-	_, err = e.cp.Dynamic(t, harness.AgonesSDK).Resource(harness.GameServerGVR).Namespace(e.ns).
+	_, err = e.sdk.Dyn.Resource(harness.GameServerGVR).Namespace(e.ns).
 		Patch(harness.Ctx(t), "gs", types.JSONPatchType, body, metav1.PatchOptions{})
 	if err == nil {
 		t.Error("a JSON patch with a stale resourceVersion test was applied")
@@ -198,8 +211,8 @@ func TestScenario03_SDKPatchBecomesAllocating(t *testing.T) {
 
 // promote is the resolver's write: a JSON patch that tests resourceVersion, sets confirmed to the
 // allocation id, outcome Confirmed and state Allocated.
-func promote(ctx context.Context, e env, t *testing.T, identity, name, confirmed string) (*unstructured.Unstructured, error) {
-	return harness.SDKPatch(ctx, e.cp.Dynamic(t, identity), e.ns, name,
+func promote(ctx context.Context, e env, dyn dynamic.Interface, name, confirmed string) (*unstructured.Unstructured, error) {
+	return harness.SDKPatch(ctx, dyn, e.ns, name,
 		map[string]interface{}{"op": "add", "path": "/metadata/annotations/" + harness.EscapeJSONPointer(harness.ConfirmedKey), "value": confirmed},
 		map[string]interface{}{"op": "add", "path": "/metadata/annotations/" + harness.EscapeJSONPointer(harness.OutcomeKey), "value": "Confirmed"},
 		map[string]interface{}{"op": "replace", "path": "/status/state", "value": "Allocated"})
@@ -213,7 +226,7 @@ func TestScenario04_OnlyTrustedConfirmedPromotion(t *testing.T) {
 	allocation := harness.Annotation(gs, harness.AllocationKey)
 
 	// The SDK (game server) and the allocator writing Allocated again: both stay Allocating.
-	if got, err := harness.SDKSetState(harness.Ctx(t), e.cp.Dynamic(t, harness.AgonesSDK), e.ns, "gs", "Allocated"); err != nil {
+	if got, err := harness.SDKSetState(harness.Ctx(t), e.sdk.Dyn, e.ns, "gs", "Allocated"); err != nil {
 		t.Fatalf("SDK Allocated: %v", err)
 	} else if harness.State(got) != "Allocating" {
 		t.Fatalf("SDK Allocating->Allocated stored %s", harness.Describe(got))
@@ -234,7 +247,7 @@ func TestScenario04_OnlyTrustedConfirmedPromotion(t *testing.T) {
 	}
 	// The trusted identity with confirmed == allocation: Allocated.
 	allocation = harness.Annotation(e.cp.GetGameServer(t, e.ns, "gs"), harness.AllocationKey)
-	got, err := promote(harness.Ctx(t), e, t, harness.Resolver2, "gs", allocation)
+	got, err := promote(harness.Ctx(t), e, e.cp.Dynamic(t, harness.Resolver2), "gs", allocation)
 	if err != nil {
 		t.Fatalf("resolver promotion: %v", err)
 	}
@@ -257,7 +270,7 @@ func TestScenario05_RejectModeDenies(t *testing.T) {
 		t.Fatalf("stored state %q after a denied allocation, want Ready", s)
 	}
 	// The same through kubectl (what an operator sees).
-	_, se, err := e.cp.Kubectl(harness.AgonesSDK, "", "-n", e.ns, "patch", "gameserver/gs", "--type=merge",
+	_, se, err := e.cp.Kubectl(harness.User, "", "-n", e.ns, "patch", "gameserver/gs", "--type=merge",
 		"-p", `{"status":{"state":"Allocated"}}`)
 	if err == nil || !strings.Contains(se, "denied the request") {
 		t.Fatalf("kubectl patch in reject mode: err=%v stderr=%s", err, se)
@@ -305,19 +318,27 @@ func TestScenario06_InvalidConfigurationRefused(t *testing.T) {
 	}
 }
 
-// 7. The agones-controller identity cannot move an Allocating server to Shutdown; the SDK can.
+// 7. Scale-down protection (issue 9, defect 3): the GameServerSet controller's Shutdown UPDATE of
+// an Allocating server succeeds (a denial would abort Agones' pass) but the server stays Allocating,
+// with a warning; the SDK shuts it down at once.
 func TestScenario07_ScaleDownProtection(t *testing.T) {
 	e := gate(t, harness.RegisterOptions{})
 	e.allocating(t, "gs")
-	ctrl := e.cp.Dynamic(t, harness.AgonesController).Resource(harness.GameServerGVR).Namespace(e.ns)
-	cur := e.cp.GetGameServer(t, e.ns, "gs")
-	_ = unstructured.SetNestedField(cur.Object, "Shutdown", "status", "state")
-	_, err := ctrl.Update(harness.Ctx(t), cur, metav1.UpdateOptions{})
-	wantErrContains(t, err, "controller shutdown of an Allocating server", "denied the request")
-	if s := harness.State(e.cp.GetGameServer(t, e.ns, "gs")); s != "Allocating" {
-		t.Fatalf("stored state %q after the controller's denied Shutdown", s)
+	ctrl, warnings := e.cp.DynamicWithWarnings(t, harness.AgonesController)
+	got, err := harness.ShutdownLikeGameServerSet(harness.Ctx(t), ctrl, e.ns, "gs", "")
+	if err != nil {
+		t.Fatalf("the controller's Shutdown of an Allocating server failed: %v", err)
 	}
-	got, err := harness.SDKSetState(harness.Ctx(t), e.cp.Dynamic(t, harness.AgonesSDK), e.ns, "gs", "Shutdown")
+	if harness.State(got) != "Allocating" {
+		t.Fatalf("the controller's Shutdown answered %s, want Allocating", harness.Describe(got))
+	}
+	if s := harness.State(e.cp.GetGameServer(t, e.ns, "gs")); s != "Allocating" {
+		t.Fatalf("stored state %q after the controller's Shutdown", s)
+	}
+	if len(warnings.All()) == 0 {
+		t.Error("no warning for the held Shutdown")
+	}
+	got, err = harness.SDKSetState(harness.Ctx(t), e.sdk.Dyn, e.ns, "gs", "Shutdown")
 	if err != nil {
 		t.Fatalf("SDK Shutdown of an Allocating server: %v", err)
 	}
@@ -327,10 +348,9 @@ func TestScenario07_ScaleDownProtection(t *testing.T) {
 	noOwnedAnnotations(t, got)
 	// A Ready (not Allocating) opted-in server is the controller's to shut down.
 	e.ready(t, "idle", true)
-	idle := e.cp.GetGameServer(t, e.ns, "idle")
-	_ = unstructured.SetNestedField(idle.Object, "Shutdown", "status", "state")
-	if _, err := ctrl.Update(harness.Ctx(t), idle, metav1.UpdateOptions{}); err != nil {
-		t.Fatalf("controller Shutdown of a Ready server: %v", err)
+	got, err = harness.ShutdownLikeGameServerSet(harness.Ctx(t), ctrl, e.ns, "idle", "")
+	if err != nil || harness.State(got) != "Shutdown" {
+		t.Fatalf("controller Shutdown of a Ready server: %v %s", err, harness.Describe(got))
 	}
 }
 
@@ -341,7 +361,8 @@ func TestScenario08_StockEnumFailsOpenWithWarning(t *testing.T) {
 	cp.ResetStockCRD(t)
 	wh := cp.StartWebhook(t, harness.WebhookOptions{Args: []string{"--crd-accepts-allocating=false"}})
 	cp.RegisterWebhooks(t, wh, harness.RegisterOptions{FailurePolicy: "Fail"})
-	e := env{cp: cp, ns: cp.Namespace(t), wh: wh}
+	ns := cp.Namespace(t)
+	e := env{cp: cp, ns: ns, wh: wh, sdk: cp.SDK(t, ns)}
 	e.ready(t, "gs", true)
 	dyn, warnings := cp.DynamicWithWarnings(t, harness.AgonesController)
 	got, err := harness.AllocateLikeAgones(harness.Ctx(t), dyn, e.ns, "gs", nil, nil)
@@ -354,9 +375,9 @@ func TestScenario08_StockEnumFailsOpenWithWarning(t *testing.T) {
 	if !warnings.Contains("Allocating") {
 		t.Fatalf("no webhook warning about the CRD enum reached the client; warnings: %q", warnings.All())
 	}
-	// kubectl prints it too (SDK-style write on a second server).
+	// kubectl prints it too (a person's write on a second server).
 	e.ready(t, "gs2", true)
-	_, se, err := cp.Kubectl(harness.AgonesSDK, "", "-n", e.ns, "patch", "gameserver/gs2", "--type=merge",
+	_, se, err := e.cp.Kubectl(harness.User, "", "-n", e.ns, "patch", "gameserver/gs2", "--type=merge",
 		"-p", `{"status":{"state":"Allocated"}}`)
 	if err != nil || !strings.Contains(se, "Warning:") || !strings.Contains(se, "Allocating") {
 		t.Fatalf("kubectl patch with the stock enum: err=%v stderr=%q", err, se)
@@ -428,7 +449,7 @@ func TestScenario10_OwnedAnnotationsCannotBeForged(t *testing.T) {
 	// On an Allocating server: the game server (SDK) confirms itself and asks for Allocated.
 	gs := e.allocating(t, "gs")
 	allocation := harness.Annotation(gs, harness.AllocationKey)
-	got, err := promote(ctx, e, t, harness.AgonesSDK, "gs", allocation)
+	got, err := promote(ctx, e, e.sdk.Dyn, "gs", allocation)
 	if err == nil && harness.State(got) == "Allocated" {
 		t.Fatalf("the SDK promoted itself with a forged confirmed: %s", harness.Describe(got))
 	}

@@ -7,7 +7,6 @@ package standin
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"net"
 	"net/http"
@@ -19,8 +18,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
+
+	"github.com/agones-allocating-webhook/e2e/harness"
 )
 
 // Keys of the contract (webhook/admission/keys.h is the source of truth).
@@ -153,27 +153,15 @@ func (s *Server) Close() {
 	s.wg.Wait()
 }
 
-// SetAnnotation is the SDK sidecar's SetAnnotation(key, value): a JSON patch that tests the
-// current resourceVersion and adds agones.dev/sdk-<key>. Like the sidecar, it retries on a
-// conflict (re-reading the object) until ctx ends.
+// SetAnnotation is the SDK sidecar's SetAnnotation(key, value) (harness.SDKSetAnnotation): it reads
+// the GameServer as the sidecar's informer does (list with a metadata.name field selector: Agones'
+// SDK role has no get) and sends a JSON patch that tests that resourceVersion and adds (or replaces)
+// agones.dev/sdk-<key>. Like the sidecar's work queue, it retries on a conflict or a failed test
+// (re-reading the object) until ctx ends. dyn must act as the GameServer's own SDK identity
+// (harness.ControlPlane.SDK): the webhook accepts the readiness annotation from nobody else.
 func SetAnnotation(ctx context.Context, dyn dynamic.Interface, ns, name, key, value string) error {
-	c := dyn.Resource(gameServerGVR).Namespace(ns)
 	for {
-		gs, err := c.Get(ctx, name, metav1.GetOptions{})
-		if err != nil {
-			return err
-		}
-		ops := []map[string]interface{}{
-			{"op": "test", "path": "/metadata/resourceVersion", "value": gs.GetResourceVersion()},
-		}
-		if gs.GetAnnotations() == nil {
-			ops = append(ops, map[string]interface{}{"op": "add", "path": "/metadata/annotations", "value": map[string]string{}})
-		}
-		ops = append(ops, map[string]interface{}{
-			"op": "add", "path": "/metadata/annotations/" + escape("agones.dev/sdk-"+key), "value": value,
-		})
-		body, _ := json.Marshal(ops)
-		_, err = c.Patch(ctx, name, types.JSONPatchType, body, metav1.PatchOptions{})
+		_, err := harness.SDKSetAnnotation(ctx, dyn, ns, name, key, value)
 		if err == nil {
 			return nil
 		}
@@ -192,7 +180,7 @@ func SetAnnotation(ctx context.Context, dyn dynamic.Interface, ns, name, key, va
 // from its GameServer (allocating.agones.dev/allocation, as WatchGameServer/GameServer() show it)
 // and SetAnnotation("allocating-ready", id). It returns the id it confirmed.
 func ConfirmReady(ctx context.Context, dyn dynamic.Interface, ns, name string) (string, error) {
-	gs, err := dyn.Resource(gameServerGVR).Namespace(ns).Get(ctx, name, metav1.GetOptions{})
+	gs, err := harness.SDKGet(ctx, dyn, ns, name)
 	if err != nil {
 		return "", err
 	}
@@ -206,21 +194,6 @@ func ConfirmReady(ctx context.Context, dyn dynamic.Interface, ns, name string) (
 func state(u *unstructured.Unstructured) string {
 	s, _, _ := unstructured.NestedString(u.Object, "status", "state")
 	return s
-}
-
-func escape(s string) string {
-	out := make([]byte, 0, len(s)+4)
-	for i := 0; i < len(s); i++ {
-		switch s[i] {
-		case '~':
-			out = append(out, '~', '0')
-		case '/':
-			out = append(out, '~', '1')
-		default:
-			out = append(out, s[i])
-		}
-	}
-	return string(out)
 }
 
 // Play is the whole game-server side for one GameServer: watch it; each time it enters

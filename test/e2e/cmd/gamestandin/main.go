@@ -6,7 +6,10 @@
 // Agones SDK sidecar sends).
 //
 //	gamestandin --kubeconfig FILE --context agones-sdk --namespace NS --name GS [--load-time 2s]
-//	            [--set-status]   (also move the GameServer to Ready with 127.0.0.1 and these ports)
+//	            [--set-status [--status-context agones-controller]]
+//	                             (also move the GameServer to Ready with 127.0.0.1 and these ports, as
+//	                             Agones' controller does; the e2e tests pass the namespace's own SDK
+//	                             identity as --context and the controller as --status-context)
 package main
 
 import (
@@ -36,19 +39,28 @@ func main() {
 	name := flag.String("name", "", "GameServer name")
 	load := flag.Duration("load-time", 2*time.Second, "time to load a match after entering Allocating (negative: never ready)")
 	setStatus := flag.Bool("set-status", false, "move the GameServer to Ready with address 127.0.0.1 and the stand-in's ports")
+	statusCtx := flag.String("status-context", "", "kubeconfig context for --set-status (what Agones' controller writes; "+
+		"the SDK's own identity may not: Agones' SDK role has no get/update); default: --context")
 	flag.Parse()
 	if *name == "" {
 		log.Fatal("--name is required")
 	}
-	cfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(
-		&clientcmd.ClientConfigLoadingRules{ExplicitPath: *kubeconfig},
-		&clientcmd.ConfigOverrides{CurrentContext: *kctx}).ClientConfig()
-	if err != nil {
-		log.Fatal(err)
+	client := func(context string) dynamic.Interface {
+		cfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(
+			&clientcmd.ClientConfigLoadingRules{ExplicitPath: *kubeconfig},
+			&clientcmd.ConfigOverrides{CurrentContext: context}).ClientConfig()
+		if err != nil {
+			log.Fatal(err)
+		}
+		dyn, err := dynamic.NewForConfig(cfg)
+		if err != nil {
+			log.Fatal(err)
+		}
+		return dyn
 	}
-	dyn, err := dynamic.NewForConfig(cfg)
-	if err != nil {
-		log.Fatal(err)
+	dyn := client(*kctx)
+	if *statusCtx == "" {
+		*statusCtx = *kctx
 	}
 	s, err := standin.Listen()
 	if err != nil {
@@ -61,7 +73,7 @@ func main() {
 	ctx, cancel := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer cancel()
 	if *setStatus {
-		c := dyn.Resource(schema.GroupVersionResource{Group: "agones.dev", Version: "v1", Resource: "gameservers"}).Namespace(*ns)
+		c := client(*statusCtx).Resource(schema.GroupVersionResource{Group: "agones.dev", Version: "v1", Resource: "gameservers"}).Namespace(*ns)
 		gs, err := c.Get(ctx, *name, metav1.GetOptions{})
 		if err != nil {
 			log.Fatal(err)
