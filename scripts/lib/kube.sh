@@ -75,7 +75,9 @@ wait_gs_state() {
 }
 
 # sdk_set_annotation NS NAME KEY VALUE: writes agones.dev/sdk-KEY the way the Agones SDK sidecar does
-# (a JSON patch whose first operation tests metadata.resourceVersion), retrying on conflicts.
+# (a JSON patch whose first operation tests metadata.resourceVersion), retrying on conflicts, as the
+# sidecar's identity (impersonated: system:serviceaccount:NS:$AW_SDK_SERVICE_ACCOUNT, default
+# agones-sdk): the webhook accepts the readiness annotation only from the game server's own SDK.
 sdk_set_annotation() {
   local ns="$1" name="$2" key="agones.dev~1sdk-$3" value="$4" rv has_annotations patch attempt
   for attempt in 1 2 3 4 5; do
@@ -86,7 +88,8 @@ sdk_set_annotation() {
     else
       patch=$(printf '[{"op":"test","path":"/metadata/resourceVersion","value":"%s"},{"op":"add","path":"/metadata/annotations/%s","value":"%s"}]' "$rv" "$key" "$value")
     fi
-    if kc -n "$ns" patch gameservers.agones.dev "$name" --type=json -p "$patch" >/dev/null; then
+    if kc -n "$ns" --as="system:serviceaccount:$ns:${AW_SDK_SERVICE_ACCOUNT:-agones-sdk}" \
+      patch gameservers.agones.dev "$name" --type=json -p "$patch" >/dev/null; then
       kube_log "ok: set agones.dev/sdk-$3=$value on $ns/$name (attempt $attempt)"
       return 0
     fi
