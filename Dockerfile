@@ -13,7 +13,7 @@ ARG DEBIAN_FRONTEND=noninteractive
 RUN apt-get update \
  && apt-get install -y --no-install-recommends \
       build-essential cmake ninja-build pkg-config ca-certificates \
-      libcpp-httplib-dev libboost1.81-dev libssl-dev rapidjson-dev libfmt-dev \
+      libboost1.81-dev libssl-dev rapidjson-dev libfmt-dev \
       prometheus-cpp-dev libyaml-cpp-dev \
  && rm -rf /var/lib/apt/lists/*
 WORKDIR /src
