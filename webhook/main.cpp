@@ -145,6 +145,17 @@ int main(int argc, char** argv) {
     return 1;
   }
 
+  // ---- Controllers: Kubernetes client, leader election, CRD guard (helper D) ---------------
+  // Enabled only with a kube config (--kubeconfig or in-cluster); then the CRD guard drives
+  // crd_readiness instead of --crd-accepts-allocating. Register leader callbacks
+  // (controllers.OnLeader) before controllers.Start(). Built (not started) before the health
+  // server, which serves its client's connection counters.
+  kube::Controllers controllers(kube_flags, crd_readiness, *registry);
+  if (auto err = controllers.Init(); !err.empty()) {
+    log::error("cannot configure the Kubernetes client", {{"error", err}});
+    return 1;
+  }
+
   // ---- Health, readiness and metrics (plain HTTP) ------------------------------------------
   server::HealthServer health(server_cfg.https.bind_address, server_cfg.health_port, *registry,
                               server_cfg.health);
@@ -156,19 +167,9 @@ int main(int argc, char** argv) {
     if (!admission_server.Serving()) return "HTTPS listener not serving";
     return std::nullopt;
   });
-  // [more readiness checks (e.g. the CRD guard's first sync): helper D]
+  health.AddCollector([&controllers] { return controllers.TransportMetrics(); });
   if (auto err = health.Start()) {
     log::error("cannot start the health server", {{"error", *err}});
-    return 1;
-  }
-
-  // ---- Controllers: Kubernetes client, leader election, CRD guard (helper D) ---------------
-  // Enabled only with a kube config (--kubeconfig or in-cluster); then the CRD guard drives
-  // crd_readiness instead of --crd-accepts-allocating. Register leader callbacks
-  // (controllers.OnLeader) before controllers.Start().
-  kube::Controllers controllers(kube_flags, crd_readiness, *registry);
-  if (auto err = controllers.Init(); !err.empty()) {
-    log::error("cannot configure the Kubernetes client", {{"error", err}});
     return 1;
   }
 

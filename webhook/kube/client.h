@@ -116,6 +116,10 @@ class Client {
  private:
   Result<JsonPtr> Call(HttpRequest req);
   std::unique_ptr<Transport> transport_;
+
+ public:
+  // The transport's connection counters (pool reuse, stale drops, retries).
+  TransportCounters transport_counters() const { return transport_->counters(); }
   std::chrono::milliseconds default_timeout_;
 };
 

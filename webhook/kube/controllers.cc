@@ -58,6 +58,47 @@ Controllers::Controllers(KubeFlags flags, admission::AtomicCrdReadiness& crd_rea
 
 Controllers::~Controllers() { Stop(); }
 
+namespace {
+
+prometheus::MetricFamily CounterFamily(std::string name, std::string help,
+                                       std::vector<std::pair<std::string, double>> by_reason) {
+  prometheus::MetricFamily f;
+  f.name = std::move(name);
+  f.help = std::move(help);
+  f.type = prometheus::MetricType::Counter;
+  for (auto& [reason, value] : by_reason) {
+    prometheus::ClientMetric m;
+    if (!reason.empty()) m.label.push_back({"reason", reason});
+    m.counter.value = value;
+    f.metric.push_back(std::move(m));
+  }
+  return f;
+}
+
+}  // namespace
+
+std::vector<prometheus::MetricFamily> Controllers::TransportMetrics() const {
+  if (!client_) return {};
+  const TransportCounters c = client_->transport_counters();
+  auto d = [](uint64_t v) { return static_cast<double>(v); };
+  return {
+      CounterFamily("allocating_webhook_kube_connections_opened_total",
+                    "TCP+TLS connections the Kubernetes client opened to the API server",
+                    {{"", d(c.connections_opened)}}),
+      CounterFamily("allocating_webhook_kube_connection_reuses_total",
+                    "API requests sent on a pooled keep-alive connection",
+                    {{"", d(c.connections_reused)}}),
+      CounterFamily("allocating_webhook_kube_pooled_connections_dropped_total",
+                    "Pooled API connections dropped before use: closed by the server, or idle too "
+                    "long",
+                    {{"closed", d(c.stale_discarded)}, {"idle", d(c.expired_discarded)}}),
+      CounterFamily("allocating_webhook_kube_request_retries_total",
+                    "API requests re-sent at once on a new connection after a reused one was "
+                    "found closed before any response byte",
+                    {{"", d(c.stale_retries)}}),
+  };
+}
+
 std::string Controllers::Init() {
   ConfigResult cr;
   if (!flags_.kubeconfig.empty()) {

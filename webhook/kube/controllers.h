@@ -19,6 +19,9 @@
 #include <string>
 #include <vector>
 
+#include <prometheus/metric_family.h>
+#include <prometheus/registry.h>
+
 #include "admission/crd_state.h"
 #include "kube/client.h"
 #include "kube/crd_guard.h"
@@ -64,6 +67,15 @@ class Controllers {
   EventRecorder& events() { return *events_; }
   const ClientConfig& config() const { return config_; }
   const std::string& identity() const { return identity_; }
+
+  // The Kubernetes client's connection counters as Prometheus counter families (empty when not
+  // Enabled()), computed from the transport at each call:
+  //   allocating_webhook_kube_connections_opened_total
+  //   allocating_webhook_kube_connection_reuses_total
+  //   allocating_webhook_kube_pooled_connections_dropped_total{reason="closed"|"idle"}
+  //   allocating_webhook_kube_request_retries_total   (re-sent on a new connection after a reused
+  //                                                   one was found closed before any response)
+  std::vector<prometheus::MetricFamily> TransportMetrics() const;
 
   // Registers leadership callbacks (call before Start()). They run on the elector thread.
   void OnLeader(std::function<void()> started, std::function<void()> stopped);

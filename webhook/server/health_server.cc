@@ -88,8 +88,16 @@ HttpResponse HealthServer::Route(const HttpRequest& req) const {
     return HttpResponse{ready ? 200 : 503, kText, std::move(body), {}};
   }
   std::ostringstream out;
-  prometheus::TextSerializer().Serialize(out, registry_.Collect());
+  std::vector<prometheus::MetricFamily> families = registry_.Collect();
+  for (const auto& c : collectors_) {
+    for (auto& f : c()) families.push_back(std::move(f));
+  }
+  prometheus::TextSerializer().Serialize(out, families);
   return HttpResponse{200, "text/plain; version=0.0.4; charset=utf-8", out.str(), {}};
+}
+
+void HealthServer::AddCollector(Collector collector) {
+  collectors_.push_back(std::move(collector));
 }
 
 std::optional<std::string> HealthServer::Start() { return server_->Start(); }

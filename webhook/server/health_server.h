@@ -12,6 +12,7 @@
 // and must be cheap and thread-safe.
 #pragma once
 
+#include <prometheus/metric_family.h>
 #include <prometheus/registry.h>
 
 #include <chrono>
@@ -45,6 +46,11 @@ class HealthServer {
   HealthServer& operator=(const HealthServer&) = delete;
 
   void AddReadinessCheck(std::string name, Check check);
+  // Metric families computed at each scrape (for values kept outside the registry, e.g. the
+  // Kubernetes client's connection counters), served after the registry's. Register before
+  // Start(); must be cheap and thread-safe.
+  using Collector = std::function<std::vector<prometheus::MetricFamily>()>;
+  void AddCollector(Collector collector);
   std::optional<std::string> Start();
   void Stop();
 
@@ -56,6 +62,7 @@ class HealthServer {
 
   prometheus::Registry& registry_;
   std::vector<std::pair<std::string, Check>> checks_;
+  std::vector<Collector> collectors_;
   std::unique_ptr<ConnectionServer> server_;
 };
 

@@ -60,6 +60,15 @@ func TestDefect5_PooledConnectionsClosedWhileIdle(t *testing.T) {
 			proxy.Opened.Load(), proxy.Closed.Load())
 	}
 	round(2)
+	// The client saw what happened: the closed pooled connections were dropped before use (or, when
+	// the close raced the request, the request was re-sent on a new connection).
+	m := wh.Metrics(t)
+	dropped := harness.MetricValue(m, `allocating_webhook_kube_pooled_connections_dropped_total{reason="closed"}`)
+	retried := harness.MetricValue(m, "allocating_webhook_kube_request_retries_total")
+	if (dropped == "" || dropped == "0") && (retried == "" || retried == "0") {
+		t.Errorf("the webhook's metrics show no dropped or retried pooled connection (dropped %q, retried %q)", dropped, retried)
+	}
+	t.Logf("kube client: %s pooled connections dropped as closed, %s requests retried", dropped, retried)
 	if logs := wh.Logs(); strings.Contains(logs, "transport error") {
 		var lines []string
 		for _, l := range strings.Split(logs, "\n") {
