@@ -76,25 +76,37 @@ wait_gs_state() {
 
 # sdk_set_annotation NS NAME KEY VALUE: writes agones.dev/sdk-KEY the way the Agones SDK sidecar does
 # (a JSON patch whose first operation tests metadata.resourceVersion), retrying on conflicts, as the
-# sidecar's identity (impersonated: system:serviceaccount:NS:$AW_SDK_SERVICE_ACCOUNT, default
-# agones-sdk): the webhook accepts the readiness annotation only from the game server's own SDK.
+# sidecar's identity: a TokenRequest token of NS's service account $AW_SDK_SERVICE_ACCOUNT (default
+# agones-sdk, which Agones' Helm chart creates in its game-server namespaces). The webhook accepts the
+# readiness annotation only from the game server's own SDK. curl, not kubectl patch: kubectl GETs the
+# object first, which Agones' SDK role does not allow (list, watch, patch only).
 sdk_set_annotation() {
-  local ns="$1" name="$2" key="agones.dev~1sdk-$3" value="$4" rv has_annotations patch attempt
+  local ns="$1" name="$2" value="$4" sa="${AW_SDK_SERVICE_ACCOUNT:-agones-sdk}"
+  local token server ca rv has_annotations patch attempt
+  token=$(kc -n "$ns" create token "$sa" --duration=1h) ||
+    { kube_log "sdk_set_annotation: no token for service account $ns/$sa"; return 1; }
+  server=$(kc config view --minify --raw -o 'jsonpath={.clusters[0].cluster.server}') || return 1
+  ca=$(mktemp)
+  kc config view --minify --raw -o 'jsonpath={.clusters[0].cluster.certificate-authority-data}' |
+    base64 -d >"$ca" || { rm -f "$ca"; return 1; }
   for attempt in 1 2 3 4 5; do
     rv=$(gs_field "$ns" "$name" .metadata.resourceVersion)
     has_annotations=$(gs_field "$ns" "$name" .metadata.annotations)
     if [[ -z "$has_annotations" ]]; then
       patch=$(printf '[{"op":"test","path":"/metadata/resourceVersion","value":"%s"},{"op":"add","path":"/metadata/annotations","value":{"agones.dev/sdk-%s":"%s"}}]' "$rv" "$3" "$value")
     else
-      patch=$(printf '[{"op":"test","path":"/metadata/resourceVersion","value":"%s"},{"op":"add","path":"/metadata/annotations/%s","value":"%s"}]' "$rv" "$key" "$value")
+      patch=$(printf '[{"op":"test","path":"/metadata/resourceVersion","value":"%s"},{"op":"add","path":"/metadata/annotations/agones.dev~1sdk-%s","value":"%s"}]' "$rv" "$3" "$value")
     fi
-    if kc -n "$ns" --as="system:serviceaccount:$ns:${AW_SDK_SERVICE_ACCOUNT:-agones-sdk}" \
-      patch gameservers.agones.dev "$name" --type=json -p "$patch" >/dev/null; then
-      kube_log "ok: set agones.dev/sdk-$3=$value on $ns/$name (attempt $attempt)"
+    if curl -fsS --max-time 10 --cacert "$ca" -X PATCH -H "Authorization: Bearer $token" \
+        -H "Content-Type: application/json-patch+json" --data "$patch" \
+        "$server/apis/agones.dev/v1/namespaces/$ns/gameservers/$name" >/dev/null; then
+      kube_log "ok: set agones.dev/sdk-$3=$value on $ns/$name as system:serviceaccount:$ns:$sa (attempt $attempt)"
+      rm -f "$ca"
       return 0
     fi
     sleep 1
   done
+  rm -f "$ca"
   return 1
 }
 
