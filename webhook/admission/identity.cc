@@ -25,8 +25,8 @@ std::string SdkIdentityOf(const ReviewRequest& req, const GameServerView& gs, co
 
 bool IsSdkWriter(const ReviewRequest& req, const GameServerView& gs, const Json* gs_json,
                  const Policy& policy) {
-  return policy.IsSdkIdentity(req.username, GameServerNamespace(req, gs),
-                              PodServiceAccount(gs_json, "request.object"));
+  return !req.username.empty() && !GameServerNamespace(req, gs).empty() &&
+         req.username == SdkIdentityOf(req, gs, gs_json, policy);
 }
 
 }  // namespace aw::admission

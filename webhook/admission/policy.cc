@@ -24,9 +24,4 @@ std::string Policy::SdkIdentity(std::string_view namespace_,
   return id;
 }
 
-bool Policy::IsSdkIdentity(std::string_view user, std::string_view namespace_,
-                           std::string_view pod_service_account) const {
-  return !user.empty() && !namespace_.empty() && user == SdkIdentity(namespace_, pod_service_account);
-}
-
 }  // namespace aw::admission

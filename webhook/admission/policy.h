@@ -33,11 +33,8 @@ struct Policy {
 
   bool IsTrusted(const std::string& user) const;
   bool IsAgonesController(const std::string& user) const;
-  // Whether `user` is the SDK identity of a GameServer in `namespace_` whose pod template names
+  // The username of the SDK sidecar of a GameServer in `namespace_` whose pod template names
   // `pod_service_account` ("" when it names none).
-  bool IsSdkIdentity(std::string_view user, std::string_view namespace_,
-                     std::string_view pod_service_account) const;
-  // That identity's username.
   std::string SdkIdentity(std::string_view namespace_, std::string_view pod_service_account) const;
 };
 
