@@ -16,11 +16,14 @@
 #include <cstdlib>
 #include <memory>
 #include <string>
+#include <thread>
 
 #include "admission/crd_state.h"
 #include "admission/policy.h"
+#include "autoscale/io/service.h"  // [autoscale, issue 12]
 #include "kube/controllers.h"
 #include "resolver/service.h"  // [helper E]
+#include "runtime/manager.h"
 #include "server/admission_metrics.h"
 #include "server/admission_pipeline.h"
 #include "server/cert_reloader.h"
@@ -89,6 +92,8 @@ int main(int argc, char** argv) {
   // [resolver flags: helper E]
   resolver::ResolverFlags resolver_flags;
   resolver::RegisterResolverFlags(fs, &resolver_flags);
+  autoscale::AutoscaleFlags autoscale_flags;  // [autoscale, issue 12]
+  autoscale::RegisterAutoscaleFlags(fs, &autoscale_flags);
 
   auto parsed = fs.Parse(argc, argv);
   if (parsed.status == flags::FlagSet::Status::kHelp) {
@@ -140,6 +145,16 @@ int main(int argc, char** argv) {
                                      server_cfg.https.max_body_bytes);
   server::AdmissionServer admission_server(server_cfg.https, certs, pipeline, admission_metrics,
                                            *registry);
+  // ---- Buffer autoscaling webhook (issue 12): its route on the admission port ---------------
+  std::unique_ptr<autoscale::AutoscaleEndpoint> autoscale_endpoint;
+  if (autoscale_flags.buffer) {
+    autoscale_endpoint = std::make_unique<autoscale::AutoscaleEndpoint>(*registry);
+    admission_server.AddRoute(std::string(autoscale::kBufferRoute),
+                              [&endpoint = *autoscale_endpoint](const server::HttpRequest& req) {
+                                return endpoint.Serve(req);
+                              });
+  }
+  // ---- end of the autoscaling route ---------------------------------------------------------
   if (auto err = admission_server.Start()) {
     log::error("cannot start the admission server", {{"error", *err}});
     return 1;
@@ -185,6 +200,31 @@ int main(int argc, char** argv) {
                          [&resolver_service] { resolver_service->StopLeading(); });
   }
 
+  // ---- Buffer autoscaling webhook (issue 12): the GameServer watch behind its counts --------
+  // A runtime::Manager runnable on every replica (not leader-only). Until main.cpp composes one
+  // Manager for every component, this block runs its own.
+  runtime::Manager autoscale_runtime({"autoscale"}, std::chrono::seconds(2));
+  std::jthread autoscale_thread;
+  if (autoscale_endpoint && controllers.Enabled()) {
+    if (Status s = autoscale_runtime.Add(std::make_unique<autoscale::GameServerCountsWatch>(
+                                             controllers.client(), *autoscale_endpoint,
+                                             registry.get()),
+                                         {"autoscale"});
+        !s.ok()) {
+      log::error("cannot start the autoscaling watch", {{"error", s.ToString()}});
+      return 1;
+    }
+    autoscale_thread = std::jthread([&autoscale_runtime](std::stop_token stop) {
+      if (Status s = autoscale_runtime.Run(stop); !s.ok()) {
+        log::error("autoscaling watch stopped", {{"error", s.ToString()}});
+      }
+    });
+  } else if (autoscale_endpoint) {
+    log::warn("--autoscale-buffer without a Kubernetes config: every valid review is answered "
+              "503 (no GameServer counts)");
+  }
+  // ---- end of the autoscaling watch ---------------------------------------------------------
+
   controllers.Start();  // [helper D] after every OnLeader registration
 
   log::info("allocating-webhook started",
@@ -210,6 +250,10 @@ int main(int argc, char** argv) {
   admission_server.Stop();
   controllers.Stop();  // [helper D] releases the lease, cancels watches
   if (resolver_service) resolver_service->Stop();  // [helper E] (already out of leadership)
+  if (autoscale_thread.joinable()) {  // [autoscale, issue 12]
+    autoscale_thread.request_stop();
+    autoscale_thread.join();
+  }
   const bool drained = admission_server.WaitStopped(
       std::max(std::chrono::milliseconds(0), std::chrono::duration_cast<std::chrono::milliseconds>(
                                                  grace_end - std::chrono::steady_clock::now())));

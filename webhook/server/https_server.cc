@@ -49,6 +49,9 @@ HttpResponse AdmissionServer::Route(const HttpRequest& req) {
     }
     return FromAnswer(pipeline_.Serve(*route, req.content_type, req.body, req.body_too_large));
   }
+  for (const auto& [prefix, handler] : extra_routes_) {
+    if (req.path.starts_with(prefix)) return handler(req);
+  }
   if (req.path == "/healthz" && req.method == "GET") {
     return HttpResponse{200, "text/plain; charset=utf-8", "ok\n", {}};
   }
@@ -57,6 +60,10 @@ HttpResponse AdmissionServer::Route(const HttpRequest& req) {
       404,
       "not found: admission routes are /mutate/gameservers, /validate/gameservers, "
       "/validate/fleets, /validate/gameserversets, /validate/gameserverallocations"));
+}
+
+void AdmissionServer::AddRoute(std::string prefix, HttpHandler handler) {
+  extra_routes_.emplace_back(std::move(prefix), std::move(handler));
 }
 
 std::optional<std::string> AdmissionServer::Start() { return server_->Start(); }

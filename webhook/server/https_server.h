@@ -19,6 +19,8 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "server/admission_pipeline.h"
 #include "server/connection_server.h"
@@ -59,6 +61,11 @@ class AdmissionServer {
   // Listener bound and accepting, with a key pair loaded.
   bool Serving() const;
 
+  // Before Start(): requests whose path starts with `prefix` (and is no admission route) go to
+  // `handler`, on the io threads, with the connection rules above (any method; the handler
+  // answers). Used by components that serve on the admission port (the autoscaling webhook).
+  void AddRoute(std::string prefix, HttpHandler handler);
+
  private:
   HttpResponse Route(const HttpRequest& req);
 
@@ -67,6 +74,7 @@ class AdmissionServer {
   AdmissionPipeline& pipeline_;
   AdmissionMetrics& metrics_;
   std::unique_ptr<ConnectionServer> server_;
+  std::vector<std::pair<std::string, HttpHandler>> extra_routes_;
 };
 
 }  // namespace aw::server

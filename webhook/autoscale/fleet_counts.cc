@@ -1,0 +1,103 @@
+#include "autoscale/fleet_counts.h"
+
+#include <mutex>
+
+namespace aw::autoscale {
+namespace {
+
+const rapidjson::Value* Object(const rapidjson::Value& v, const char* name) {
+  if (!v.IsObject()) return nullptr;
+  auto it = v.FindMember(name);
+  if (it == v.MemberEnd() || !it->value.IsObject()) return nullptr;
+  return &it->value;
+}
+
+}  // namespace
+
+GameServerFacts FactsOf(const rapidjson::Value& gs) {
+  GameServerFacts f;
+  if (const rapidjson::Value* meta = Object(gs, "metadata")) {
+    if (const rapidjson::Value* labels = Object(*meta, "labels")) {
+      auto it = labels->FindMember(
+          rapidjson::Value(kFleetLabel.data(), static_cast<rapidjson::SizeType>(kFleetLabel.size())));
+      if (it != labels->MemberEnd() && it->value.IsString()) {
+        f.fleet.assign(it->value.GetString(), it->value.GetStringLength());
+      }
+    }
+  }
+  if (const rapidjson::Value* status = Object(gs, "status")) {
+    auto it = status->FindMember("state");
+    f.allocating = it != status->MemberEnd() && it->value.IsString() &&
+                   std::string_view(it->value.GetString(), it->value.GetStringLength()) ==
+                       "Allocating";
+  }
+  return f;
+}
+
+std::string FleetCounts::Key(std::string_view ns, std::string_view name) {
+  std::string k;
+  k.reserve(ns.size() + 1 + name.size());
+  k.append(ns).push_back('/');
+  k.append(name);
+  return k;
+}
+
+void FleetCounts::Unaccount(const Server& s) {
+  if (s.fleet_key.empty()) return;
+  auto it = fleets_.find(s.fleet_key);
+  if (it == fleets_.end()) return;
+  it->second.servers -= 1;
+  if (s.allocating) it->second.allocating -= 1;
+  if (it->second.servers <= 0) fleets_.erase(it);
+}
+
+void FleetCounts::Account(const Server& s) {
+  if (s.fleet_key.empty()) return;
+  FleetCount& c = fleets_[s.fleet_key];
+  c.servers += 1;
+  if (s.allocating) c.allocating += 1;
+}
+
+void FleetCounts::Upsert(std::string_view ns, std::string_view name,
+                         const GameServerFacts& facts) {
+  Server next{facts.fleet.empty() ? std::string() : Key(ns, facts.fleet), facts.allocating};
+  std::unique_lock lock(mu_);
+  auto it = servers_.find(Key(ns, name));
+  if (it == servers_.end()) {
+    Account(next);
+    servers_.emplace(Key(ns, name), std::move(next));
+    return;
+  }
+  if (it->second.fleet_key == next.fleet_key && it->second.allocating == next.allocating) return;
+  Unaccount(it->second);
+  Account(next);
+  it->second = std::move(next);
+}
+
+void FleetCounts::Remove(std::string_view ns, std::string_view name) {
+  std::unique_lock lock(mu_);
+  auto it = servers_.find(Key(ns, name));
+  if (it == servers_.end()) return;
+  Unaccount(it->second);
+  servers_.erase(it);
+}
+
+FleetCount FleetCounts::Lookup(std::string_view ns, std::string_view fleet) const {
+  const std::string k = Key(ns, fleet);
+  std::shared_lock lock(mu_);
+  auto it = fleets_.find(k);
+  return it == fleets_.end() ? FleetCount{} : it->second;
+}
+
+std::vector<FleetCounts::FleetEntry> FleetCounts::Fleets() const {
+  std::vector<FleetEntry> out;
+  std::shared_lock lock(mu_);
+  out.reserve(fleets_.size());
+  for (const auto& [key, count] : fleets_) {
+    const size_t slash = key.find('/');
+    out.push_back({key.substr(0, slash), key.substr(slash + 1), count});
+  }
+  return out;
+}
+
+}  // namespace aw::autoscale
