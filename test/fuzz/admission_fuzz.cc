@@ -1,4 +1,4 @@
-// libFuzzer target: any bytes on any admission route. Handle must answer 200 (a JSON
+// libFuzzer target: any bytes on any admission route, and on the autoscaling endpoint. Handle must answer 200 (a JSON
 // AdmissionReview echoing a uid) or 400, never crash, hang, leak or answer 500. Oracle for
 // duplicate keys: every body that parses as JSON is also checked by an independent SAX pass (a
 // std::set of names per open object); FindDuplicateKey must agree with it, and a body with a
@@ -24,6 +24,7 @@
 
 #include "admission/duplicate_keys.h"
 #include "admission/handler.h"
+#include "autoscale/endpoint.h"
 
 namespace {
 
@@ -73,6 +74,21 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   aw::admission::HandlerResult r = aw::admission::Handle(route, body, ctx);
   if (r.http_status != 200 && r.http_status != 400) std::abort();
   if (r.http_status == 200 && (r.body.empty() || r.body.front() != '{')) std::abort();
+
+  // The same bytes as a FleetAutoscaleReview (autoscale/endpoint.h): 200 with a JSON answer or a
+  // 4xx with a message, nothing else. The counts know fleet "f" in namespace "n".
+  static const aw::autoscale::FleetCounts* counts = [] {
+    static aw::autoscale::FleetCounts c;
+    c.Upsert("n", "gs", {"f", true});
+    c.MarkSynced();
+    return &c;
+  }();
+  aw::autoscale::ReviewAnswer a = aw::autoscale::HandleBufferReview(
+      {"POST", "/autoscale/buffer/bufferSize=2/maxReplicas=100", "", "application/json", body,
+       false},
+      *counts);
+  if (a.status != 200 && a.status != 400 && a.status != 413) std::abort();
+  if (a.body.empty() || (a.status == 200 && a.body.front() != '{')) std::abort();
 
   // Bodies with a NUL byte are refused before parsing, whatever their keys.
   if (std::memchr(body.data(), '\0', body.size()) != nullptr) return 0;
