@@ -10,6 +10,7 @@
 #include <rapidjson/writer.h>
 
 #include "admission/duplicate_keys.h"
+#include "admission/nesting_depth.h"
 #include "util/base64.h"
 #include "util/text.h"
 
@@ -50,30 +51,6 @@ namespace {
 // encoding/json stops at 10000; Kubernetes objects stay far below 100.
 constexpr size_t kMaxNestingDepth = 512;
 
-// The offset where the nesting of `[`/`{` outside strings first exceeds the limit, if it does.
-// Brackets are only counted, never matched: the parser reports malformed input afterwards.
-std::optional<size_t> TooDeep(std::string_view body) {
-  size_t depth = 0;
-  bool in_string = false;
-  for (size_t i = 0; i < body.size(); ++i) {
-    const char c = body[i];
-    if (in_string) {
-      if (c == '\\') {
-        ++i;  // the escaped character, whatever it is
-      } else if (c == '"') {
-        in_string = false;
-      }
-    } else if (c == '"') {
-      in_string = true;
-    } else if (c == '[' || c == '{') {
-      if (++depth > kMaxNestingDepth) return i;
-    } else if ((c == ']' || c == '}') && depth > 0) {
-      --depth;
-    }
-  }
-  return std::nullopt;
-}
-
 }  // namespace
 
 void ParseReview(std::string_view body, ReviewRequest* out) {
@@ -87,7 +64,7 @@ void ParseReview(std::string_view body, ReviewRequest* out) {
                                  static_cast<const char*>(std::memchr(body.data(), '\0', body.size())) -
                                      body.data()));
   }
-  if (auto at = TooDeep(body)) {
+  if (auto at = FirstTooDeep(body, kMaxNestingDepth)) {
     throw BadRequest(fmt::format(
         "request body nests arrays/objects deeper than {} levels (at offset {}); Kubernetes "
         "objects never do",

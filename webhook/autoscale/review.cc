@@ -10,6 +10,8 @@
 #include <optional>
 
 #include "admission/duplicate_keys.h"
+#include "admission/json_view.h"
+#include "admission/nesting_depth.h"
 #include "util/text.h"
 
 namespace aw::autoscale {
@@ -18,41 +20,6 @@ namespace {
 // A FleetAutoscaleReview is shallow (labels and annotations are the deepest parts, at depth 4);
 // deeper input is refused before it is parsed into values.
 constexpr size_t kMaxDepth = 64;
-
-std::optional<size_t> TooDeep(std::string_view body) {
-  size_t depth = 0;
-  bool in_string = false;
-  for (size_t i = 0; i < body.size(); ++i) {
-    const char c = body[i];
-    if (in_string) {
-      if (c == '\\') {
-        ++i;
-      } else if (c == '"') {
-        in_string = false;
-      }
-    } else if (c == '"') {
-      in_string = true;
-    } else if (c == '[' || c == '{') {
-      if (++depth > kMaxDepth) return i;
-    } else if ((c == ']' || c == '}') && depth > 0) {
-      --depth;
-    }
-  }
-  return std::nullopt;
-}
-
-const char* TypeName(const rapidjson::Value& v) {
-  switch (v.GetType()) {
-    case rapidjson::kNullType: return "null";
-    case rapidjson::kFalseType:
-    case rapidjson::kTrueType: return "a boolean";
-    case rapidjson::kObjectType: return "an object";
-    case rapidjson::kArrayType: return "an array";
-    case rapidjson::kStringType: return "a string";
-    case rapidjson::kNumberType: return "a number";
-  }
-  return "a value";
-}
 
 const rapidjson::Value* Member(const rapidjson::Value& obj, const char* name) {
   auto it = obj.FindMember(name);
@@ -66,7 +33,7 @@ Status RequiredString(const rapidjson::Value& obj, const char* name, std::string
   }
   if (!v->IsString()) {
     return Status::InvalidArgument(
-        fmt::format("request.{} is {}, expected a string", name, TypeName(*v)));
+        fmt::format("request.{} is {}, expected a string", name, admission::JsonTypeName(*v)));
   }
   if (v->GetStringLength() == 0) {
     return Status::InvalidArgument(fmt::format("request.{} is empty", name));
@@ -84,7 +51,7 @@ Status Count(const rapidjson::Value& status, const char* name, bool required, in
   }
   if (!v->IsNumber()) {
     return Status::InvalidArgument(
-        fmt::format("request.status.{} is {}, expected an integer", name, TypeName(*v)));
+        fmt::format("request.status.{} is {}, expected an integer", name, admission::JsonTypeName(*v)));
   }
   if (v->IsUint64() && !v->IsInt64()) {
     return Status::InvalidArgument(fmt::format(
@@ -118,7 +85,7 @@ Status OptionalConst(const rapidjson::Value& doc, const char* name, std::string_
                                                                      v->GetStringLength()),
                                                     60) +
                                       "\""
-                                : std::string(TypeName(*v));
+                                : std::string(admission::JsonTypeName(*v));
     return Status::InvalidArgument(
         fmt::format("body.{} is {}, expected \"{}\" (or absent, as Agones sends it)", name, got,
                     want));
@@ -134,7 +101,7 @@ Status ParseAutoscaleReview(std::string_view body, AutoscaleRequest* out) {
         "request body is not valid JSON: it contains a NUL byte (at offset {})",
         static_cast<const char*>(nul) - body.data()));
   }
-  if (auto at = TooDeep(body)) {
+  if (auto at = admission::FirstTooDeep(body, kMaxDepth)) {
     return Status::InvalidArgument(fmt::format(
         "request body nests arrays/objects deeper than {} levels (at offset {}); a "
         "FleetAutoscaleReview never does",
@@ -151,7 +118,7 @@ Status ParseAutoscaleReview(std::string_view body, AutoscaleRequest* out) {
   if (auto dup = admission::FindDuplicateKey(doc)) return Status::InvalidArgument(dup->Message());
   if (!doc.IsObject()) {
     return Status::InvalidArgument(
-        fmt::format("request body is {}, expected a FleetAutoscaleReview object", TypeName(doc)));
+        fmt::format("request body is {}, expected a FleetAutoscaleReview object", admission::JsonTypeName(doc)));
   }
   if (Status s = OptionalConst(doc, "apiVersion", "autoscaling.agones.dev/v1"); !s.ok()) return s;
   if (Status s = OptionalConst(doc, "kind", "FleetAutoscaleReview"); !s.ok()) return s;
@@ -161,7 +128,7 @@ Status ParseAutoscaleReview(std::string_view body, AutoscaleRequest* out) {
   }
   if (!req->IsObject()) {
     return Status::InvalidArgument(
-        fmt::format("body.request is {}, expected an object", TypeName(*req)));
+        fmt::format("body.request is {}, expected an object", admission::JsonTypeName(*req)));
   }
   AutoscaleRequest r;
   if (Status s = RequiredString(*req, "uid", &r.uid); !s.ok()) return s;
@@ -173,7 +140,7 @@ Status ParseAutoscaleReview(std::string_view body, AutoscaleRequest* out) {
   }
   if (!status->IsObject()) {
     return Status::InvalidArgument(
-        fmt::format("request.status is {}, expected an object", TypeName(*status)));
+        fmt::format("request.status is {}, expected an object", admission::JsonTypeName(*status)));
   }
   if (Status s = Count(*status, "replicas", true, &r.status.replicas); !s.ok()) return s;
   if (Status s = Count(*status, "readyReplicas", false, &r.status.ready_replicas); !s.ok()) {
