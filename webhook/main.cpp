@@ -20,7 +20,7 @@
 
 #include "admission/crd_state.h"
 #include "admission/policy.h"
-#include "autoscale/io/service.h"  // [autoscale, issue 12]
+#include "autoscale/io/service.h"
 #include "kube/controllers.h"
 #include "resolver/service.h"  // [helper E]
 #include "runtime/manager.h"
@@ -92,7 +92,7 @@ int main(int argc, char** argv) {
   // [resolver flags: helper E]
   resolver::ResolverFlags resolver_flags;
   resolver::RegisterResolverFlags(fs, &resolver_flags);
-  autoscale::AutoscaleFlags autoscale_flags;  // [autoscale, issue 12]
+  autoscale::AutoscaleFlags autoscale_flags;
   autoscale::RegisterAutoscaleFlags(fs, &autoscale_flags);
 
   auto parsed = fs.Parse(argc, argv);
@@ -145,7 +145,7 @@ int main(int argc, char** argv) {
                                      server_cfg.https.max_body_bytes);
   server::AdmissionServer admission_server(server_cfg.https, certs, pipeline, admission_metrics,
                                            *registry);
-  // ---- Buffer autoscaling webhook (issue 12): its route on the admission port ---------------
+  // ---- Buffer autoscaling webhook: its route on the admission port ----------------------------
   std::unique_ptr<autoscale::AutoscaleEndpoint> autoscale_endpoint;
   if (autoscale_flags.buffer) {
     autoscale_endpoint = std::make_unique<autoscale::AutoscaleEndpoint>(*registry);
@@ -200,7 +200,7 @@ int main(int argc, char** argv) {
                          [&resolver_service] { resolver_service->StopLeading(); });
   }
 
-  // ---- Buffer autoscaling webhook (issue 12): the GameServer watch behind its counts --------
+  // ---- Buffer autoscaling webhook: the GameServer watch behind its counts -------------------
   // A runtime::Manager runnable on every replica (not leader-only). Until main.cpp composes one
   // Manager for every component, this block runs its own.
   runtime::Manager autoscale_runtime({"autoscale"}, std::chrono::seconds(2));
@@ -250,7 +250,7 @@ int main(int argc, char** argv) {
   admission_server.Stop();
   controllers.Stop();  // [helper D] releases the lease, cancels watches
   if (resolver_service) resolver_service->Stop();  // [helper E] (already out of leadership)
-  if (autoscale_thread.joinable()) {  // [autoscale, issue 12]
+  if (autoscale_thread.joinable()) {
     autoscale_thread.request_stop();
     autoscale_thread.join();
   }
