@@ -19,8 +19,8 @@
 #include <thread>
 
 #include "admission/crd_state.h"
-#include "admission/policy.h"
 #include "autoscale/io/service.h"
+#include "gate/policy.h"
 #include "kube/controllers.h"
 #include "resolver/service.h"  // [helper E]
 #include "runtime/manager.h"
@@ -84,7 +84,7 @@ int main(int argc, char** argv) {
   flags::FlagSet fs("allocating-webhook", kSummary);
   server::ServerConfig server_cfg;
   server::RegisterServerFlags(fs, &server_cfg);
-  admission::Policy policy;
+  gate::Policy policy;
   server::RegisterPolicyFlags(fs, &policy);
   // [kube client / leader election / CRD guard flags: helper D]
   kube::KubeFlags kube_flags;

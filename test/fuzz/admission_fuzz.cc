@@ -59,8 +59,8 @@ std::optional<bool> OracleHasDuplicate(std::string_view body) {
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  static const aw::admission::Policy policy = [] {
-    aw::admission::Policy p;
+  static const aw::gate::Policy policy = [] {
+    aw::gate::Policy p;
     p.trusted_users = {"system:serviceaccount:allocating-system:allocating-webhook"};
     return p;
   }();

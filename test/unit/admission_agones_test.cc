@@ -7,7 +7,7 @@
 
 #include <algorithm>
 
-#include "admission/keys.h"
+#include "gate/keys.h"
 #include "admission_test_util.h"
 
 namespace aw::testing {

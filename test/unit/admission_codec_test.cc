@@ -3,7 +3,7 @@
 
 #include <string>
 
-#include "admission/keys.h"
+#include "gate/keys.h"
 #include "admission_test_util.h"
 
 namespace aw::testing {

@@ -1,10 +1,10 @@
-// JsonPatch / MapEdit (admission/json_patch.h): minimal ops for a string map.
-#include "admission/json_patch.h"
+// JsonPatch / MapEdit (gate/json_patch.h): minimal ops for a string map.
+#include "gate/json_patch.h"
 
 #include <gtest/gtest.h>
 #include <rapidjson/document.h>
 
-namespace aw::admission {
+namespace aw::gate {
 namespace {
 
 rapidjson::Document Parse(const char* json) {
@@ -62,4 +62,4 @@ TEST(JsonPatch, SerializesInOrder) {
 }
 
 }  // namespace
-}  // namespace aw::admission
+}  // namespace aw::gate

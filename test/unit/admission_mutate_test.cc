@@ -1,9 +1,9 @@
-// /mutate/gameservers: every row of the decision table (DESIGN.md section 3), both modes,
+// /mutate/gameservers: every row of the decision table (docs/design.md, "Admission decisions"), both modes,
 // fail-open, trusted vs untrusted, patch shape and idempotence under reinvocation.
 #include <gtest/gtest.h>
 
-#include "admission/json_patch.h"
-#include "admission/keys.h"
+#include "gate/json_patch.h"
+#include "gate/keys.h"
 #include "admission_test_util.h"
 #include "util/time_format.h"
 
@@ -389,10 +389,10 @@ TEST(MutateOperations, CreateAndDeleteAreAllowedUnchanged) {
 }
 
 TEST(MutatePatch, PointerEscaping) {
-  EXPECT_EQ(admission::EscapePointerToken("a~b/c"), "a~0b~1c");
-  EXPECT_EQ(admission::EscapePointerToken("~/~/"), "~0~1~0~1");
-  EXPECT_EQ(admission::EscapePointerToken("plain"), "plain");
-  EXPECT_EQ(admission::EscapePointerToken(""), "");
+  EXPECT_EQ(gate::EscapePointerToken("a~b/c"), "a~0b~1c");
+  EXPECT_EQ(gate::EscapePointerToken("~/~/"), "~0~1~0~1");
+  EXPECT_EQ(gate::EscapePointerToken("plain"), "plain");
+  EXPECT_EQ(gate::EscapePointerToken(""), "");
 }
 
 TEST(MutatePatch, EveryPatchAppliesAndIsIdempotentAcrossScenarios) {

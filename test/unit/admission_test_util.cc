@@ -25,8 +25,8 @@ std::chrono::system_clock::time_point TestNow() {
                                                   nanoseconds{123456789});
 }
 
-admission::Policy TestPolicy() {
-  admission::Policy p;
+gate::Policy TestPolicy() {
+  gate::Policy p;
   p.trusted_users = {std::string(kResolver)};
   return p;
 }

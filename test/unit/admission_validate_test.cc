@@ -2,7 +2,7 @@
 // /validate/gameserverallocations.
 #include <gtest/gtest.h>
 
-#include "admission/keys.h"
+#include "gate/keys.h"
 #include "admission_test_util.h"
 
 namespace aw::testing {

@@ -1,11 +1,11 @@
-// Gate configuration annotations (admission/gate_config.h): defaults, values, bounds, messages.
-#include "admission/gate_config.h"
+// Gate configuration annotations (gate/config.h): defaults, values, bounds, messages.
+#include "gate/config.h"
 
 #include <gtest/gtest.h>
 
-#include "admission/keys.h"
+#include "gate/keys.h"
 
-namespace aw::admission {
+namespace aw::gate {
 namespace {
 
 using Map = std::map<std::string, std::string, std::less<>>;
@@ -139,4 +139,4 @@ TEST(GateConfig, LookupFunctionOverload) {
 }
 
 }  // namespace
-}  // namespace aw::admission
+}  // namespace aw::gate

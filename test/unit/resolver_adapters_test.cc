@@ -39,7 +39,7 @@ TEST(ClassifyPatchError, MapsApiErrors) {
 }
 
 TEST(ResolverFlags, ProbeTimeoutMustBeBelowThePeriod) {
-  admission::Policy policy;  // default probe period 250ms
+  gate::Policy policy;  // default probe period 250ms
   ResolverFlags f;
   EXPECT_FALSE(ValidateResolverFlags(f, policy).has_value());
   f.probe_timeout = std::chrono::milliseconds(250);

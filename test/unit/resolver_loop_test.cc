@@ -121,7 +121,7 @@ TEST_F(LoopTest, TimesOutToUnhealthyByDefault) {
   auto gs = Current();
   EXPECT_EQ(gs->state, "Unhealthy");
   EXPECT_EQ(*gs->Annotation(keys::kOutcome), "TimedOut");
-  EXPECT_EQ(gs->Annotation(keys::kConfirmed), nullptr);
+  EXPECT_EQ(gs->Annotation(keys::kConfirmed), std::nullopt);
   ASSERT_EQ(events_.events.size(), 1u);
   EXPECT_EQ(events_.events[0].type, EventType::kWarning);
   EXPECT_EQ(events_.events[0].reason, "AllocatingTimedOut");
@@ -285,7 +285,7 @@ TEST_F(LoopTest, AllocationChangedBeforeThePatchIsNeverPromoted) {
   resolver_->Notify("default", "gs-1");
   Settle();
   EXPECT_EQ(Current()->state, "Allocating");
-  EXPECT_EQ(Current()->Annotation(keys::kConfirmed), nullptr);
+  EXPECT_EQ(Current()->Annotation(keys::kConfirmed), std::nullopt);
   EXPECT_EQ(patcher_.applied.size(), 0u);
   EXPECT_TRUE(events_.events.empty());
 }

@@ -13,7 +13,7 @@
 #include <rapidjson/stringbuffer.h>
 #include <rapidjson/writer.h>
 
-#include "admission/keys.h"
+#include "gate/keys.h"
 #include "resolver/gameserver.h"
 #include "resolver/ports.h"
 #include "probe/prober.h"
@@ -155,7 +155,7 @@ class FakePatcher final : public Patcher {
       std::string key = Unescape(path.substr(std::min(path.size(), std::string("/metadata/annotations/").size())));
       if (kind == "test") {
         std::string have = path == "/metadata/resourceVersion" ? next.resource_version
-                           : next.Annotation(key) ? *next.Annotation(key) : std::string("<absent>");
+                           : std::string(next.Annotation(key).value_or("<absent>"));
         if (have != value) return {PatchStatus::kConflict, "test failed: " + path};
       } else if (path == "/status/state") {
         next.state = value;

@@ -8,7 +8,7 @@ namespace {
 
 struct Parsed {
   ServerConfig cfg;
-  admission::Policy policy;
+  gate::Policy policy;
   flags::FlagSet::Result result;
 };
 

@@ -92,3 +92,10 @@ TEST(Text, ClipKeepsUtf8Sequences) {
 
 }  // namespace
 }  // namespace aw::util
+
+TEST(Base64, TextDecodingSkipsWhitespace) {
+  EXPECT_EQ(aw::util::Base64DecodeText(" Zm9v\nYmFy\r\n\t"), "foobar");
+  EXPECT_EQ(aw::util::Base64DecodeText(" \n"), "");
+  EXPECT_FALSE(aw::util::Base64DecodeText("Zm9 "));
+  EXPECT_FALSE(aw::util::Base64DecodeText("Zm9*"));
+}

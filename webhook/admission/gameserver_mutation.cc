@@ -1,4 +1,6 @@
-// /mutate/gameservers: the Allocating gate (DESIGN.md section 3, rows 1-5).
+// /mutate/gameservers: the Allocating gate. The rule for each update is looked up in the gate's
+// decision table (gate/decision_table.h, docs/design.md "Decision tables"); this file carries out
+// the rule's edits.
 #include <fmt/format.h>
 
 #include <chrono>
@@ -6,24 +8,25 @@
 #include <vector>
 
 #include "admission/decisions.h"
-#include "admission/gate_config.h"
+#include "gate/config.h"
+#include "gate/decision_table.h"
 #include "admission/identity.h"
-#include "admission/json_patch.h"
-#include "admission/keys.h"
+#include "gate/json_patch.h"
+#include "gate/keys.h"
 #include "util/text.h"
 #include "util/time_format.h"
 
 namespace aw::admission {
 namespace {
 
+using gate::BadRequest;
+using gate::FreshLastAllocated;
+using gate::GameServerView;
+using gate::JsonPatch;
+using gate::MapEdit;
+
 constexpr std::string_view kAnnotationsPath = "/metadata/annotations";
 constexpr std::string_view kLabelsPath = "/metadata/labels";
-
-std::string ObjectName(const ReviewRequest& req, const GameServerView& gs) {
-  std::string_view ns = gs.meta.namespace_.empty() ? req.namespace_ : gs.meta.namespace_;
-  std::string_view name = gs.meta.name.empty() ? req.name : gs.meta.name;
-  return fmt::format("{}/{}", ns, name);
-}
 
 // The allocation id for a cycle that starts with `since`: agones.dev/last-allocated when this
 // update set it, else `since`.
@@ -101,7 +104,7 @@ void Revert(std::string_view key, const GameServerView& o, const GameServerView&
 // values. The cycle edits that follow may then set since/allocation anew.
 void RevertForgedKeys(const GameServerView& o, const GameServerView& n, bool sdk_writer,
                       MapEdit* ann) {
-  for (std::string_view k : OwnedAnnotationKeys()) Revert(k, o, n, ann);
+  for (std::string_view k : keys::kOwnedAnnotations) Revert(k, o, n, ann);
   if (!sdk_writer) Revert(keys::kSdkReady, o, n, ann);
 }
 
@@ -114,7 +117,7 @@ std::vector<std::string> Overridden(const GameServerView& o, const GameServerVie
     auto nv = n.Annotation(k);
     if (nv != o.Annotation(k) && nv != ann.Get(k)) out.emplace_back(k);
   };
-  for (std::string_view k : OwnedAnnotationKeys()) check(k);
+  for (std::string_view k : keys::kOwnedAnnotations) check(k);
   check(keys::kSdkReady);
   return out;
 }
@@ -167,8 +170,8 @@ std::string FailOpenWarning(const std::string& name) {
 // The edits of one decision: annotations, labels, and what was neutralised.
 struct Edits {
   Edits(const GameServerView& n)
-      : ann(n.meta.annotations, std::string(kAnnotationsPath)),
-        labels(n.meta.labels, std::string(kLabelsPath)) {}
+      : ann(n.annotations, std::string(kAnnotationsPath)),
+        labels(n.labels, std::string(kLabelsPath)) {}
   MapEdit ann;
   MapEdit labels;
   std::vector<std::string> neutralised;
@@ -190,125 +193,119 @@ Decision Finish(Decision d, const Edits& e, std::optional<std::string_view> new_
 
 }  // namespace
 
-const std::vector<std::string_view>& OwnedAnnotationKeys() {
-  static const std::vector<std::string_view> k = {keys::kSince, keys::kAllocation,
-                                                  keys::kConfirmed, keys::kOutcome,
-                                                  keys::kShutdownRequested};
-  return k;
-}
-
-std::optional<std::string_view> FreshLastAllocated(const GameServerView& old_gs,
-                                                   const GameServerView& new_gs) {
-  auto n = new_gs.Annotation(keys::kLastAllocated);
-  if (!n || n->empty()) return std::nullopt;
-  auto o = old_gs.Annotation(keys::kLastAllocated);
-  if (o && *o == *n) return std::nullopt;
-  return n;
-}
-
 Decision MutateGameServer(const ReviewRequest& req, const Context& ctx) {
   if (req.operation != "UPDATE") {
     return Decision::Allow(fmt::format("operation {} is not gated", req.operation));
   }
   if (!req.object) throw BadRequest("request.object is missing (required for UPDATE)");
   if (!req.old_object) throw BadRequest("request.oldObject is missing (required for UPDATE)");
-  GameServerView n = ReadGameServer(req.object, "request.object");
-  GameServerView o = ReadGameServer(req.old_object, "request.oldObject");
+  GameServerView n = gate::ParseGameServer(req.object, "request.object", gate::Parse::kStrict);
+  GameServerView o = gate::ParseGameServer(req.old_object, "request.oldObject", gate::Parse::kStrict);
 
-  // Row 1: opt-in. The old object counts too, so that removing the label in the very update
-  // that allocates cannot bypass the gate.
-  if (!n.OptedIn() && !o.OptedIn()) return Decision::Allow("not opted in");
+  const bool trusted = ctx.policy.IsTrusted(std::string(req.username));
+  gate::GateInput in;
+  // The old object counts too, so that removing the label in the very update that allocates
+  // cannot bypass the gate.
+  in.opted_in = n.OptedIn() || o.OptedIn();
+  in.old_phase = gate::PhaseOf(o.state);
+  in.new_phase = gate::PhaseOf(n.state);
+  in.writer = WriterOf(req, ctx.policy);
+  if (in.opted_in) {
+    auto confirmed = n.Annotation(keys::kConfirmed);
+    auto allocation = n.Annotation(keys::kAllocation);
+    in.confirmed = confirmed && !confirmed->empty() && allocation && *confirmed == *allocation;
+    in.timed_out = n.Annotation(keys::kOutcome) == keys::kOutcomeTimedOut;
+    in.crd_accepts = ctx.crd_accepts_allocating;
+    if (in.new_phase == gate::Phase::kAllocated) {
+      // Invalid configuration values fall back to defaults here; the validating webhook reports
+      // them.
+      in.mode = gate::ParseGateConfig(n.annotations, ctx.policy).config.mode;
+    }
+    in.deleting = n.deleting;
+    in.has_since = n.Annotation(keys::kSince).has_value();
+    in.shutdown_requested =
+        o.Annotation(keys::kShutdownRequested) || n.Annotation(keys::kShutdownRequested);
+  }
+  const gate::GateRule& rule = gate::DecideGate(in);
+  if (!in.opted_in) return Decision::Allow("not opted in");
 
-  const std::string name = ObjectName(req, n);
+  const std::string name = gate::ObjectName(n, req.namespace_, req.name);
   const std::string_view os = o.state;
   const std::string_view ns = n.state;
   const std::string_view user = req.username;
-  const bool trusted = ctx.policy.IsTrusted(std::string(user));
-  const bool sdk_writer = IsSdkWriter(req, n, req.object, ctx.policy);
   Edits e(n);
   auto finish = [&](Decision d, std::optional<std::string_view> state) {
     return Finish(std::move(d), e, state, o, n, name, user);
   };
+  // Whatever the rule, an untrusted write of Allocated (the allocator merging an allocation's
+  // metadata, the SDK's Allocate()) never sets the keys it does not own: they are reverted with a
+  // warning instead of denying the update, because a denied allocator update leaves the server
+  // unallocatable in Agones' allocation cache.
+  if (rule.neutralise && !trusted) {
+    RevertForgedKeys(o, n, IsSdkWriter(req, n, req.object, ctx.policy), &e.ann);
+  }
+  // Why a write of Allocated is not let through (rows 1, 2, 3).
+  const std::string why =
+      os != keys::kStateAllocating ? std::string("new allocation")
+      : trusted ? fmt::format("{} does not equal {}", keys::kConfirmed, keys::kAllocation)
+                : fmt::format("user \"{}\" is not trusted to promote", user);
+  const std::string now = util::FormatRfc3339Nano(ctx.now);
+  switch (rule.cycle) {
+    case gate::CycleEdit::kNone: break;
+    case gate::CycleEdit::kEnterOnAllocation: EnterCycleOnAllocation(o, n, now, &e.ann); break;
+    case gate::CycleEdit::kEnterDirectly: EnterCycleDirectly(o, n, now, &e.ann); break;
+    case gate::CycleEdit::kStay: StayInCycle(o, n, now, &e.ann); break;
+    case gate::CycleEdit::kHold:
+      StayInCycle(o, n, now, &e.ann);
+      if (!o.Annotation(keys::kShutdownRequested)) e.ann.Set(keys::kShutdownRequested, now);
+      break;
+    case gate::CycleEdit::kClear:
+      for (std::string_view k : keys::kOwnedAnnotations) e.ann.Remove(k);
+      break;
+  }
+  if (rule.keep_opted_in) KeepOptedIn(n, &e.labels, &e.neutralised);
 
-  if (ns == keys::kStateAllocated) {
-    // Whatever happens below, an untrusted write of Allocated (the allocator merging an
-    // allocation's metadata, the SDK's Allocate()) never sets the keys it does not own: they are
-    // reverted with a warning instead of denying the update, because a denied allocator update
-    // leaves the server unallocatable in Agones' allocation cache.
-    if (!trusted) RevertForgedKeys(o, n, sdk_writer, &e.ann);
-    if (os == keys::kStateAllocated) {
+  if (rule.verdict == gate::Verdict::kFailOpen) {
+    Decision d = Decision::Allow("fail open: CRD does not accept Allocating (" + why + ")");
+    d.fail_open = true;
+    d.warnings.push_back(FailOpenWarning(name));
+    return finish(std::move(d), std::nullopt);
+  }
+  if (rule.verdict == gate::Verdict::kDeny) {
+    std::string msg =
+        os == keys::kStateAllocating
+            ? fmt::format(
+                  "GameServer {} is Allocating: only the resolver promotes it to Allocated, once "
+                  "readiness is confirmed ({}: reject; {})",
+                  name, keys::kMode, why)
+            : fmt::format(
+                  "GameServer {} may not become Allocated before it is confirmed playable ({}: "
+                  "reject); move it to Allocating and let the resolver promote it",
+                  name, keys::kMode);
+    Decision d = Decision::Deny(403, "Forbidden", msg);
+    d.reason = "reject mode: " + why;
+    return d;
+  }
+
+  if (in.new_phase == gate::Phase::kAllocated) {
+    if (in.old_phase == gate::Phase::kAllocated) {
       // Re-allocation (or any update) of a server that is already Allocated: it is playable.
       return finish(Decision::Allow("already Allocated"), std::nullopt);
     }
-    std::string why;
-    if (os == keys::kStateAllocating) {
-      // Row 3: promotion.
-      auto confirmed = n.Annotation(keys::kConfirmed);
-      auto allocation = n.Annotation(keys::kAllocation);
-      auto outcome = n.Annotation(keys::kOutcome);
-      if (trusted && confirmed && !confirmed->empty() && allocation && *confirmed == *allocation) {
-        return Decision::Allow("promotion by a trusted identity with confirmed == allocation");
-      }
-      if (trusted && outcome && *outcome == keys::kOutcomeTimedOut) {
-        return Decision::Allow("timeout resolution to Allocated by a trusted identity");
-      }
-      why = trusted ? fmt::format("{} does not equal {}", keys::kConfirmed, keys::kAllocation)
-                    : fmt::format("user \"{}\" is not trusted to promote", user);
-    } else {
-      why = "new allocation";
+    if (rule.state == gate::StateWrite::kAsWritten) {
+      return Decision::Allow(in.confirmed
+                                 ? "promotion by a trusted identity with confirmed == allocation"
+                                 : "timeout resolution to Allocated by a trusted identity");
     }
-    // Rows 2 and 3.
-    if (!ctx.crd_accepts_allocating) {
-      Decision d = Decision::Allow("fail open: CRD does not accept Allocating (" + why + ")");
-      d.fail_open = true;
-      d.warnings.push_back(FailOpenWarning(name));
-      return finish(std::move(d), std::nullopt);
-    }
-    // Invalid configuration values fall back to defaults here; the validating webhook reports
-    // them.
-    const GateConfig cfg = ParseGateConfig(
-                               [&n](std::string_view k) { return n.Annotation(k); }, ctx.policy)
-                               .config;
-    if (cfg.mode == GateMode::kReject) {
-      std::string msg =
-          os == keys::kStateAllocating
-              ? fmt::format(
-                    "GameServer {} is Allocating: only the resolver promotes it to Allocated, once "
-                    "readiness is confirmed ({}: reject; {})",
-                    name, keys::kMode, why)
-              : fmt::format(
-                    "GameServer {} may not become Allocated before it is confirmed playable ({}: "
-                    "reject); move it to Allocating and let the resolver promote it",
-                    name, keys::kMode);
-      Decision d = Decision::Deny(403, "Forbidden", msg);
-      d.reason = "reject mode: " + why;
-      return d;
-    }
-    const std::string now = util::FormatRfc3339Nano(ctx.now);
-    if (os == keys::kStateAllocating) {
-      StayInCycle(o, n, now, &e.ann);
-    } else {
-      EnterCycleOnAllocation(o, n, now, &e.ann);
-    }
-    KeepOptedIn(n, &e.labels, &e.neutralised);
     return finish(Decision::Allow("rewritten to Allocating: " + why), keys::kStateAllocating);
   }
-
-  // Scale-down protection: the Agones controller's Shutdown of a server that is being prepared
-  // for a match (GameServerSet scale-down, rolling update) is not applied, as Agones never shuts
-  // down an Allocated one; the update itself succeeds, so the controller's pass goes on. The game
-  // server (SDK) and the resolver may shut it down; a server being deleted is not held back; nor
-  // is one whose CRD no longer accepts Allocating (the write back would fail).
-  // Only a Shutdown that keeps the cycle's `since` is held: every full UPDATE of the stored object
-  // does, while the webhook's own deferred Shutdown (below) removes it, so re-invoking the webhook
-  // on its own patch does not hold the server again.
-  if (os == keys::kStateAllocating && ns == keys::kStateShutdown && !trusted &&
-      ctx.policy.IsAgonesController(std::string(user)) && !n.meta.deleting &&
-      ctx.crd_accepts_allocating && n.Annotation(keys::kSince)) {
-    const std::string now = util::FormatRfc3339Nano(ctx.now);
-    StayInCycle(o, n, now, &e.ann);
-    if (!o.Annotation(keys::kShutdownRequested)) e.ann.Set(keys::kShutdownRequested, now);
-    KeepOptedIn(n, &e.labels, &e.neutralised);
+  if (rule.cycle == gate::CycleEdit::kHold) {
+    // Scale-down protection: the Agones controller's Shutdown of a server that is being prepared
+    // for a match (GameServerSet scale-down, rolling update) is not applied, as Agones never
+    // shuts down an Allocated one; the update itself succeeds, so the controller's pass goes on.
+    // Only a Shutdown that keeps the cycle's `since` is held: every full UPDATE of the stored
+    // object does, while the webhook's own deferred Shutdown removes it, so re-invoking the
+    // webhook on its own patch does not hold the server again.
     Decision d = Decision::Allow("scale-down protection: Shutdown by the Agones controller held");
     d.shutdown_held = true;
     d.warnings.push_back(fmt::format(
@@ -318,33 +315,17 @@ Decision MutateGameServer(const ReviewRequest& req, const Context& ctx) {
         name, keys::kTimeout, keys::kShutdownRequested));
     return finish(std::move(d), keys::kStateAllocating);
   }
-
-  if (ns == keys::kStateAllocating) {
-    // Row 4 (entering directly) or staying Allocating.
-    if (os == keys::kStateAllocating) {
-      StayInCycle(o, n, util::FormatRfc3339Nano(ctx.now), &e.ann);
-    } else {
-      EnterCycleDirectly(o, n, util::FormatRfc3339Nano(ctx.now), &e.ann);
-    }
-    KeepOptedIn(n, &e.labels, &e.neutralised);
+  if (in.new_phase == gate::Phase::kAllocating) {
     return finish(Decision::Allow("Allocating"), std::nullopt);
   }
+  if (!gate::In(in.old_phase, gate::kInCycle)) return Decision::Allow("outside the allocation cycle");
 
-  // Row 5: leaving the cycle. Only the transition cleans up: what a trusted identity (the
-  // resolver) leaves on a server it moves out, e.g. outcome: TimedOut on an Unhealthy server,
-  // stays visible afterwards; leftovers on a server outside the cycle are harmless, because
-  // entering a new cycle replaces a stale since and drops confirmed/outcome.
-  if (os != keys::kStateAllocating && os != keys::kStateAllocated) {
-    return Decision::Allow("outside the allocation cycle");
-  }
-  // Deferred scale-down: the Agones controller asked to shut this server down while it was
-  // Allocating, and from then on counts it as deleted (it never scales it down again, nor
-  // replaces it when it becomes Unhealthy). Whatever state it leaves the cycle for (the game
-  // server's Ready() after its match, Unhealthy, Reserved...), it is shut down now.
-  const bool deferred = (o.Annotation(keys::kShutdownRequested) ||
-                         n.Annotation(keys::kShutdownRequested)) &&
-                        ns != keys::kStateShutdown && !n.meta.deleting &&
-                        ctx.crd_accepts_allocating;
+  // Row 5: leaving the cycle. Only the transition cleans up, and only after an untrusted write:
+  // what a trusted identity (the resolver) leaves on a server it moves out, e.g. outcome:
+  // TimedOut on an Unhealthy server, stays visible afterwards. Row 6 (deferred scale-down): the
+  // Agones controller asked to shut this server down while it was Allocating, and from then on
+  // counts it as deleted, so whatever state it leaves the cycle for, it is shut down now.
+  const bool deferred = rule.state == gate::StateWrite::kShutdown;
   std::optional<std::string_view> new_state;
   Decision d = Decision::Allow(trusted ? "trusted identity leaving the cycle"
                                        : "outside the allocation cycle");
@@ -357,9 +338,6 @@ Decision MutateGameServer(const ReviewRequest& req, const Context& ctx) {
         "allocating-webhook: GameServer {} leaves the allocation cycle: the Agones controller's "
         "Shutdown, held while it was Allocating ({}), is applied now instead of state \"{}\"",
         name, keys::kShutdownRequested, util::Clip(ns, 60)));
-  }
-  if (!trusted) {
-    for (std::string_view k : OwnedAnnotationKeys()) e.ann.Remove(k);
   }
   JsonPatch patch;
   if (new_state) patch.ReplaceString("/status/state", std::string(*new_state));

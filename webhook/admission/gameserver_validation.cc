@@ -1,30 +1,25 @@
-// /validate/gameservers: configuration annotations, owned-annotation protection, scale-down
-// protection (DESIGN.md section 3).
+// /validate/gameservers: configuration annotations, owned-annotation protection (the rules of
+// gate::OwnedRules(), docs/design.md "Decision tables"), the readiness annotation's writer.
 #include <fmt/format.h>
 
 #include <chrono>
 
 #include "admission/decisions.h"
-#include "admission/gate_config.h"
+#include "gate/config.h"
+#include "gate/decision_table.h"
 #include "admission/identity.h"
-#include "admission/keys.h"
+#include "gate/keys.h"
 #include "util/text.h"
 #include "util/time_format.h"
 
 namespace aw::admission {
 namespace {
 
+using gate::GameServerView;
+
 // How far a `since` written by an untrusted request (i.e. by the mutating webhook's rewrite on
 // its behalf) may be from this replica's clock: covers the mutate->validate delay and clock skew.
 constexpr auto kSinceTolerance = std::chrono::minutes(2);
-
-std::string ObjectName(const ReviewRequest& req, const GameServerView& gs) {
-  std::string_view ns = gs.meta.namespace_.empty() ? req.namespace_ : gs.meta.namespace_;
-  std::string_view name = gs.meta.name.empty()
-                              ? (req.name.empty() ? gs.meta.generate_name : req.name)
-                              : gs.meta.name;
-  return fmt::format("{}/{}", ns, name);
-}
 
 bool ConfigChanged(const GameServerView& o, const GameServerView& n, std::string_view key) {
   return o.Annotation(key) != n.Annotation(key);
@@ -35,41 +30,35 @@ std::string Quoted(std::optional<std::string_view> v) {
 }
 
 // Checks one owned annotation change by an untrusted identity against what the mutating
-// webhook's rewrite produces; returns an error message or "" when the change is allowed.
+// webhook's rewrite produces (gate::DecideOwned); returns an error message or "" when the change
+// is allowed.
 std::string CheckOwnedChange(std::string_view key, const GameServerView& o,
                              const GameServerView& n, std::string_view user,
                              const Context& ctx) {
   auto ov = o.Annotation(key);
   auto nv = n.Annotation(key);
-  const std::string_view os = o.state, ns = n.state;
-  const bool leaving = ns != keys::kStateAllocating && ns != keys::kStateAllocated;
-  const bool entering = ns == keys::kStateAllocating && os != keys::kStateAllocating;
-  const bool allocating = ns == keys::kStateAllocating;
-  if (!nv) {
-    // Removal: row 5 removes all owned keys; entering a new cycle drops confirmed/outcome.
-    if (leaving) return "";
-    if (entering && (key == keys::kConfirmed || key == keys::kOutcome ||
-                     key == keys::kShutdownRequested)) {
-      return "";
+  gate::OwnedInput in;
+  in.key = gate::OwnedKeyOf(key);
+  in.change = nv ? gate::OwnedChange::kSet : gate::OwnedChange::kRemove;
+  in.old_phase = gate::PhaseOf(o.state);
+  in.new_phase = gate::PhaseOf(n.state);
+  in.writer = ctx.policy.IsAgonesController(std::string(user)) ? gate::Writer::kAgonesController
+                                                               : gate::Writer::kOther;
+  in.was_absent = !ov;
+  const gate::OwnedRule& rule = gate::DecideOwned(in);
+  if (rule.verdict == gate::OwnedVerdict::kAllow) return "";
+  if (rule.verdict == gate::OwnedVerdict::kDeny) {
+    if (!nv) return fmt::format("{} may not be removed while the GameServer is {}", key, n.state);
+    if (key == keys::kShutdownRequested) {
+      return fmt::format("{} is written only by the webhook (scale-down protection)", key);
     }
-    return fmt::format("{} may not be removed while the GameServer is {}", key, ns);
-  }
-  if (key == keys::kShutdownRequested) {
-    // Set only by the mutating webhook's scale-down protection, on the Agones controller's behalf.
-    if (!ov && os == keys::kStateAllocating && ns == keys::kStateAllocating &&
-        ctx.policy.IsAgonesController(std::string(user))) {
-      return "";
+    if (key == keys::kConfirmed || key == keys::kOutcome) {
+      return fmt::format("{} is written only by the resolver (a trusted identity)", key);
     }
-    return fmt::format("{} is written only by the webhook (scale-down protection)", key);
-  }
-  if (key == keys::kConfirmed || key == keys::kOutcome) {
-    return fmt::format("{} is written only by the resolver (a trusted identity)", key);
-  }
-  // since / allocation: set when entering a cycle, or restored while Allocating.
-  if (!allocating || !(entering || !ov)) {
     return fmt::format("{} is written only by the webhook when the GameServer enters Allocating",
                        key);
   }
+  // kCheckValue: since / allocation as the gate writes them.
   if (key == keys::kSince) {
     auto t = util::ParseRfc3339(*nv);
     if (!t) return fmt::format("{}: \"{}\" is not an RFC 3339 time", key, util::Clip(*nv, 100));
@@ -81,7 +70,7 @@ std::string CheckOwnedChange(std::string_view key, const GameServerView& o,
     return "";
   }
   // allocation: agones.dev/last-allocated set by this update, else since.
-  auto fresh = FreshLastAllocated(o, n);
+  auto fresh = gate::FreshLastAllocated(o, n);
   auto expected = fresh ? fresh : n.Annotation(keys::kSince);
   if (!expected || *expected != *nv) {
     return fmt::format("{}: \"{}\" must equal {} ({})", key, util::Clip(*nv, 100),
@@ -93,7 +82,7 @@ std::string CheckOwnedChange(std::string_view key, const GameServerView& o,
 }  // namespace
 
 std::optional<std::string> ProbePortMismatch(
-    const GateConfig& cfg, const std::optional<std::vector<std::string_view>>& port_names) {
+    const gate::GateConfig& cfg, const std::optional<std::vector<std::string_view>>& port_names) {
   if (!cfg.probe_port || cfg.probe_port->IsNumber() || !port_names) return std::nullopt;
   std::string known;
   for (std::string_view n : *port_names) {
@@ -112,8 +101,8 @@ Decision ValidateGameServer(const ReviewRequest& req, const Context& ctx) {
   }
   if (!req.object) throw BadRequest("request.object is missing");
   if (update && !req.old_object) throw BadRequest("request.oldObject is missing (UPDATE)");
-  GameServerView n = ReadGameServer(req.object, "request.object");
-  GameServerView o = update ? ReadGameServer(req.old_object, "request.oldObject") : GameServerView{};
+  GameServerView n = gate::ParseGameServer(req.object, "request.object", gate::Parse::kStrict);
+  GameServerView o = update ? gate::ParseGameServer(req.old_object, "request.oldObject", gate::Parse::kStrict) : GameServerView{};
 
   Decision d = Decision::Allow("valid");
   auto label = n.Label(keys::kEnabledLabel);
@@ -125,15 +114,14 @@ Decision ValidateGameServer(const ReviewRequest& req, const Context& ctx) {
     d.reason = "not opted in";
     return d;
   }
-  const std::string name = ObjectName(req, n);
+  const std::string name = gate::ObjectName(n, req.namespace_, req.name);
   const std::string user(req.username);
   const bool trusted = ctx.policy.IsTrusted(user);
 
   // Configuration annotations. On UPDATE only changed keys are enforced, so that a value made
   // invalid by a later policy change never blocks Agones' own updates of the server.
   if (n.OptedIn()) {
-    GateConfigResult cfg =
-        ParseGateConfig([&n](std::string_view k) { return n.Annotation(k); }, ctx.policy);
+    gate::GateConfigResult cfg = gate::ParseGateConfig(n.annotations, ctx.policy);
     const bool newly_opted = update && !o.OptedIn();
     std::vector<std::string> errors;
     for (size_t i = 0; i < cfg.errors.size(); ++i) {
@@ -144,7 +132,7 @@ Decision ValidateGameServer(const ReviewRequest& req, const Context& ctx) {
       }
     }
     if (auto mismatch = ProbePortMismatch(
-            cfg.config, PortNames(OptObject(*req.object, "spec", "request.object"),
+            cfg.config, gate::PortNames(OptObject(*req.object, "spec", "request.object"),
                                   "request.object.spec"))) {
       if (create || newly_opted || ConfigChanged(o, n, keys::kProbePort)) {
         errors.push_back(*mismatch);
@@ -156,9 +144,9 @@ Decision ValidateGameServer(const ReviewRequest& req, const Context& ctx) {
       bool changed = create || newly_opted || ConfigChanged(o, n, keys::kRequireAnnotation) ||
                      ConfigChanged(o, n, keys::kProbePort);
       if (changed) {
-        errors.push_back(CanNeverConfirmMessage());
+        errors.push_back(gate::CanNeverConfirmMessage());
       } else {
-        d.warnings.push_back(CanNeverConfirmMessage());
+        d.warnings.push_back(gate::CanNeverConfirmMessage());
       }
     }
     for (auto& w : cfg.warnings) d.warnings.push_back(std::move(w));
@@ -173,7 +161,7 @@ Decision ValidateGameServer(const ReviewRequest& req, const Context& ctx) {
 
   // Project-owned annotations.
   if (!trusted) {
-    for (std::string_view key : OwnedAnnotationKeys()) {
+    for (std::string_view key : keys::kOwnedAnnotations) {
       std::string err;
       if (create) {
         if (n.Annotation(key)) {

@@ -18,7 +18,7 @@
 #include <string_view>
 #include <vector>
 
-#include "admission/policy.h"
+#include "gate/policy.h"
 
 namespace aw::admission {
 
@@ -42,7 +42,7 @@ enum class Outcome { kAllowed, kRewritten, kDenied, kError };
 std::string_view OutcomeName(Outcome outcome);
 
 struct Context {
-  const Policy& policy;
+  const gate::Policy& policy;
   bool crd_accepts_allocating;
   std::chrono::system_clock::time_point now;
 };

@@ -2,6 +2,10 @@
 
 namespace aw::admission {
 
+using gate::Json;
+using gate::OptObject;
+using gate::OptString;
+
 std::string_view PodServiceAccount(const Json* gameserver, const std::string& path) {
   if (!gameserver || !gameserver->IsObject()) return {};
   const Json* spec = OptObject(*gameserver, "spec", path);
@@ -13,20 +17,27 @@ std::string_view PodServiceAccount(const Json* gameserver, const std::string& pa
   return OptString(*pod, "serviceAccountName", path + ".spec.template.spec").value_or("");
 }
 
-std::string_view GameServerNamespace(const ReviewRequest& req, const GameServerView& gs) {
-  return gs.meta.namespace_.empty() ? req.namespace_ : gs.meta.namespace_;
+std::string_view GameServerNamespace(const ReviewRequest& req, const gate::GameServerView& gs) {
+  return gs.namespace_.empty() ? req.namespace_ : gs.namespace_;
 }
 
-std::string SdkIdentityOf(const ReviewRequest& req, const GameServerView& gs, const Json* gs_json,
-                          const Policy& policy) {
+std::string SdkIdentityOf(const ReviewRequest& req, const gate::GameServerView& gs, const Json* gs_json,
+                          const gate::Policy& policy) {
   return policy.SdkIdentity(GameServerNamespace(req, gs),
                             PodServiceAccount(gs_json, "request.object"));
 }
 
-bool IsSdkWriter(const ReviewRequest& req, const GameServerView& gs, const Json* gs_json,
-                 const Policy& policy) {
+bool IsSdkWriter(const ReviewRequest& req, const gate::GameServerView& gs, const Json* gs_json,
+                 const gate::Policy& policy) {
   return !req.username.empty() && !GameServerNamespace(req, gs).empty() &&
          req.username == SdkIdentityOf(req, gs, gs_json, policy);
+}
+
+gate::Writer WriterOf(const ReviewRequest& req, const gate::Policy& policy) {
+  const std::string user(req.username);
+  if (policy.IsTrusted(user)) return gate::Writer::kTrusted;
+  if (policy.IsAgonesController(user)) return gate::Writer::kAgonesController;
+  return gate::Writer::kOther;
 }
 
 }  // namespace aw::admission

@@ -1,4 +1,4 @@
-// Who wrote an admission request, in the gate's terms (DESIGN.md section 3): the resolver and the
+// Who wrote an admission request, in the gate's terms (docs/design.md, "Admission decisions"): the resolver and the
 // admin-listed identities (trusted), the Agones controller, and the GameServer's own SDK sidecar.
 //
 // Promise: pure functions of the parsed request and the policy; throw BadRequest only for a
@@ -8,25 +8,30 @@
 #include <string>
 #include <string_view>
 
-#include "admission/json_view.h"
-#include "admission/policy.h"
+#include "gate/decision_table.h"
+#include "gate/gameserver.h"
+#include "gate/policy.h"
 #include "admission/review.h"
 
 namespace aw::admission {
 
 // spec.template.spec.serviceAccountName of a GameServer object ("" when absent). Agones runs the
 // pod (and so the SDK sidecar) as the SDK service account only when the template names none.
-std::string_view PodServiceAccount(const Json* gameserver, const std::string& path);
+std::string_view PodServiceAccount(const gate::Json* gameserver, const std::string& path);
 
 // The namespace of the GameServer under review: metadata.namespace, else request.namespace.
-std::string_view GameServerNamespace(const ReviewRequest& req, const GameServerView& gs);
+std::string_view GameServerNamespace(const ReviewRequest& req, const gate::GameServerView& gs);
 
 // The username of the SDK sidecar of the GameServer `gs` (object JSON `gs_json`).
-std::string SdkIdentityOf(const ReviewRequest& req, const GameServerView& gs, const Json* gs_json,
-                          const Policy& policy);
+std::string SdkIdentityOf(const ReviewRequest& req, const gate::GameServerView& gs, const gate::Json* gs_json,
+                          const gate::Policy& policy);
 
 // Whether the request comes from that SDK identity.
-bool IsSdkWriter(const ReviewRequest& req, const GameServerView& gs, const Json* gs_json,
-                 const Policy& policy);
+bool IsSdkWriter(const ReviewRequest& req, const gate::GameServerView& gs, const gate::Json* gs_json,
+                 const gate::Policy& policy);
+
+// The writer class of the request: trusted (policy.trusted_users), else the Agones controller
+// (policy.agones_controller_users), else other.
+gate::Writer WriterOf(const ReviewRequest& req, const gate::Policy& policy);
 
 }  // namespace aw::admission

@@ -17,9 +17,18 @@
 #include <string_view>
 #include <vector>
 
-#include "admission/json_view.h"
+#include "gate/gameserver.h"
 
 namespace aw::admission {
+
+// Admission reads JSON with the gate's typed accessors (gate/gameserver.h).
+using gate::BadRequest;
+using gate::Json;
+using gate::JsonTypeName;
+using gate::Member;
+using gate::OptBool;
+using gate::OptObject;
+using gate::OptString;
 
 struct ReviewRequest {
   ReviewRequest();

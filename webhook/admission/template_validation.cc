@@ -3,22 +3,18 @@
 #include <fmt/format.h>
 
 #include "admission/decisions.h"
-#include "admission/gate_config.h"
-#include "admission/keys.h"
+#include "gate/config.h"
+#include "gate/keys.h"
 #include "util/text.h"
 
 namespace aw::admission {
 namespace {
 
-std::string ObjectName(const ReviewRequest& req, const MetaView& meta) {
-  std::string_view ns = meta.namespace_.empty() ? req.namespace_ : meta.namespace_;
-  std::string_view name =
-      meta.name.empty() ? (req.name.empty() ? meta.generate_name : req.name) : meta.name;
-  return fmt::format("{}/{}", ns, name);
-}
+using gate::ObjectMeta;
+using gate::StringMap;
 
 // spec.template.metadata of a Fleet or GameServerSet (empty view when absent).
-MetaView ReadTemplateMeta(const Json* obj, const std::string& path) {
+ObjectMeta ReadTemplateMeta(const Json* obj, const std::string& path) {
   if (!obj) return {};
   if (!obj->IsObject()) {
     throw BadRequest(fmt::format("{} is {}, expected an object", path, JsonTypeName(*obj)));
@@ -27,13 +23,8 @@ MetaView ReadTemplateMeta(const Json* obj, const std::string& path) {
   if (!spec) return {};
   const Json* tmpl = OptObject(*spec, "template", path + ".spec");
   if (!tmpl) return {};
-  return ReadMeta(OptObject(*tmpl, "metadata", path + ".spec.template"),
+  return gate::ReadMeta(OptObject(*tmpl, "metadata", path + ".spec.template"),
                   path + ".spec.template.metadata");
-}
-
-bool OptedIn(const MetaView& m) {
-  auto v = m.labels.Get(keys::kEnabledLabel);
-  return v && *v == "true";
 }
 
 }  // namespace
@@ -50,12 +41,12 @@ Decision ValidateTemplateOwner(const ReviewRequest& req, const Context& ctx) {
     throw BadRequest(
         fmt::format("request.object is {}, expected an object", JsonTypeName(*req.object)));
   }
-  MetaView meta = ReadMeta(OptObject(*req.object, "metadata", "request.object"),
+  ObjectMeta meta = gate::ReadMeta(OptObject(*req.object, "metadata", "request.object"),
                            "request.object.metadata");
-  MetaView t = ReadTemplateMeta(req.object, "request.object");
-  MetaView ot = update ? ReadTemplateMeta(req.old_object, "request.oldObject") : MetaView{};
+  ObjectMeta t = ReadTemplateMeta(req.object, "request.object");
+  ObjectMeta ot = update ? ReadTemplateMeta(req.old_object, "request.oldObject") : ObjectMeta{};
   const std::string kind = req.kind.empty() ? "object" : std::string(req.kind);
-  const std::string name = ObjectName(req, meta);
+  const std::string name = gate::ObjectName(meta, req.namespace_, req.name);
 
   Decision d = Decision::Allow("valid");
   auto label = t.labels.Get(keys::kEnabledLabel);
@@ -63,16 +54,15 @@ Decision ValidateTemplateOwner(const ReviewRequest& req, const Context& ctx) {
     d.warnings.push_back(fmt::format("template label {}: \"{}\" does not opt in; only \"true\" does",
                                      keys::kEnabledLabel, util::Clip(*label, 60)));
   }
-  if (!OptedIn(t)) {
+  if (!t.OptedIn()) {
     d.reason = "template not opted in";
     return d;
   }
   auto changed = [&](std::string_view key) {
-    return create || !OptedIn(ot) || ot.annotations.Get(key) != t.annotations.Get(key);
+    return create || !ot.OptedIn() || ot.annotations.Get(key) != t.annotations.Get(key);
   };
   std::vector<std::string> errors;
-  GateConfigResult cfg =
-      ParseGateConfig([&t](std::string_view k) { return t.annotations.Get(k); }, ctx.policy);
+  gate::GateConfigResult cfg = gate::ParseGateConfig(t.annotations, ctx.policy);
   for (size_t i = 0; i < cfg.errors.size(); ++i) {
     if (changed(cfg.error_keys[i])) {
       errors.push_back(cfg.errors[i]);
@@ -87,7 +77,7 @@ Decision ValidateTemplateOwner(const ReviewRequest& req, const Context& ctx) {
     }
   }
   if (auto mismatch =
-          ProbePortMismatch(cfg.config, PortNames(tspec, "request.object.spec.template.spec"))) {
+          ProbePortMismatch(cfg.config, gate::PortNames(tspec, "request.object.spec.template.spec"))) {
     if (changed(keys::kProbePort)) {
       errors.push_back(*mismatch);
     } else {
@@ -96,12 +86,12 @@ Decision ValidateTemplateOwner(const ReviewRequest& req, const Context& ctx) {
   }
   if (cfg.config.CanNeverConfirm()) {
     if (changed(keys::kRequireAnnotation) || changed(keys::kProbePort)) {
-      errors.push_back(CanNeverConfirmMessage());
+      errors.push_back(gate::CanNeverConfirmMessage());
     } else {
-      d.warnings.push_back(CanNeverConfirmMessage());
+      d.warnings.push_back(gate::CanNeverConfirmMessage());
     }
   }
-  for (std::string_view key : OwnedAnnotationKeys()) {
+  for (std::string_view key : keys::kOwnedAnnotations) {
     if (t.annotations.Get(key) && changed(key)) {
       errors.push_back(
           fmt::format("{} is written only by the webhook and the resolver; remove it from the "
@@ -135,9 +125,9 @@ Decision ValidateGameServerAllocation(const ReviewRequest& req, const Context& c
     throw BadRequest(
         fmt::format("request.object is {}, expected an object", JsonTypeName(*req.object)));
   }
-  MetaView meta = ReadMeta(OptObject(*req.object, "metadata", "request.object"),
+  ObjectMeta meta = gate::ReadMeta(OptObject(*req.object, "metadata", "request.object"),
                            "request.object.metadata");
-  const std::string name = ObjectName(req, meta);
+  const std::string name = gate::ObjectName(meta, req.namespace_, req.name);
   const Json* spec = OptObject(*req.object, "spec", "request.object");
   if (!spec) return Decision::Allow("no spec");
   std::vector<std::string> errors;
@@ -147,11 +137,12 @@ Decision ValidateGameServerAllocation(const ReviewRequest& req, const Context& c
     std::string path = "spec." + std::string(field);
     const Json* mp = OptObject(*spec, field, "request.object.spec");
     if (!mp) continue;
-    MetaView m;
+    ObjectMeta m;
     m.labels = StringMap(Member(*mp, "labels"), "request.object." + path + ".labels");
     m.annotations =
         StringMap(Member(*mp, "annotations"), "request.object." + path + ".annotations");
-    std::vector<std::string_view> forbidden(OwnedAnnotationKeys());
+    std::vector<std::string_view> forbidden(keys::kOwnedAnnotations.begin(),
+                                            keys::kOwnedAnnotations.end());
     forbidden.push_back(keys::kSdkReady);
     for (std::string_view key : forbidden) {
       if (m.annotations.Get(key)) {
@@ -168,8 +159,7 @@ Decision ValidateGameServerAllocation(const ReviewRequest& req, const Context& c
           path, keys::kEnabledLabel));
     }
     // Configuration annotations are merged into the GameServer: they must parse.
-    GateConfigResult cfg =
-        ParseGateConfig([&m](std::string_view k) { return m.annotations.Get(k); }, ctx.policy);
+    gate::GateConfigResult cfg = gate::ParseGateConfig(m.annotations, ctx.policy);
     for (const auto& e : cfg.errors) errors.push_back(path + ".annotations: " + e);
   }
   if (!errors.empty()) {

@@ -10,7 +10,7 @@
 #include <optional>
 
 #include "admission/duplicate_keys.h"
-#include "admission/json_view.h"
+#include "gate/gameserver.h"
 #include "admission/nesting_depth.h"
 #include "util/text.h"
 
@@ -33,7 +33,7 @@ Status RequiredString(const rapidjson::Value& obj, const char* name, std::string
   }
   if (!v->IsString()) {
     return Status::InvalidArgument(
-        fmt::format("request.{} is {}, expected a string", name, admission::JsonTypeName(*v)));
+        fmt::format("request.{} is {}, expected a string", name, gate::JsonTypeName(*v)));
   }
   if (v->GetStringLength() == 0) {
     return Status::InvalidArgument(fmt::format("request.{} is empty", name));
@@ -51,7 +51,7 @@ Status Count(const rapidjson::Value& status, const char* name, bool required, in
   }
   if (!v->IsNumber()) {
     return Status::InvalidArgument(
-        fmt::format("request.status.{} is {}, expected an integer", name, admission::JsonTypeName(*v)));
+        fmt::format("request.status.{} is {}, expected an integer", name, gate::JsonTypeName(*v)));
   }
   if (v->IsUint64() && !v->IsInt64()) {
     return Status::InvalidArgument(fmt::format(
@@ -85,7 +85,7 @@ Status OptionalConst(const rapidjson::Value& doc, const char* name, std::string_
                                                                      v->GetStringLength()),
                                                     60) +
                                       "\""
-                                : std::string(admission::JsonTypeName(*v));
+                                : std::string(gate::JsonTypeName(*v));
     return Status::InvalidArgument(
         fmt::format("body.{} is {}, expected \"{}\" (or absent, as Agones sends it)", name, got,
                     want));
@@ -118,7 +118,7 @@ Status ParseAutoscaleReview(std::string_view body, AutoscaleRequest* out) {
   if (auto dup = admission::FindDuplicateKey(doc)) return Status::InvalidArgument(dup->Message());
   if (!doc.IsObject()) {
     return Status::InvalidArgument(
-        fmt::format("request body is {}, expected a FleetAutoscaleReview object", admission::JsonTypeName(doc)));
+        fmt::format("request body is {}, expected a FleetAutoscaleReview object", gate::JsonTypeName(doc)));
   }
   if (Status s = OptionalConst(doc, "apiVersion", "autoscaling.agones.dev/v1"); !s.ok()) return s;
   if (Status s = OptionalConst(doc, "kind", "FleetAutoscaleReview"); !s.ok()) return s;
@@ -128,7 +128,7 @@ Status ParseAutoscaleReview(std::string_view body, AutoscaleRequest* out) {
   }
   if (!req->IsObject()) {
     return Status::InvalidArgument(
-        fmt::format("body.request is {}, expected an object", admission::JsonTypeName(*req)));
+        fmt::format("body.request is {}, expected an object", gate::JsonTypeName(*req)));
   }
   AutoscaleRequest r;
   if (Status s = RequiredString(*req, "uid", &r.uid); !s.ok()) return s;
@@ -140,7 +140,7 @@ Status ParseAutoscaleReview(std::string_view body, AutoscaleRequest* out) {
   }
   if (!status->IsObject()) {
     return Status::InvalidArgument(
-        fmt::format("request.status is {}, expected an object", admission::JsonTypeName(*status)));
+        fmt::format("request.status is {}, expected an object", gate::JsonTypeName(*status)));
   }
   if (Status s = Count(*status, "replicas", true, &r.status.replicas); !s.ok()) return s;
   if (Status s = Count(*status, "readyReplicas", false, &r.status.ready_replicas); !s.ok()) {

@@ -1,12 +1,13 @@
 #include "kube/config.h"
 
-#include <openssl/evp.h>
 #include <yaml-cpp/yaml.h>
 
 #include <cstdlib>
 #include <fmt/format.h>
 #include <fstream>
 #include <sstream>
+
+#include "util/base64.h"
 
 namespace aw::kube {
 namespace {
@@ -17,27 +18,6 @@ std::string Trim(std::string s) {
   size_t i = 0;
   while (i < s.size() && (s[i] == ' ' || s[i] == '\t' || s[i] == '\n' || s[i] == '\r')) ++i;
   return s.substr(i);
-}
-
-std::optional<std::string> Base64Decode(const std::string& in) {
-  std::string clean;
-  clean.reserve(in.size());
-  for (char c : in) {
-    if (c == '\n' || c == '\r' || c == ' ' || c == '\t') continue;
-    clean.push_back(c);
-  }
-  if (clean.empty()) return std::string();
-  if (clean.size() % 4 != 0) return std::nullopt;
-  std::string out(clean.size() / 4 * 3, '\0');
-  int n = EVP_DecodeBlock(reinterpret_cast<unsigned char*>(out.data()),
-                          reinterpret_cast<const unsigned char*>(clean.data()),
-                          static_cast<int>(clean.size()));
-  if (n < 0) return std::nullopt;
-  size_t pad = 0;
-  if (clean.size() >= 1 && clean[clean.size() - 1] == '=') ++pad;
-  if (clean.size() >= 2 && clean[clean.size() - 2] == '=') ++pad;
-  out.resize(static_cast<size_t>(n) - pad);
-  return out;
 }
 
 std::string Resolve(const std::string& base_dir, const std::string& p) {
@@ -70,7 +50,7 @@ std::string LoadBlob(const YAML::Node& n, const std::string& field, const std::s
                      const std::string& where, std::string* out) {
   std::string data = ScalarOr(n, (field + "-data").c_str());
   if (!data.empty()) {
-    auto dec = Base64Decode(data);
+    auto dec = util::Base64DecodeText(data);
     if (!dec) return fmt::format("{}: {}-data is not valid base64", where, field);
     *out = std::move(*dec);
     return {};

@@ -17,7 +17,7 @@
 // come back through OnUpsert.
 #pragma once
 
-#include "admission/keys.h"
+#include "gate/keys.h"
 #include "kube/informer.h"
 
 namespace aw::kube {

@@ -1,6 +1,7 @@
 #include "resolver/evaluate.h"
 
-#include "admission/keys.h"
+#include "gate/decision_table.h"
+#include "gate/keys.h"
 
 namespace aw::resolver {
 
@@ -14,36 +15,36 @@ std::string_view VerdictName(Verdict v) {
   return "unknown";
 }
 
-probe::Type ToProbeType(admission::ProbeType t) {
+probe::Type ToProbeType(gate::ProbeType t) {
   switch (t) {
-    case admission::ProbeType::kHttp: return probe::Type::kHttp;
-    case admission::ProbeType::kTcp: return probe::Type::kTcp;
-    case admission::ProbeType::kUdp: return probe::Type::kUdp;
+    case gate::ProbeType::kHttp: return probe::Type::kHttp;
+    case gate::ProbeType::kTcp: return probe::Type::kTcp;
+    case gate::ProbeType::kUdp: return probe::Type::kUdp;
   }
   return probe::Type::kHttp;
 }
 
 std::optional<std::string> ReadinessAnnotationProblem(const GameServerView& gs) {
   const std::string key(keys::kSdkReady);
-  const std::string* ready = gs.Annotation(keys::kSdkReady);
-  if (ready == nullptr) return "readiness annotation " + key + " not set";
+  auto ready = gs.Annotation(keys::kSdkReady);
+  if (!ready) return "readiness annotation " + key + " not set";
   if (gs.allocation.empty()) return "no allocation id yet (" + std::string(keys::kAllocation) + ")";
   if (*ready == gs.allocation) return std::nullopt;
   if (*ready == "true") {
-    if (gs.Annotation(keys::kLastAllocated) == nullptr) return std::nullopt;
+    if (!gs.Annotation(keys::kLastAllocated)) return std::nullopt;
     return "readiness annotation " + key + " is \"true\", but the server has " +
            std::string(keys::kLastAllocated) + ": it must equal the allocation id " +
            gs.allocation;
   }
-  return "readiness annotation " + key + " is \"" + *ready +
+  return "readiness annotation " + key + " is \"" + std::string(*ready) +
          "\" (stale or wrong), expected the allocation id " + gs.allocation;
 }
 
 std::optional<probe::Target> ResolveProbeTarget(const GameServerView& gs,
-                                                const admission::GateConfig& config,
+                                                const gate::GateConfig& config,
                                                 std::string* problem) {
   if (!config.probe_port) return std::nullopt;
-  const admission::ProbePort& pp = *config.probe_port;
+  const gate::ProbePort& pp = *config.probe_port;
   int port = 0;
   if (pp.IsNumber()) {
     port = pp.number;
@@ -75,28 +76,22 @@ std::optional<probe::Target> ResolveProbeTarget(const GameServerView& gs,
   return t;
 }
 
-Evaluation Evaluate(const GameServerView& gs, const admission::GateConfig& config,
+Evaluation Evaluate(const GameServerView& gs, const gate::GateConfig& config,
                     const ProbeObservation* last_probe, TimePoint now, TimePoint first_seen) {
   Evaluation ev;
-  if (!gs.opted_in) {
-    ev.reason = "not opted in";
+  gate::ResolveInput in;
+  in.opted_in = gs.OptedIn();
+  in.deleting = gs.deleting;
+  in.phase = gate::PhaseOf(gs.state);
+  const gate::ResolveRule& pre = gate::DecideResolve(in);
+  if (pre.verdict == gate::ResolveVerdict::kIgnore) {
+    ev.reason = !in.opted_in ? "not opted in"
+                : in.deleting ? "being deleted"
+                              : "state is " + (gs.state.empty() ? std::string("empty") : gs.state);
     return ev;
   }
-  if (gs.deleting) {
-    ev.reason = "being deleted";
-    return ev;
-  }
-  if (gs.state != keys::kStateAllocating) {
-    ev.reason = "state is " + (gs.state.empty() ? std::string("empty") : gs.state);
-    return ev;
-  }
-  ev.action = config.on_timeout;
-  // The Agones controller asked to shut this server down while it was Allocating (scale-down
-  // protection held it): an Unhealthy server would never be replaced (the GameServerSet
-  // controller already counts it as deleted), so a timeout ends in Shutdown instead.
-  if (ev.action == admission::OnTimeout::kUnhealthy && gs.Annotation(keys::kShutdownRequested)) {
-    ev.action = admission::OnTimeout::kShutdown;
-  }
+  ev.action = gate::TimeoutAction(config.on_timeout,
+                                  gs.Annotation(keys::kShutdownRequested).has_value());
   TimePoint start = gs.since.value_or(first_seen);
   ev.deadline = start + std::chrono::duration_cast<Clock::duration>(config.timeout);
 
@@ -120,14 +115,15 @@ Evaluation Evaluate(const GameServerView& gs, const admission::GateConfig& confi
     }
   }
   if (config.CanNeverConfirm() && ev.failed.empty()) {
-    ev.failed.push_back("no check configured (" + admission::CanNeverConfirmMessage() + ")");
+    ev.failed.push_back("no check configured (" + gate::CanNeverConfirmMessage() + ")");
   }
-  if (ev.failed.empty()) {
-    ev.verdict = Verdict::kPromote;
-  } else if (now >= ev.deadline) {
-    ev.verdict = Verdict::kTimeOut;
-  } else {
-    ev.verdict = Verdict::kWait;
+  in.ready = ev.failed.empty();
+  in.past_deadline = now >= ev.deadline;
+  switch (gate::DecideResolve(in).verdict) {
+    case gate::ResolveVerdict::kPromote: ev.verdict = Verdict::kPromote; break;
+    case gate::ResolveVerdict::kTimeOut: ev.verdict = Verdict::kTimeOut; break;
+    case gate::ResolveVerdict::kWait: ev.verdict = Verdict::kWait; break;
+    case gate::ResolveVerdict::kIgnore: ev.verdict = Verdict::kIgnore; break;
   }
   return ev;
 }

@@ -1,14 +1,16 @@
 // The resolver's decision for one GameServer: a pure function of the object, its gate config,
 // the latest probe result and the current time.
 //
-// Promise (DESIGN.md sections 2 and 4):
+// Promise (docs/design.md, "The contract" and "Decision tables"): the verdict is the rule of
+// gate::ResolveRules() that the server matches, and a timeout's action is gate::TimeoutAction().
 //   - kIgnore: not opted in, being deleted, or not in state Allocating: nothing to do.
 //   - kPromote: every configured check passes: the readiness annotation
 //     agones.dev/sdk-allocating-ready equals allocating.agones.dev/allocation (when
 //     require-annotation; "true" counts only when agones.dev/last-allocated is absent), and the
 //     latest probe of the current target, taken for the current allocation, succeeded (when
 //     probe-port is set). Readiness wins over a deadline that passed at the same moment.
-//   - kTimeOut: not ready and now >= deadline (since + timeout): apply config.on_timeout.
+//   - kTimeOut: not ready and now >= deadline (since + timeout): apply config.on_timeout (Shutdown
+//     instead of Unhealthy when the gate held the server's Shutdown: shutdown-requested).
 //   - kWait: otherwise; `probe` says what to probe next (when a probe is configured and its
 //     target resolves) and `deadline` when to give up.
 // `failed` always lists the checks that do not pass, in words fit for a Warning Event.
@@ -20,7 +22,7 @@
 #include <string>
 #include <vector>
 
-#include "admission/gate_config.h"
+#include "gate/config.h"
 #include "probe/probe.h"
 #include "resolver/gameserver.h"
 
@@ -38,7 +40,7 @@ struct ProbeObservation {
 
 struct Evaluation {
   Verdict verdict = Verdict::kIgnore;
-  admission::OnTimeout action = admission::OnTimeout::kUnhealthy;  // for kTimeOut
+  gate::OnTimeout action = gate::OnTimeout::kUnhealthy;  // for kTimeOut
   TimePoint deadline{};
   std::optional<probe::Target> probe;  // the probe target, when configured and resolvable
   std::vector<std::string> failed;     // checks that do not pass (empty for kPromote)
@@ -51,12 +53,12 @@ std::optional<std::string> ReadinessAnnotationProblem(const GameServerView& gs);
 // Resolves the probe target from status.address and probe-port (a port name looked up in
 // status.ports, or a number). std::nullopt and *problem when it cannot be resolved.
 std::optional<probe::Target> ResolveProbeTarget(const GameServerView& gs,
-                                                const admission::GateConfig& config,
+                                                const gate::GateConfig& config,
                                                 std::string* problem);
 
-probe::Type ToProbeType(admission::ProbeType t);
+probe::Type ToProbeType(gate::ProbeType t);
 
-Evaluation Evaluate(const GameServerView& gs, const admission::GateConfig& config,
+Evaluation Evaluate(const GameServerView& gs, const gate::GateConfig& config,
                     const ProbeObservation* last_probe, TimePoint now, TimePoint first_seen);
 
 }  // namespace aw::resolver

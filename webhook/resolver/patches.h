@@ -3,7 +3,8 @@
 // Promise: pure. Every patch starts with `test /metadata/resourceVersion` (and, when the object
 // has an allocation id, `test` of that annotation), so it applies only to the exact object the
 // decision was made on: a concurrent change makes the API server refuse it (409/422) and nothing
-// is promoted twice or after the allocation changed. Keys are JSON-Pointer escaped ("/" -> "~1").
+// is promoted twice or after the allocation changed. Built with the gate's one patch builder
+// (gate/json_patch.h), so keys are JSON-Pointer escaped ("/" -> "~1").
 //   PromotePatch:  status.state = Allocated, confirmed = <allocation>, outcome = Confirmed.
 //   TimeoutPatch:  status.state = <on-timeout>, outcome = TimedOut, and for on-timeout Allocated
 //                  also confirmed = <allocation> (so the webhook's promotion rule admits it).
@@ -11,15 +12,12 @@
 
 #include <string>
 
-#include "admission/gate_config.h"
+#include "gate/config.h"
 #include "resolver/gameserver.h"
 
 namespace aw::resolver {
 
 std::string PromotePatch(const GameServerView& gs);
-std::string TimeoutPatch(const GameServerView& gs, admission::OnTimeout action);
-
-// "a/b~c" -> "a~1b~0c".
-std::string EscapeJsonPointer(std::string_view token);
+std::string TimeoutPatch(const GameServerView& gs, gate::OnTimeout action);
 
 }  // namespace aw::resolver

@@ -2,8 +2,8 @@
 
 #include <algorithm>
 
-#include "admission/gate_config.h"
-#include "admission/keys.h"
+#include "gate/config.h"
+#include "gate/keys.h"
 #include "resolver/patches.h"
 #include "util/duration.h"
 #include "util/log.h"
@@ -19,7 +19,7 @@ struct Resolver::PatchDone {
   std::string key;
   std::string resource_version;  // the version the patch tested
   Verdict verdict = Verdict::kWait;
-  admission::OnTimeout action = admission::OnTimeout::kUnhealthy;
+  gate::OnTimeout action = gate::OnTimeout::kUnhealthy;
   std::optional<TimePoint> since;
   PatchOutcome outcome;
   double patch_seconds = 0;  // time the API call took
@@ -262,7 +262,7 @@ void Resolver::EvaluateKey(const std::string& key, TimePoint now) {
     return;  // the cache has not caught up with our own write yet
   }
   if (it == entries_.end()) {
-    if (!gs->opted_in || gs->deleting || gs->state != keys::kStateAllocating) return;
+    if (!gs->OptedIn() || gs->deleting || gs->state != keys::kStateAllocating) return;
     Entry fresh;
     fresh.ns = ns;
     fresh.name = name;
@@ -287,12 +287,12 @@ void Resolver::EvaluateKey(const std::string& key, TimePoint now) {
     e.next_probe = TimePoint{};
   }
 
-  admission::GateConfigResult parsed = ParseGateConfig(gs->annotations, options_.policy);
+  gate::GateConfigResult parsed = ParseGateConfig(gs->annotations, options_.policy);
   if (!parsed.ok()) {
     log::debug("resolver: invalid gate annotations, using defaults",
                {{"gameserver", key}, {"error", parsed.ErrorText()}});
   }
-  const admission::GateConfig& config = parsed.config;
+  const gate::GateConfig& config = parsed.config;
   const ProbeObservation* last = e.last_probe ? &*e.last_probe : nullptr;
   Evaluation ev = Evaluate(*gs, config, last, now, e.first_seen);
 
@@ -385,7 +385,7 @@ void Resolver::DispatchPatch(Entry& e, const std::string& key, const GameServerV
     reason = "AllocatingTimedOut";
     message = "Not confirmed playable within its deadline (" + held +
               " in Allocating, allocation " + gs.allocation + "); on-timeout moved it to " +
-              std::string(admission::OnTimeoutName(ev.action)) +
+              std::string(gate::OnTimeoutName(ev.action)) +
               ". Checks that failed last: " + Join(ev.failed, "; ");
   }
   PatchDone done;
@@ -427,12 +427,12 @@ void Resolver::OnPatchDone(PatchDone done, TimePoint now) {
       metrics_->ObserveDuration(promote ? keys::kOutcomeConfirmed : keys::kOutcomeTimedOut,
                                 std::max(held, 0.0));
       if (promote) metrics_->CountPromotion();
-      else metrics_->CountTimeout(admission::OnTimeoutName(done.action));
+      else metrics_->CountTimeout(gate::OnTimeoutName(done.action));
     }
     log::info(promote ? "resolver: promoted to Allocated" : "resolver: timed out",
               {{"gameserver", done.key},
                {"state", promote ? std::string(keys::kStateAllocated)
-                                 : std::string(admission::OnTimeoutName(done.action))},
+                                 : std::string(gate::OnTimeoutName(done.action))},
                {"allocating_seconds", std::to_string(held)},
                {"patch_seconds", std::to_string(done.patch_seconds)},
                {"queued_seconds", std::to_string(done.queued_seconds)}});

@@ -28,7 +28,7 @@
 #include <thread>
 #include <vector>
 
-#include "admission/policy.h"
+#include "gate/policy.h"
 #include "probe/prober.h"
 #include "resolver/evaluate.h"
 #include "resolver/metrics.h"
@@ -37,7 +37,7 @@
 namespace aw::resolver {
 
 struct ResolverOptions {
-  admission::Policy policy;
+  gate::Policy policy;
   std::chrono::milliseconds resync_period{30000};  // full re-evaluation from the source
   std::chrono::milliseconds retry_initial{100};    // after a conflict or a failed patch
   std::chrono::milliseconds retry_max{5000};

@@ -31,7 +31,7 @@ void RegisterResolverFlags(flags::FlagSet& fs, ResolverFlags* f) {
 }
 
 std::optional<std::string> ValidateResolverFlags(const ResolverFlags& f,
-                                                 const admission::Policy& policy) {
+                                                 const gate::Policy& policy) {
   if (f.probe_timeout >= policy.default_probe_period) {
     return "--probe-timeout (" + util::FormatDuration(f.probe_timeout) +
            ") must be below --default-probe-period (" +
@@ -42,7 +42,7 @@ std::optional<std::string> ValidateResolverFlags(const ResolverFlags& f,
 }
 
 struct ResolverService::Parts {
-  Parts(ResolverFlags flags, const admission::Policy& policy, kube::Client& client,
+  Parts(ResolverFlags flags, const gate::Policy& policy, kube::Client& client,
         kube::EventRecorder& recorder, prometheus::Registry& registry)
       : metrics(registry),
         cache(client, &registry, flags.namespace_),
@@ -63,7 +63,7 @@ struct ResolverService::Parts {
     o.udp_payload = f.udp_probe_payload;
     return o;
   }
-  static ResolverOptions Options(const ResolverFlags& f, const admission::Policy& policy) {
+  static ResolverOptions Options(const ResolverFlags& f, const gate::Policy& policy) {
     ResolverOptions o;
     o.policy = policy;
     o.resync_period = std::chrono::duration_cast<std::chrono::milliseconds>(f.resync_period);
@@ -84,7 +84,7 @@ struct ResolverService::Parts {
   bool started = false;
 };
 
-ResolverService::ResolverService(ResolverFlags flags, const admission::Policy& policy,
+ResolverService::ResolverService(ResolverFlags flags, const gate::Policy& policy,
                                  kube::Client& client, kube::EventRecorder& events,
                                  prometheus::Registry& registry)
     : parts_(std::make_unique<Parts>(std::move(flags), policy, client, events, registry)) {}

@@ -15,7 +15,7 @@
 #include <optional>
 #include <string>
 
-#include "admission/policy.h"
+#include "gate/policy.h"
 #include "util/flags.h"
 
 namespace prometheus {
@@ -43,11 +43,11 @@ struct ResolverFlags {
 
 void RegisterResolverFlags(flags::FlagSet& fs, ResolverFlags* f);
 std::optional<std::string> ValidateResolverFlags(const ResolverFlags& f,
-                                                 const admission::Policy& policy);
+                                                 const gate::Policy& policy);
 
 class ResolverService {
  public:
-  ResolverService(ResolverFlags flags, const admission::Policy& policy, kube::Client& client,
+  ResolverService(ResolverFlags flags, const gate::Policy& policy, kube::Client& client,
                   kube::EventRecorder& events, prometheus::Registry& registry);
   ~ResolverService();
 

@@ -2,7 +2,7 @@
 
 #include <string>
 
-#include "admission/keys.h"
+#include "gate/keys.h"
 
 namespace aw::server {
 

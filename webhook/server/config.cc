@@ -66,7 +66,7 @@ void RegisterServerFlags(flags::FlagSet& fs, ServerConfig* cfg) {
       "its --read-timeout), close idle connections, and exit 0 within this long");
 }
 
-void RegisterPolicyFlags(flags::FlagSet& fs, admission::Policy* policy) {
+void RegisterPolicyFlags(flags::FlagSet& fs, gate::Policy* policy) {
   fs.StringList("trusted-users", &policy->trusted_users,
                 "Comma-separated usernames (request.userInfo.username) allowed to promote "
                 "Allocating to Allocated and to write the project-owned annotations; list the "
@@ -93,7 +93,7 @@ void RegisterPolicyFlags(flags::FlagSet& fs, admission::Policy* policy) {
               "Largest allocating.agones.dev/probe-period accepted");
 }
 
-std::optional<std::string> Validate(const ServerConfig& cfg, const admission::Policy& p) {
+std::optional<std::string> Validate(const ServerConfig& cfg, const gate::Policy& p) {
   if (cfg.tls_cert_file.empty() || cfg.tls_key_file.empty()) {
     return "--tls-cert-file and --tls-key-file are required (see scripts/gen-certs)";
   }

@@ -9,7 +9,7 @@
 #include <optional>
 #include <string>
 
-#include "admission/policy.h"
+#include "gate/policy.h"
 #include "server/health_server.h"
 #include "server/https_server.h"
 #include "util/flags.h"
@@ -31,9 +31,9 @@ struct ServerConfig {
 };
 
 void RegisterServerFlags(flags::FlagSet& fs, ServerConfig* cfg);
-void RegisterPolicyFlags(flags::FlagSet& fs, admission::Policy* policy);
+void RegisterPolicyFlags(flags::FlagSet& fs, gate::Policy* policy);
 
 // The first problem found, or nullopt.
-std::optional<std::string> Validate(const ServerConfig& cfg, const admission::Policy& policy);
+std::optional<std::string> Validate(const ServerConfig& cfg, const gate::Policy& policy);
 
 }  // namespace aw::server

@@ -64,4 +64,13 @@ std::optional<std::string> Base64Decode(std::string_view in) {
   return out;
 }
 
+std::optional<std::string> Base64DecodeText(std::string_view in) {
+  std::string clean;
+  clean.reserve(in.size());
+  for (char c : in) {
+    if (c != '\n' && c != '\r' && c != ' ' && c != '\t') clean.push_back(c);
+  }
+  return Base64Decode(clean);
+}
+
 }  // namespace aw::util

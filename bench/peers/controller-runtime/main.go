@@ -2,7 +2,7 @@
 // Agones GameServers written the way kubebuilder writes one (sigs.k8s.io/controller-runtime's
 // webhook.Server and admission.Webhook, a patch computed with admission.PatchResponseFromRaw). It makes
 // the allocating webhook's decision for a new allocation of an opted-in server (rule 2 of
-// DESIGN.md section 3, mode rewrite): status.state Allocated becomes Allocating, with the `since`
+// docs/design.md "Admission decisions", mode rewrite): status.state Allocated becomes Allocating, with the `since`
 // and `allocation` annotations. It exists only to be measured next to the C++ webhook by
 // scripts/bench; it is not a second implementation of the project.
 //

@@ -1,12 +1,12 @@
-#include "admission/gate_config.h"
+#include "gate/config.h"
 
 #include <fmt/format.h>
 
-#include "admission/keys.h"
+#include "gate/keys.h"
 #include "util/duration.h"
 #include "util/text.h"
 
-namespace aw::admission {
+namespace aw::gate {
 namespace {
 
 bool EqualsIgnoreCase(std::string_view a, std::string_view b) {
@@ -238,15 +238,9 @@ GateConfigResult ParseGateConfig(const AnnotationLookup& lookup, const Policy& p
   return r;
 }
 
-GateConfigResult ParseGateConfig(const std::map<std::string, std::string, std::less<>>& annotations,
-                                 const Policy& policy) {
-  return ParseGateConfig(
-      [&annotations](std::string_view key) -> std::optional<std::string_view> {
-        auto it = annotations.find(key);
-        if (it == annotations.end()) return std::nullopt;
-        return std::string_view(it->second);
-      },
-      policy);
+GateConfigResult ParseGateConfig(const StringMap& annotations, const Policy& policy) {
+  return ParseGateConfig([&annotations](std::string_view key) { return annotations.Get(key); },
+                         policy);
 }
 
-}  // namespace aw::admission
+}  // namespace aw::gate

@@ -1,5 +1,5 @@
 // GateConfig: the per-GameServer configuration of the Allocating gate, parsed from the
-// `allocating.agones.dev/*` annotations (DESIGN.md section 2), with defaults and bounds from Policy.
+// `allocating.agones.dev/*` annotations (docs/design.md, "The contract"), with defaults and bounds from Policy.
 //
 // Promise: ParseGateConfig never throws and always returns a complete config: every field that is
 // absent or invalid holds its default, and each invalid value adds one error that names the key
@@ -19,9 +19,10 @@
 #include <string_view>
 #include <vector>
 
-#include "admission/policy.h"
+#include "gate/gameserver.h"
+#include "gate/policy.h"
 
-namespace aw::admission {
+namespace aw::gate {
 
 enum class OnTimeout { kUnhealthy, kAllocated, kShutdown };
 enum class GateMode { kRewrite, kReject };
@@ -67,8 +68,7 @@ struct GateConfigResult {
 using AnnotationLookup = std::function<std::optional<std::string_view>(std::string_view key)>;
 
 GateConfigResult ParseGateConfig(const AnnotationLookup& lookup, const Policy& policy);
-GateConfigResult ParseGateConfig(const std::map<std::string, std::string, std::less<>>& annotations,
-                                 const Policy& policy);
+GateConfigResult ParseGateConfig(const StringMap& annotations, const Policy& policy);
 
 // The message used when CanNeverConfirm() (names the keys involved).
 std::string CanNeverConfirmMessage();
@@ -76,4 +76,4 @@ std::string CanNeverConfirmMessage();
 // Every configuration annotation key, in a stable order (for change detection and docs).
 const std::vector<std::string_view>& ConfigAnnotationKeys();
 
-}  // namespace aw::admission
+}  // namespace aw::gate

@@ -1,9 +1,22 @@
-#include "admission/json_patch.h"
+#include "gate/json_patch.h"
 
 #include <rapidjson/stringbuffer.h>
 #include <rapidjson/writer.h>
 
-namespace aw::admission {
+namespace aw::gate {
+namespace {
+
+std::string_view OpName(JsonPatch::Op op) {
+  switch (op) {
+    case JsonPatch::Op::kAdd: return "add";
+    case JsonPatch::Op::kReplace: return "replace";
+    case JsonPatch::Op::kRemove: return "remove";
+    case JsonPatch::Op::kTest: return "test";
+  }
+  return "add";
+}
+
+}  // namespace
 
 std::string EscapePointerToken(std::string_view token) {
   std::string out;
@@ -20,6 +33,9 @@ std::string EscapePointerToken(std::string_view token) {
   return out;
 }
 
+void JsonPatch::Test(std::string path, std::string value) {
+  entries_.push_back(Entry{Op::kTest, std::move(path), false, std::move(value), {}});
+}
 void JsonPatch::AddString(std::string path, std::string value) {
   entries_.push_back(Entry{Op::kAdd, std::move(path), false, std::move(value), {}});
 }
@@ -43,7 +59,7 @@ std::string JsonPatch::ToJson() const {
   for (const Entry& e : entries_) {
     w.StartObject();
     str("op");
-    str(e.op == Op::kAdd ? "add" : e.op == Op::kReplace ? "replace" : "remove");
+    str(OpName(e.op));
     str("path");
     str(e.path);
     if (e.op != Op::kRemove) {
@@ -117,4 +133,4 @@ void MapEdit::AppendTo(JsonPatch* patch) const {
   }
 }
 
-}  // namespace aw::admission
+}  // namespace aw::gate

@@ -1,7 +1,8 @@
 // The user-facing contract: label, annotation keys, state names and their defaults
-// (DESIGN.md section 2). Every component refers to these constants; no key is spelled twice.
+// (docs/design.md, "The contract"). Every component refers to these constants; no key is spelled twice.
 #pragma once
 
+#include <array>
 #include <string_view>
 
 namespace aw::keys {
@@ -33,8 +34,12 @@ inline constexpr std::string_view kConfirmed = "allocating.agones.dev/confirmed"
 inline constexpr std::string_view kOutcome = "allocating.agones.dev/outcome";
 // Set by the webhook when it held back the Agones controller's Shutdown of an Allocating server
 // (scale-down protection): the RFC 3339 time of that request. The Shutdown is then applied when
-// the server leaves the allocation cycle (see DESIGN/README, scale-down protection).
+// the server leaves the allocation cycle (docs/design.md, scale-down protection).
 inline constexpr std::string_view kShutdownRequested = "allocating.agones.dev/shutdown-requested";
+
+// Every project-owned annotation, in a stable order.
+inline constexpr std::array<std::string_view, 5> kOwnedAnnotations = {
+    kSince, kAllocation, kConfirmed, kOutcome, kShutdownRequested};
 
 // GameServer states that matter here.
 inline constexpr std::string_view kStateAllocating = "Allocating";

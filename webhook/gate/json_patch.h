@@ -1,8 +1,9 @@
-// Minimal RFC 6902 JSON Patch construction for the edits admission makes: replace a string at a
-// path, and set/remove keys of a string map (metadata.annotations).
+// The one RFC 6902 JSON Patch builder, for the admission webhook's rewrites and the resolver's
+// guarded writes: test/add/replace a string at a path, remove a path, add a whole string map, and
+// set/remove keys of a string map (metadata.annotations, metadata.labels).
 //
 // Promise: paths are RFC 6901 JSON Pointers with "~" escaped as "~0" and "/" as "~1"; the
-// serialized patch is a JSON array of {"op","path"[,"value"]} objects in insertion order.
+// serialized patch is a JSON array of {"op","path"[,"value"]} objects in insertion order ("value" for every op but remove).
 // MapEdit emits only ops that apply to the map as sent: "add" for a missing key, "replace" for a
 // key whose value differs, nothing for a key that already has the value, "remove" only for keys
 // that exist, and a single "add" of the whole map when the map itself is absent.
@@ -13,16 +14,16 @@
 #include <utility>
 #include <vector>
 
-#include "admission/json_view.h"
+#include "gate/gameserver.h"
 
-namespace aw::admission {
+namespace aw::gate {
 
 // Escapes one reference token: "~" -> "~0", "/" -> "~1".
 std::string EscapePointerToken(std::string_view token);
 
 class JsonPatch {
  public:
-  enum class Op { kAdd, kReplace, kRemove };
+  enum class Op { kAdd, kReplace, kRemove, kTest };
   struct Entry {
     Op op;
     std::string path;
@@ -31,6 +32,7 @@ class JsonPatch {
     std::vector<std::pair<std::string, std::string>> map;  // when is_map
   };
 
+  void Test(std::string path, std::string value);
   void AddString(std::string path, std::string value);
   void ReplaceString(std::string path, std::string value);
   void Remove(std::string path);
@@ -47,7 +49,8 @@ class JsonPatch {
 // Collects edits to one string map and appends the minimal ops to a patch.
 class MapEdit {
  public:
-  // `map_path` is the JSON Pointer of the map (e.g. "/metadata/annotations").
+  // `map_path` is the JSON Pointer of the map (e.g. "/metadata/annotations"); `current` must
+  // outlive the MapEdit.
   MapEdit(const StringMap& current, std::string map_path)
       : current_(current), path_(std::move(map_path)) {}
   void Set(std::string_view key, std::string_view value);
@@ -63,4 +66,4 @@ class MapEdit {
   std::vector<std::pair<std::string, std::optional<std::string>>> edits_;
 };
 
-}  // namespace aw::admission
+}  // namespace aw::gate

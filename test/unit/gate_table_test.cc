@@ -1,0 +1,83 @@
+// The gate's decision tables (gate/decision_table.h): rendered from the data, they must equal the
+// tables in docs/design.md, and chosen rules match the README's rows.
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <sstream>
+#include <string>
+
+#include "gate/decision_table.h"
+
+namespace aw::gate {
+namespace {
+
+std::string DesignSection(const std::string& name) {
+  std::ifstream f(std::string(AW_SOURCE_DIR) + "/docs/design.md");
+  std::stringstream ss;
+  ss << f.rdbuf();
+  const std::string doc = ss.str();
+  const std::string open = "<!-- gate-table:" + name + " -->\n";
+  const std::string close = "<!-- /gate-table:" + name + " -->";
+  auto b = doc.find(open);
+  auto e = doc.find(close);
+  if (b == std::string::npos || e == std::string::npos || e < b) return "<section missing>";
+  return doc.substr(b + open.size(), e - b - open.size());
+}
+
+TEST(GateTable, DesignDocCarriesTheRenderedTables) {
+  EXPECT_EQ(DesignSection("mutate"), RenderGateTable());
+  EXPECT_EQ(DesignSection("owned"), RenderOwnedTable());
+  EXPECT_EQ(DesignSection("resolve"), RenderResolveTable());
+}
+
+TEST(GateTable, RowsOfTheReadme) {
+  GateInput in;
+  in.opted_in = true;
+  in.crd_accepts = true;
+  in.old_phase = PhaseOf("Ready");
+  in.new_phase = PhaseOf("Allocated");
+  EXPECT_EQ(DecideGate(in).cycle, CycleEdit::kEnterOnAllocation);
+  in.mode = GateMode::kReject;
+  EXPECT_EQ(DecideGate(in).verdict, Verdict::kDeny);
+  in.crd_accepts = false;
+  EXPECT_EQ(DecideGate(in).verdict, Verdict::kFailOpen);
+  in = GateInput{.opted_in = true, .old_phase = Phase::kAllocating, .new_phase = Phase::kAllocated,
+                 .writer = Writer::kTrusted, .confirmed = true, .crd_accepts = true};
+  EXPECT_EQ(DecideGate(in).state, StateWrite::kAsWritten);
+  in.writer = Writer::kOther;  // an untrusted promotion is turned back
+  EXPECT_EQ(DecideGate(in).state, StateWrite::kAllocating);
+  in = GateInput{.opted_in = true, .old_phase = Phase::kAllocating, .new_phase = Phase::kShutdown,
+                 .writer = Writer::kAgonesController, .crd_accepts = true, .has_since = true};
+  EXPECT_EQ(DecideGate(in).cycle, CycleEdit::kHold);
+  in.deleting = true;
+  EXPECT_EQ(DecideGate(in).cycle, CycleEdit::kClear);
+  in = GateInput{.opted_in = true, .old_phase = Phase::kAllocated, .new_phase = Phase::kOutside,
+                 .crd_accepts = true, .shutdown_requested = true};
+  EXPECT_EQ(DecideGate(in).state, StateWrite::kShutdown);
+  in.opted_in = false;
+  EXPECT_EQ(DecideGate(in).what, "not opted in: allowed unchanged");
+}
+
+TEST(GateTable, OwnedAndResolverRules) {
+  OwnedInput o{.key = OwnedKeyOf("allocating.agones.dev/confirmed"),
+               .change = OwnedChange::kSet, .old_phase = Phase::kAllocating,
+               .new_phase = Phase::kAllocating};
+  EXPECT_EQ(DecideOwned(o).verdict, OwnedVerdict::kDeny);
+  o.change = OwnedChange::kRemove;
+  o.new_phase = Phase::kOutside;
+  EXPECT_EQ(DecideOwned(o).verdict, OwnedVerdict::kAllow);
+  EXPECT_EQ(OwnedKeyOf("other"), 0);
+  ResolveInput r{.opted_in = true, .phase = Phase::kAllocating, .ready = true,
+                 .past_deadline = true};
+  EXPECT_EQ(DecideResolve(r).verdict, ResolveVerdict::kPromote);
+  r.ready = false;
+  EXPECT_EQ(DecideResolve(r).verdict, ResolveVerdict::kTimeOut);
+  r.deleting = true;
+  EXPECT_EQ(DecideResolve(r).verdict, ResolveVerdict::kIgnore);
+  EXPECT_EQ(TimeoutAction(OnTimeout::kUnhealthy, true), OnTimeout::kShutdown);
+  EXPECT_EQ(TimeoutAction(OnTimeout::kUnhealthy, false), OnTimeout::kUnhealthy);
+  EXPECT_EQ(TimeoutAction(OnTimeout::kAllocated, true), OnTimeout::kAllocated);
+}
+
+}  // namespace
+}  // namespace aw::gate

@@ -1,0 +1,137 @@
+// The one view of the Kubernetes objects the gate reads: any object's metadata (ObjectMeta) and a
+// GameServer (GameServerView), parsed from JSON in one of two modes.
+//
+// Promise:
+//   - Parse::kStrict (admission): every field the gate decides on is type-checked, and a mismatch
+//     throws BadRequest naming the JSON path of the offending value
+//     ("request.object.metadata.labels is an array, expected an object"); a GameServer without
+//     metadata is malformed. Fields the admission decisions never read (uid, resourceVersion,
+//     status.address, status.ports) are read as in kLenient and are never a reason to throw.
+//   - Parse::kLenient (resolver): total; any JSON value yields a view, mistyped fields are left
+//     empty (a map keeps its string-valued entries), nothing throws.
+//   - JSON null counts as absent in both modes (Kubernetes clients may send null for empty maps).
+//   - The view owns its data (strings are copied), so it may outlive the parsed document.
+// `since` is allocating.agones.dev/since parsed as RFC 3339 (empty when absent or unparsable) and
+// `allocation` the value of allocating.agones.dev/allocation ("" when absent). Pure, no I/O.
+#pragma once
+
+#include <rapidjson/document.h>
+
+#include <chrono>
+#include <functional>
+#include <map>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace aw::gate {
+
+using Json = rapidjson::Value;
+using Clock = std::chrono::system_clock;
+using TimePoint = Clock::time_point;
+
+// Malformed input: admission answers it with HTTP 400 and this message.
+class BadRequest : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+// "null", "a boolean", "an object", "an array", "a string", "a number".
+std::string_view JsonTypeName(const Json& v);
+
+// `parent` must be an object. Returns the member, or nullptr when absent or null.
+const Json* Member(const Json& parent, std::string_view key);
+// The member if it is an object; nullptr when absent/null; throws BadRequest on another type.
+const Json* OptObject(const Json& parent, std::string_view key, std::string_view path);
+std::optional<std::string_view> OptString(const Json& parent, std::string_view key,
+                                          std::string_view path);
+std::optional<bool> OptBool(const Json& parent, std::string_view key, std::string_view path);
+
+enum class Parse { kStrict, kLenient };
+
+// A map[string]string (labels, annotations) that remembers whether the map was present at all
+// (JSON Patch must add a whole map that is absent).
+class StringMap {
+ public:
+  using Map = std::map<std::string, std::string, std::less<>>;
+  StringMap() = default;  // absent
+  // A present map with these entries.
+  StringMap(Map entries) : present_(true), entries_(std::move(entries)) {}  // NOLINT: implicit
+  // `obj` may be nullptr (absent). kStrict: throws BadRequest unless obj is an object of strings;
+  // kLenient: a non-object is absent and non-string values are skipped.
+  StringMap(const Json* obj, std::string_view path, Parse mode = Parse::kStrict);
+
+  bool present() const { return present_; }
+  std::optional<std::string_view> Get(std::string_view key) const;
+  const Map& entries() const { return entries_; }
+  // Sets (or adds) an entry; the map becomes present.
+  std::string& operator[](const std::string& key);
+
+ private:
+  bool present_ = false;
+  Map entries_;
+};
+
+// metadata of any object.
+struct ObjectMeta {
+  bool present = false;  // the object (or its metadata) was there
+  std::string namespace_;
+  std::string name;
+  std::string generate_name;
+  std::string uid;
+  std::string resource_version;
+  bool deleting = false;  // metadata.deletionTimestamp is set
+  StringMap labels;
+  StringMap annotations;
+
+  std::optional<std::string_view> Annotation(std::string_view key) const {
+    return annotations.Get(key);
+  }
+  std::optional<std::string_view> Label(std::string_view key) const { return labels.Get(key); }
+  // The opt-in: label allocating.agones.dev/enabled is exactly "true".
+  bool OptedIn() const;
+  // "namespace/name".
+  std::string Key() const { return namespace_ + "/" + name; }
+};
+
+// How an object is named in messages: "<namespace>/<name>", where the namespace is
+// metadata.namespace, else `fallback_namespace` (the review's request.namespace), and the name is
+// metadata.name, else `fallback_name` (request.name), else metadata.generateName (a CREATE whose
+// name the API server has not generated yet).
+std::string ObjectName(const ObjectMeta& meta, std::string_view fallback_namespace,
+                       std::string_view fallback_name);
+
+// `meta` may be nullptr. `path` is the JSON path of the metadata object (for messages).
+ObjectMeta ReadMeta(const Json* meta, const std::string& path, Parse mode = Parse::kStrict);
+
+struct PortView {
+  std::string name;
+  int port = 0;
+};
+
+// A GameServer (an empty view, present == false, when the object is absent).
+struct GameServerView : ObjectMeta {
+  std::string state;            // status.state ("" when absent)
+  std::string address;          // status.address
+  std::vector<PortView> ports;  // status.ports[].{name,port}
+  std::string allocation;          // allocating.agones.dev/allocation ("" when absent)
+  std::optional<TimePoint> since;  // allocating.agones.dev/since, parsed
+};
+
+// The allocation id for a GameServer entering Allocating: agones.dev/last-allocated when this
+// update set it (present, non-empty and different from the old object's value), else std::nullopt
+// (the id is then `since`).
+std::optional<std::string_view> FreshLastAllocated(const ObjectMeta& old_gs, const ObjectMeta& new_gs);
+
+// `obj` may be nullptr (absent). `path` names the object in messages ("request.object").
+GameServerView ParseGameServer(const Json* obj, const std::string& path, Parse mode);
+// The resolver's form: lenient.
+GameServerView ParseGameServer(const Json& obj);
+
+// The port names of a GameServer spec (`spec` may be nullptr): spec.ports[].name. std::nullopt
+// when spec.ports is absent. Throws BadRequest on wrong types.
+std::optional<std::vector<std::string_view>> PortNames(const Json* spec, const std::string& path);
+
+}  // namespace aw::gate
