@@ -59,7 +59,10 @@ HttpResponse AdmissionServer::Route(const HttpRequest& req) {
       "/validate/fleets, /validate/gameserversets, /validate/gameserverallocations"));
 }
 
-std::optional<std::string> AdmissionServer::Start() { return server_->Start(); }
+Status AdmissionServer::Start() {
+  if (std::optional<std::string> err = server_->Start()) return Status::IOError(*err);
+  return Status::Ok();
+}
 
 void AdmissionServer::Stop() { server_->Stop(); }
 
