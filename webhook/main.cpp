@@ -1,8 +1,9 @@
-// allocating-webhook: composition of the components. Each section builds one component from the
-// flags and hands it what it needs; the logic lives in the components.
+// allocating-webhook: composition of the components. main() parses the flags, builds each
+// component from them, and hands every component to one runtime::Manager as a runnable, in ordered
+// groups (kGroups); the logic lives in the components.
 //
 // Exit codes: 0 after a graceful shutdown (SIGTERM/SIGINT) or --help; 1 when start-up fails
-// (certificate, ports); 2 on a bad command line.
+// (certificate, ports) or a component fails while running; 2 on a bad command line.
 
 #include <prometheus/registry.h>
 #include <signal.h>
@@ -10,19 +11,24 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include <pthread.h>
+
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
+#include <stop_token>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "admission/crd_state.h"
 #include "autoscale/io/service.h"
 #include "gate/policy.h"
 #include "kube/controllers.h"
-#include "resolver/service.h"  // [helper E]
+#include "resolver/service.h"
 #include "runtime/manager.h"
 #include "server/admission_metrics.h"
 #include "server/admission_pipeline.h"
@@ -30,8 +36,10 @@
 #include "server/config.h"
 #include "server/health_server.h"
 #include "server/https_server.h"
+#include "runtime/service.h"
 #include "util/flags.h"
 #include "util/log.h"
+#include "util/status.h"
 
 namespace {
 
@@ -72,6 +80,92 @@ void RaiseFileLimit() {
   }
 }
 
+// The manager's groups, in start order; they stop in reverse, leader runnables first, all
+// within --shutdown-grace. So on SIGTERM: the resolver stops; the admission listener stops
+// accepting and closes idle keep-alive connections; the controllers release the lease and cancel
+// their API calls; the caches stop; then what is left of the grace period goes to the admission
+// requests still in progress (admission-drain); then the health port and the certificate poller.
+const std::vector<std::string> kGroups = {"certificates", "health", "admission-drain", "caches",
+                                          "controllers", "admission"};
+
+// Adds a runnable the composition cannot do without: an unknown group is a bug here.
+void MustAdd(aw::runtime::Manager& m, std::unique_ptr<aw::runtime::Runnable> r,
+             aw::runtime::RunnableOptions o) {
+  if (aw::Status st = m.Add(std::move(r), std::move(o)); !st.ok()) {
+    aw::log::error("cannot compose the components", {{"error", st.ToString()}});
+    std::_Exit(1);
+  }
+}
+
+// The certificate poller, the health port, and the admission listener with its drain.
+void AddServing(aw::runtime::Manager& m, aw::server::CertReloader& certs,
+                aw::server::HealthServer& health, aw::server::AdmissionServer& admission,
+                std::atomic<bool>& undrained) {
+  using namespace aw;
+  MustAdd(m, runtime::MakeRunnable("certificates",
+                                   [&certs](runtime::RunContext& ctx) { return certs.Run(ctx); }),
+          {.group = "certificates"});
+  MustAdd(m,
+          runtime::MakeServiceRunnable(
+              "health",
+              [&health] {
+                Status st = health.Start();
+                if (!st.ok()) log::error("cannot start the health server", {{"error", st.message()}});
+                return st;
+              },
+              [&health] { health.Stop(); }),
+          {.group = "health"});
+  MustAdd(m,
+          runtime::MakeServiceRunnable(
+              "admission",
+              [&admission] {
+                Status st = admission.Start();
+                if (!st.ok()) {
+                  log::error("cannot start the admission server", {{"error", st.message()}});
+                }
+                return st;
+              },
+              [&admission] { admission.Stop(); }),
+          {.group = "admission"});
+  // Waits for the requests the stopped listener still serves (they are answered with
+  // Connection: close) until the manager's stop deadline.
+  MustAdd(m,
+          runtime::MakeRunnable(
+              "admission-drain",
+              [&admission, &undrained](runtime::RunContext& ctx) {
+                ctx.Ready();
+                runtime::WaitForStop(ctx.stop());
+                const auto left = std::max(std::chrono::steady_clock::duration::zero(),
+                                           ctx.StopDeadline() - std::chrono::steady_clock::now());
+                if (!admission.WaitStopped(
+                        std::chrono::duration_cast<std::chrono::milliseconds>(left))) {
+                  undrained = true;
+                  return Status::DeadlineExceeded("admission requests still in progress");
+                }
+                return Status::Ok();
+              }),
+          {.group = "admission-drain"});
+}
+
+// The Kubernetes side (only with a kube config): the GameServer cache on every replica, the
+// controllers (CRD guard, events, leader election), and the resolver while this replica leads.
+void AddControllers(aw::runtime::Manager& m, aw::kube::Controllers& controllers,
+                    aw::resolver::ResolverService& resolver) {
+  using namespace aw;
+  controllers.OnLeader([&m] { m.SetLeader(true); }, [&m] { m.SetLeader(false); });
+  MustAdd(m, resolver.CacheRunnable(), {.group = "caches"});
+  MustAdd(m,
+          runtime::MakeServiceRunnable(
+              "controllers",
+              [&controllers] {
+                controllers.Start();
+                return Status::Ok();
+              },
+              [&controllers] { controllers.Stop(); }),
+          {.group = "controllers"});
+  MustAdd(m, resolver.LoopRunnable(), {.group = "controllers", .needs_leader = true});
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -86,10 +180,8 @@ int main(int argc, char** argv) {
   server::RegisterServerFlags(fs, &server_cfg);
   gate::Policy policy;
   server::RegisterPolicyFlags(fs, &policy);
-  // [kube client / leader election / CRD guard flags: helper D]
   kube::KubeFlags kube_flags;
   kube::RegisterKubeFlags(fs, &kube_flags);
-  // [resolver flags: helper E]
   resolver::ResolverFlags resolver_flags;
   resolver::RegisterResolverFlags(fs, &resolver_flags);
   autoscale::AutoscaleFlags autoscale_flags;
@@ -109,7 +201,7 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "allocating-webhook: %s\n", err->c_str());
     return 2;
   }
-  if (auto err = resolver::ValidateResolverFlags(resolver_flags, policy)) {  // [helper E]
+  if (auto err = resolver::ValidateResolverFlags(resolver_flags, policy)) {
     std::fprintf(stderr, "allocating-webhook: %s\n", err->c_str());
     return 2;
   }
@@ -122,30 +214,27 @@ int main(int argc, char** argv) {
   log::SetLevel(level);
   log::SetFormat(format);
 
-  // ---- Shared state ------------------------------------------------------------------------
+  // ---- Components (built here, run by the manager below; they outlive it) ------------------
   // One metrics registry for every component; served on /metrics.
   auto registry = std::make_shared<prometheus::Registry>();
   // Whether the GameServer CRD accepts "Allocating": the flag's value until the CRD guard
-  // (helper D) publishes the live answer through Set().
+  // publishes the live answer through Set().
   admission::AtomicCrdReadiness crd_readiness(server_cfg.crd_accepts_allocating);
 
-  // ---- TLS certificate ---------------------------------------------------------------------
   server::CertReloader certs(
       server_cfg.tls_cert_file, server_cfg.tls_key_file, *registry,
       std::chrono::duration_cast<std::chrono::milliseconds>(server_cfg.cert_reload_interval));
-  if (auto err = certs.LoadInitial()) {
-    log::error("cannot load the serving certificate", {{"error", *err}});
+  if (Status st = certs.LoadInitial(); !st.ok()) {
+    log::error("cannot load the serving certificate", {{"error", st.message()}});
     return 1;
   }
-  certs.Start();
 
-  // ---- Admission server (HTTPS) ------------------------------------------------------------
   server::AdmissionMetrics admission_metrics(*registry);
   server::AdmissionPipeline pipeline(policy, crd_readiness, admission_metrics,
                                      server_cfg.https.max_body_bytes);
   server::AdmissionServer admission_server(server_cfg.https, certs, pipeline, admission_metrics,
                                            *registry);
-  // ---- Buffer autoscaling webhook: its route on the admission port ----------------------------
+  // The Buffer autoscaling webhook shares the admission port (a route of its own).
   std::unique_ptr<autoscale::AutoscaleEndpoint> autoscale_endpoint;
   if (autoscale_flags.buffer) {
     autoscale_endpoint = std::make_unique<autoscale::AutoscaleEndpoint>(*registry);
@@ -154,24 +243,16 @@ int main(int argc, char** argv) {
                                 return endpoint.Serve(req);
                               });
   }
-  // ---- end of the autoscaling route ---------------------------------------------------------
-  if (auto err = admission_server.Start()) {
-    log::error("cannot start the admission server", {{"error", *err}});
-    return 1;
-  }
 
-  // ---- Controllers: Kubernetes client, leader election, CRD guard (helper D) ---------------
   // Enabled only with a kube config (--kubeconfig or in-cluster); then the CRD guard drives
-  // crd_readiness instead of --crd-accepts-allocating. Register leader callbacks
-  // (controllers.OnLeader) before controllers.Start(). Built (not started) before the health
-  // server, which serves its client's connection counters.
+  // crd_readiness instead of --crd-accepts-allocating. Built before the health server, which
+  // serves its client's connection counters.
   kube::Controllers controllers(kube_flags, crd_readiness, *registry);
-  if (auto err = controllers.Init(); !err.empty()) {
-    log::error("cannot configure the Kubernetes client", {{"error", err}});
+  if (Status st = controllers.Init(); !st.ok()) {
+    log::error("cannot configure the Kubernetes client", {{"error", st.message()}});
     return 1;
   }
 
-  // ---- Health, readiness and metrics (plain HTTP) ------------------------------------------
   server::HealthServer health(server_cfg.https.bind_address, server_cfg.health_port, *registry,
                               server_cfg.health);
   health.AddReadinessCheck("certificate", [&certs]() -> std::optional<std::string> {
@@ -183,88 +264,81 @@ int main(int argc, char** argv) {
     return std::nullopt;
   });
   health.AddCollector([&controllers] { return controllers.TransportMetrics(); });
-  if (auto err = health.Start()) {
-    log::error("cannot start the health server", {{"error", *err}});
-    return 1;
-  }
 
-  // ---- Resolver (helper E) ------------------------------------------------------------------
-  // Needs the Kubernetes client: the GameServer cache runs on every replica (warm standby); the
-  // resolver loop runs only while this replica leads.
+  // The resolver needs the Kubernetes client: its GameServer cache runs on every replica (warm
+  // standby); its loop only while this replica leads.
   std::unique_ptr<resolver::ResolverService> resolver_service;
   if (controllers.Enabled()) {
     resolver_service = std::make_unique<resolver::ResolverService>(
         resolver_flags, policy, controllers.client(), controllers.events(), *registry);
-    resolver_service->Start();
-    controllers.OnLeader([&resolver_service] { resolver_service->StartLeading(); },
-                         [&resolver_service] { resolver_service->StopLeading(); });
   }
 
-  // ---- Buffer autoscaling webhook: the GameServer watch behind its counts -------------------
-  // A runtime::Manager runnable on every replica (not leader-only). Until main.cpp composes one
-  // Manager for every component, this block runs its own.
-  runtime::Manager autoscale_runtime({"autoscale"}, std::chrono::seconds(2));
-  std::jthread autoscale_thread;
+  // ---- Composition ---------------------------------------------------------------------------
+  std::atomic<bool> undrained{false};  // requests still in progress at the stop deadline
+  runtime::Manager manager(kGroups, server_cfg.shutdown_grace);
+  AddServing(manager, certs, health, admission_server, undrained);
+  if (resolver_service) AddControllers(manager, controllers, *resolver_service);
+  // The GameServer counts behind the autoscaling answers: a watch on every replica.
   if (autoscale_endpoint && controllers.Enabled()) {
-    if (Status s = autoscale_runtime.Add(std::make_unique<autoscale::GameServerCountsWatch>(
-                                             controllers.client(), *autoscale_endpoint,
-                                             registry.get()),
-                                         {"autoscale"});
-        !s.ok()) {
-      log::error("cannot start the autoscaling watch", {{"error", s.ToString()}});
-      return 1;
-    }
-    autoscale_thread = std::jthread([&autoscale_runtime](std::stop_token stop) {
-      if (Status s = autoscale_runtime.Run(stop); !s.ok()) {
-        log::error("autoscaling watch stopped", {{"error", s.ToString()}});
-      }
-    });
+    MustAdd(manager,
+            std::make_unique<autoscale::GameServerCountsWatch>(controllers.client(),
+                                                               *autoscale_endpoint, registry.get()),
+            {.group = "caches"});
   } else if (autoscale_endpoint) {
     log::warn("--autoscale-buffer without a Kubernetes config: every valid review is answered "
               "503 (no GameServer counts)");
   }
-  // ---- end of the autoscaling watch ---------------------------------------------------------
+  manager.OnStarted([&] {
+    log::info("allocating-webhook started",
+              {{"port", std::to_string(server_cfg.https.port)},
+               {"health_port", std::to_string(server_cfg.health_port)},
+               {"crd_accepts_allocating", crd_readiness.AcceptsAllocating() ? "true" : "false"}});
+  });
 
-  controllers.Start();  // [helper D] after every OnLeader registration
-
-  log::info("allocating-webhook started",
-            {{"port", std::to_string(server_cfg.https.port)},
-             {"health_port", std::to_string(server_cfg.health_port)},
-             {"crd_accepts_allocating", crd_readiness.AcceptsAllocating() ? "true" : "false"}});
-
-  // ---- Run until SIGTERM/SIGINT (other signals are logged and ignored), then shut down
-  // ---------------------------------------------
+  // ---- Run until SIGTERM/SIGINT (other signals are logged and ignored) or a failure ----------
+  // The manager runs on its own thread; this one waits for signals. When the manager returns by
+  // itself (a component failed), it wakes this thread with kWakeSignal.
+  const int kWakeSignal = SIGRTMIN;
+  const pthread_t main_thread = pthread_self();
+  std::stop_source stop;
+  std::atomic<bool> finished{false};
+  Status result;
+  std::jthread runner([&] {
+    result = manager.Run(stop.get_token());
+    finished = true;
+    pthread_kill(main_thread, kWakeSignal);
+  });
   int sig = 0;
   for (;;) {
     if (sigwait(&signals, &sig) != 0) continue;
+    if (finished) break;
     if (sig == SIGTERM || sig == SIGINT) break;
     log::warn("signal ignored", {{"signal", SignalName(sig)}});
   }
-  log::info("shutting down", {{"signal", SignalName(sig)}});
-  // The whole shutdown fits in --shutdown-grace. First stop accepting admission connections and
-  // close idle keep-alive ones (requests being read are answered, with Connection: close), then
-  // stop the controllers [helpers D/E] while those finish, then wait for them.
-  const auto grace_end =
-      std::chrono::steady_clock::now() +
-      std::chrono::duration_cast<std::chrono::steady_clock::duration>(server_cfg.shutdown_grace);
-  admission_server.Stop();
-  controllers.Stop();  // [helper D] releases the lease, cancels watches
-  if (resolver_service) resolver_service->Stop();  // [helper E] (already out of leadership)
-  if (autoscale_thread.joinable()) {
-    autoscale_thread.request_stop();
-    autoscale_thread.join();
+  if (!finished) {
+    log::info("shutting down", {{"signal", SignalName(sig)}});
+    stop.request_stop();
+    runner.join();
+    if (undrained) {
+      // A request still in progress after the grace period (a stuck client): exit anyway.
+      log::warn("requests still in progress after --shutdown-grace; exiting");
+      std::fflush(stderr);
+      std::_Exit(0);
+    }
+    if (!result.ok()) {
+      log::warn("components still running after --shutdown-grace; exiting",
+                {{"error", result.ToString()}});
+      std::fflush(stderr);
+      std::_Exit(0);
+    }
+    log::info("stopped");
+    return 0;
   }
-  const bool drained = admission_server.WaitStopped(
-      std::max(std::chrono::milliseconds(0), std::chrono::duration_cast<std::chrono::milliseconds>(
-                                                 grace_end - std::chrono::steady_clock::now())));
-  health.Stop();
-  certs.Stop();
-  if (!drained) {
-    // A request still in progress after the grace period (a stuck client): exit anyway.
-    log::warn("requests still in progress after --shutdown-grace; exiting");
-    std::fflush(stderr);
-    std::_Exit(0);
-  }
-  log::info("stopped");
-  return 0;
+  runner.join();
+  // A component failed (at start: a port in use; or later): it logged why; everything else has
+  // been stopped.
+  log::error("stopped after a component failed", {{"error", result.ToString()}});
+  std::fflush(stderr);
+  if (!result.ok() && result.code() == Status::Code::kDeadlineExceeded) std::_Exit(1);
+  return 1;
 }

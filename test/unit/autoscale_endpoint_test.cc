@@ -1,5 +1,5 @@
 // The Buffer autoscaling endpoint (autoscale/endpoint.h) and its per-fleet counts
-// (autoscale/fleet_counts.h): Allocating servers count as allocated; hostile requests get a clear
+// (autoscale/io/fleet_counts.h): Allocating servers count as allocated; hostile requests get a clear
 // 4xx, never a crash.
 #include "autoscale/endpoint.h"
 
@@ -9,7 +9,7 @@
 #include <random>
 #include <string>
 
-#include "autoscale/fleet_counts.h"
+#include "autoscale/io/fleet_counts.h"
 
 namespace aw::autoscale {
 namespace {

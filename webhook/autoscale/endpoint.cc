@@ -47,7 +47,7 @@ std::string_view ResultName(ReviewResult r) {
   return "unknown";
 }
 
-ReviewAnswer HandleBufferReview(const ReviewHttpRequest& req, const FleetCounts& counts) {
+ReviewAnswer HandleBufferReview(const ReviewHttpRequest& req, const CountsView& counts) {
   if (req.method != "POST") {
     ReviewAnswer a = Error(405, ReviewResult::kBadRequest,
                            fmt::format("method {} not allowed on {}: FleetAutoscaleReviews are POST",

@@ -29,7 +29,7 @@
 #include <string_view>
 
 #include "autoscale/buffer.h"
-#include "autoscale/fleet_counts.h"
+#include "autoscale/counts.h"
 
 namespace aw::autoscale {
 
@@ -67,6 +67,6 @@ struct ReviewAnswer {
   std::string message;  // the error, for non-200 answers (without the newline)
 };
 
-ReviewAnswer HandleBufferReview(const ReviewHttpRequest& req, const FleetCounts& counts);
+ReviewAnswer HandleBufferReview(const ReviewHttpRequest& req, const CountsView& counts);
 
 }  // namespace aw::autoscale

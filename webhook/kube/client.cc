@@ -48,13 +48,6 @@ std::string QueryEscape(std::string_view v) {
   return out;
 }
 
-std::string ToJson(const rapidjson::Value& v) {
-  rapidjson::StringBuffer sb;
-  rapidjson::Writer<rapidjson::StringBuffer> w(sb);
-  v.Accept(w);
-  return std::string(sb.GetString(), sb.GetSize());
-}
-
 namespace {
 
 void AddParam(std::string* q, std::string_view key, std::string_view value) {

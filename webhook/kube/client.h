@@ -19,6 +19,7 @@
 #include <string_view>
 #include <vector>
 
+#include "kube/json_text.h"
 #include "kube/status.h"
 #include "kube/transport.h"
 #include "kube/watch_stream.h"
@@ -73,8 +74,6 @@ std::string_view PatchContentType(PatchType t);
 
 // Percent-encodes a query parameter value (RFC 3986 unreserved chars stay).
 std::string QueryEscape(std::string_view v);
-// Serialises a JSON value compactly.
-std::string ToJson(const rapidjson::Value& v);
 
 class Client {
  public:

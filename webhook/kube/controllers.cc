@@ -99,7 +99,7 @@ std::vector<prometheus::MetricFamily> Controllers::TransportMetrics() const {
   };
 }
 
-std::string Controllers::Init() {
+Status Controllers::Init() {
   ConfigResult cr;
   if (!flags_.kubeconfig.empty()) {
     cr = LoadKubeconfig(flags_.kubeconfig, flags_.context, flags_.allow_insecure_kubeconfig);
@@ -108,13 +108,13 @@ std::string Controllers::Init() {
   } else {
     log::info("no Kubernetes configuration (no --kubeconfig, not in a cluster): admission only; "
               "resolver, leader election and CRD guard are off");
-    return {};
+    return Status::Ok();
   }
-  if (!cr.config) return cr.error;
+  if (!cr.config) return Status::InvalidArgument(cr.error);
   config_ = *cr.config;
   std::string err;
   client_ = NewClient(config_, &err);
-  if (!client_) return "kubernetes client: " + err;
+  if (!client_) return Status::InvalidArgument("kubernetes client: " + err);
 
   identity_ = flags_.leader_election_identity.empty() ? DefaultIdentity() : flags_.leader_election_identity;
   EventRecorderOptions eo;
@@ -134,7 +134,7 @@ std::string Controllers::Init() {
     lc.lease_duration = Ms(flags_.lease_duration);
     lc.renew_deadline = Ms(flags_.renew_deadline);
     lc.retry_period = Ms(flags_.retry_period);
-    if (auto e = ValidateLeaderElectionConfig(lc); !e.empty()) return e;
+    if (auto e = ValidateLeaderElectionConfig(lc); !e.empty()) return Status::InvalidArgument(e);
     LeaderCallbacks cb;
     cb.on_started_leading = [this] {
       guard_->SetLeader(true);
@@ -151,7 +151,7 @@ std::string Controllers::Init() {
                                              {"identity", identity_},
                                              {"leader_elect", flags_.leader_elect ? "true" : "false"},
                                              {"manage_crd", flags_.manage_crd ? "true" : "false"}});
-  return {};
+  return Status::Ok();
 }
 
 void Controllers::OnLeader(std::function<void()> started, std::function<void()> stopped) {

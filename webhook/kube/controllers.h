@@ -28,6 +28,7 @@
 #include "kube/events.h"
 #include "kube/leader_election.h"
 #include "util/flags.h"
+#include "util/status.h"
 
 namespace prometheus {
 class Registry;
@@ -57,9 +58,10 @@ class Controllers {
               prometheus::Registry& registry);
   ~Controllers();
 
-  // Loads the config and builds the components. Returns an error message on a bad configuration
-  // (e.g. unreadable kubeconfig); "" when fine (including "no kube config: admission only").
-  std::string Init();
+  // Loads the config and builds the components. InvalidArgument saying what is wrong on a bad
+  // configuration (e.g. unreadable kubeconfig); OK when fine (including "no kube config:
+  // admission only").
+  Status Init();
   bool Enabled() const { return client_ != nullptr; }
 
   // Valid when Enabled().

@@ -2,7 +2,7 @@
 
 #include <fmt/format.h>
 
-#include "kube/client.h"
+#include "kube/json_text.h"
 
 namespace aw::kube {
 namespace {

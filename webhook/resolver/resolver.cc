@@ -1,6 +1,9 @@
 #include "resolver/resolver.h"
 
 #include <algorithm>
+#include <condition_variable>
+#include <mutex>
+#include <set>
 
 #include "gate/config.h"
 #include "gate/keys.h"
@@ -28,7 +31,7 @@ struct Resolver::PatchDone {
 
 struct Resolver::Inbox {
   std::mutex mu;
-  std::condition_variable cv;
+  std::condition_variable_any cv;
   bool accepting = false;  // running or step mode
   bool stop = false;
   bool all = false;
@@ -125,11 +128,14 @@ void Resolver::Reset() {
 
 void Resolver::EnableStepMode() { Reset(); }
 
+Status Resolver::Run(runtime::RunContext& ctx) {
+  Loop(ctx.stop(), [&ctx] { ctx.Ready(); });
+  return Status::Ok();
+}
+
 void Resolver::Start() {
   if (thread_.joinable()) return;
-  Reset();
-  log::info("resolver started", {{"resync_period", util::FormatDuration(options_.resync_period)}});
-  thread_ = std::thread([this] { Run(); });
+  thread_ = std::jthread([this](std::stop_token stop) { Loop(stop, [] {}); });
 }
 
 void Resolver::Stop() {
@@ -137,11 +143,10 @@ void Resolver::Stop() {
     std::lock_guard<std::mutex> lock(inbox_->mu);
     inbox_->accepting = false;
     inbox_->stop = true;
-    inbox_->cv.notify_all();
   }
   if (thread_.joinable()) {
+    thread_.request_stop();
     thread_.join();
-    log::info("resolver stopped");
   }
   entries_.clear();
   timers_ = {};
@@ -158,18 +163,30 @@ size_t Resolver::Tracked() const {
   return n;
 }
 
-void Resolver::Run() {
+void Resolver::Loop(std::stop_token stop, const std::function<void()>& ready) {
+  Reset();
+  log::info("resolver started", {{"resync_period", util::FormatDuration(options_.resync_period)}});
+  ready();
   for (;;) {
     TimePoint next = Step();
     std::unique_lock<std::mutex> lock(inbox_->mu);
-    if (inbox_->stop) return;
+    if (inbox_->stop || stop.stop_requested()) break;
     auto wait = next - clock_.Now();
     if (wait > std::chrono::seconds(1)) wait = std::chrono::seconds(1);
     if (wait > Clock::duration::zero()) {
-      inbox_->cv.wait_for(lock, wait, [this] { return inbox_->HasWork(); });
+      inbox_->cv.wait_for(lock, stop, wait, [this] { return inbox_->HasWork(); });
     }
-    if (inbox_->stop) return;
+    if (inbox_->stop || stop.stop_requested()) break;
   }
+  {
+    std::lock_guard<std::mutex> lock(inbox_->mu);
+    inbox_->accepting = false;
+    inbox_->stop = true;
+  }
+  entries_.clear();
+  timers_ = {};
+  if (metrics_) metrics_->SetAllocating(0);
+  log::info("resolver stopped");
 }
 
 TimePoint Resolver::Step() {
@@ -489,42 +506,6 @@ std::string_view PatchStatusName(PatchStatus s) {
     case PatchStatus::kRetry: return "retry";
   }
   return "unknown";
-}
-
-ThreadPoolExecutor::ThreadPoolExecutor(size_t threads) {
-  if (threads == 0) threads = 1;
-  for (size_t i = 0; i < threads; ++i) {
-    threads_.emplace_back([this] {
-      for (;;) {
-        std::function<void()> task;
-        {
-          std::unique_lock<std::mutex> lock(mu_);
-          cv_.wait(lock, [this] { return stop_ || !tasks_.empty(); });
-          if (tasks_.empty()) return;
-          task = std::move(tasks_.front());
-          tasks_.pop();
-        }
-        task();
-      }
-    });
-  }
-}
-
-ThreadPoolExecutor::~ThreadPoolExecutor() {
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    stop_ = true;
-  }
-  cv_.notify_all();
-  for (auto& t : threads_) t.join();
-}
-
-void ThreadPoolExecutor::Post(std::function<void()> task) {
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    tasks_.push(std::move(task));
-  }
-  cv_.notify_one();
 }
 
 }  // namespace aw::resolver

@@ -10,20 +10,20 @@
 //   - Conflicts are re-decided on the next view of the object (or after a short backoff); a server
 //     deleted or moved out of Allocating by someone else is dropped; a view with the
 //     resourceVersion the resolver already resolved is ignored, so nothing is promoted twice.
-//   - No state outlives a Stop(): after Start() (e.g. a new leader) everything is rebuilt from the
+//   - No state outlives a run: each Run() (e.g. a new leader) rebuilds everything from the
 //     source, and servers whose deadline already passed are resolved at once.
+//   - Run(ctx) is the loop as a runtime::Runnable body, on the manager's thread; Start()/Stop()
+//     run the same loop on a thread of the resolver's own (tests, tools).
 //   - Step() runs one pass without a thread (for tests with fake ports and a fake clock).
 #pragma once
 
-#include <atomic>
 #include <chrono>
-#include <condition_variable>
+#include <functional>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <queue>
-#include <set>
+#include <stop_token>
 #include <string>
 #include <thread>
 #include <vector>
@@ -33,6 +33,9 @@
 #include "resolver/evaluate.h"
 #include "resolver/metrics.h"
 #include "resolver/ports.h"
+#include "runtime/manager.h"
+#include "runtime/thread_pool.h"
+#include "util/status.h"
 
 namespace aw::resolver {
 
@@ -58,7 +61,11 @@ class Resolver {
   void Notify(const std::string& ns, const std::string& name);
   void NotifyAll();
 
-  // Starts/stops the loop thread. Start() re-reads everything from the source.
+  // Runs the loop on the calling thread until ctx.stop() (reports Ready once accepting
+  // notifications); returns OK. Not concurrently with Start() or another Run().
+  Status Run(runtime::RunContext& ctx);
+
+  // Starts/stops the loop on a thread of its own. Start() re-reads everything from the source.
   void Start();
   void Stop();
   bool Running() const;
@@ -83,7 +90,8 @@ class Resolver {
     bool operator>(const Timer& o) const { return due > o.due; }
   };
 
-  void Run();
+  // The loop: `ready` is called once notifications are accepted.
+  void Loop(std::stop_token stop, const std::function<void()>& ready);
   void Reset();
   void Resync(TimePoint now);
   void EvaluateKey(const std::string& key, TimePoint now);
@@ -107,7 +115,7 @@ class Resolver {
   Metrics* metrics_;
 
   std::shared_ptr<Inbox> inbox_;
-  std::thread thread_;
+  std::jthread thread_;
 
   // Loop-thread state.
   std::map<std::string, Entry> entries_;
@@ -115,20 +123,15 @@ class Resolver {
   TimePoint next_resync_{};
 };
 
-// A fixed-size pool of worker threads (the production Executor). The destructor runs every task
-// already posted, then joins.
+// The production Executor: a runtime::ThreadPool of `threads` workers. The destructor runs
+// every task already posted, then joins.
 class ThreadPoolExecutor final : public Executor {
  public:
-  explicit ThreadPoolExecutor(size_t threads);
-  ~ThreadPoolExecutor() override;
-  void Post(std::function<void()> task) override;
+  explicit ThreadPoolExecutor(size_t threads) : pool_(threads) {}
+  void Post(std::function<void()> task) override { pool_.Post(std::move(task)); }
 
  private:
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::queue<std::function<void()>> tasks_;
-  bool stop_ = false;
-  std::vector<std::thread> threads_;
+  runtime::ThreadPool pool_;
 };
 
 }  // namespace aw::resolver

@@ -7,6 +7,7 @@
 #include "resolver/kube_adapters.h"
 #include "resolver/metrics.h"
 #include "resolver/resolver.h"
+#include "runtime/service.h"
 #include "util/duration.h"
 #include "util/log.h"
 
@@ -81,7 +82,6 @@ struct ResolverService::Parts {
   ThreadPoolExecutor executor;
   Resolver resolver;
   CacheNotifier notifier;
-  bool started = false;
 };
 
 ResolverService::ResolverService(ResolverFlags flags, const gate::Policy& policy,
@@ -89,34 +89,25 @@ ResolverService::ResolverService(ResolverFlags flags, const gate::Policy& policy
                                  prometheus::Registry& registry)
     : parts_(std::make_unique<Parts>(std::move(flags), policy, client, events, registry)) {}
 
-ResolverService::~ResolverService() { Stop(); }
+ResolverService::~ResolverService() = default;
 
-void ResolverService::Start() {
-  std::lock_guard<std::mutex> lock(mu_);
-  if (!parts_ || parts_->started) return;
-  parts_->started = true;
-  parts_->cache.Start();
+std::unique_ptr<runtime::Runnable> ResolverService::CacheRunnable() {
+  Parts* p = parts_.get();
+  return runtime::MakeServiceRunnable(
+      "gameserver-cache",
+      [p] {
+        p->cache.Start();
+        return Status::Ok();
+      },
+      [p] { p->cache.Stop(); });
 }
 
-void ResolverService::StartLeading() {
-  std::lock_guard<std::mutex> lock(mu_);
-  if (!parts_) return;
-  // Wait briefly for the first list so the first pass sees every server (a later sync triggers
-  // a full pass anyway).
-  parts_->cache.WaitForSync(std::chrono::seconds(2));
-  parts_->resolver.Start();
-}
-
-void ResolverService::StopLeading() {
-  std::lock_guard<std::mutex> lock(mu_);
-  if (parts_) parts_->resolver.Stop();
-}
-
-void ResolverService::Stop() {
-  std::lock_guard<std::mutex> lock(mu_);
-  if (!parts_) return;
-  parts_->resolver.Stop();
-  parts_->cache.Stop();
+std::unique_ptr<runtime::Runnable> ResolverService::LoopRunnable() {
+  Parts* p = parts_.get();
+  return runtime::MakeRunnable("resolver", [p](runtime::RunContext& ctx) {
+    p->cache.WaitForSync(std::chrono::seconds(2));
+    return p->resolver.Run(ctx);
+  });
 }
 
 }  // namespace aw::resolver

@@ -4,18 +4,20 @@
 // Promise: RegisterResolverFlags binds --probe-timeout, --probe-concurrency, --resync-period,
 // --udp-probe-payload, --resolver-workers and --resolver-namespace; ValidateResolverFlags reports
 // an inconsistent setting (e.g. a probe timeout not below the default probe period) as one
-// message. ResolverService::Start() starts the cache and the prober on every replica (a standby
-// keeps a warm cache); StartLeading()/StopLeading() run the loop only while this replica leads
-// (wire them to the leader-election callbacks); Stop() stops everything. Thread-safe calls.
+// message. ResolverService provides two runtime::Runnable (manager.h): CacheRunnable() runs the
+// GameServer cache on every replica (a standby keeps a warm cache); LoopRunnable() runs the
+// resolver loop, to be added with needs_leader so it runs only while this replica leads (it first
+// waits up to 2 s for the cache's first list, so its first pass sees every server). The service
+// must outlive the manager that runs them.
 #pragma once
 
 #include <chrono>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 
 #include "gate/policy.h"
+#include "runtime/manager.h"
 #include "util/flags.h"
 
 namespace prometheus {
@@ -51,14 +53,11 @@ class ResolverService {
                   kube::EventRecorder& events, prometheus::Registry& registry);
   ~ResolverService();
 
-  void Start();
-  void StartLeading();
-  void StopLeading();
-  void Stop();
+  std::unique_ptr<runtime::Runnable> CacheRunnable();
+  std::unique_ptr<runtime::Runnable> LoopRunnable();
 
  private:
   struct Parts;
-  std::mutex mu_;
   std::unique_ptr<Parts> parts_;
 };
 

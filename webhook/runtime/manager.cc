@@ -13,6 +13,7 @@ struct Manager::Slot {
   bool running = false;     // thread started and not yet finished
   bool ready = false;
   bool stop_asked = false;  // the manager asked it to stop
+  std::chrono::steady_clock::time_point deadline = std::chrono::steady_clock::time_point::max();
   Status failure;           // non-OK when it failed
 };
 
@@ -37,6 +38,16 @@ std::unique_ptr<Runnable> MakeRunnable(std::string name, std::function<Status(Ru
 }
 
 void RunContext::Ready() { m_->MarkReady(slot_); }
+
+std::chrono::steady_clock::time_point RunContext::StopDeadline() const {
+  std::lock_guard lock(m_->mu_);
+  return m_->slots_[slot_]->deadline;
+}
+
+void Manager::OnStarted(std::function<void()> f) {
+  std::lock_guard lock(mu_);
+  on_started_ = std::move(f);
+}
 
 Manager::Manager(std::vector<std::string> groups, std::chrono::nanoseconds stop_deadline)
     : groups_(std::move(groups)), stop_deadline_(stop_deadline) {}
@@ -72,6 +83,7 @@ void Manager::Start(size_t i) {
   s.running = true;
   s.ready = false;
   s.stop_asked = false;
+  s.deadline = std::chrono::steady_clock::time_point::max();
   s.thread = std::jthread([this, i](std::stop_token stop) {
     RunContext ctx(this, i, stop);
     Status st = slots_[i]->runnable->Run(ctx);
@@ -113,6 +125,7 @@ std::vector<std::string> Manager::StopAndWait(const std::vector<size_t>& slots,
   for (size_t i : slots) {
     if (slots_[i]->running) {
       slots_[i]->stop_asked = true;
+      slots_[i]->deadline = deadline;
       slots_[i]->thread.request_stop();
     }
   }
@@ -141,8 +154,14 @@ Status Manager::Run(std::stop_token stop) {
     cv_.wait(lock, stop, [&] { return !FirstFailure().empty() || GroupReady(g); });
   }
   if (!failed_or_stopped()) {
+    if (on_started_) {
+      auto f = std::move(on_started_);
+      lock.unlock();
+      f();
+      lock.lock();
+    }
     groups_started_ = true;
-    if (leader_) {
+    if (leader_ && !failed_or_stopped()) {
       for (size_t i = 0; i < slots_.size(); ++i) {
         if (slots_[i]->options.needs_leader && !slots_[i]->running) Start(i);
       }

@@ -12,6 +12,10 @@
 //     returns at all without having been asked to stop. Then every running runnable is asked to
 //     stop through its std::stop_token: leader runnables first, then the groups last to first,
 //     each group waited for before the next, all within one deadline (`stop_deadline`).
+//   - A runnable being stopped sees, through RunContext::StopDeadline(), the time by which the
+//     whole stop must end (so a drain can use what is left of it rather than a deadline of its
+//     own). OnStarted(f) runs f once, on Run's thread, when every group is up (before any leader
+//     runnable starts); it is not run when Run stops or fails before that.
 //   - Run's result: OK after a requested stop within the deadline; else the first failure
 //     ("<name>: <status>"); DeadlineExceeded naming the runnables still running at the deadline.
 //     In that last case their threads still run: exit the process (the destructor would wait).
@@ -40,6 +44,9 @@ class RunContext {
   std::stop_token stop() const { return stop_; }
   // Reports that the runnable is up (idempotent); the next group waits for it.
   void Ready();
+  // Once stop() is requested: the steady-clock time by which the manager's whole stop must end.
+  // Before that: time_point::max().
+  std::chrono::steady_clock::time_point StopDeadline() const;
 
  private:
   friend class Manager;
@@ -78,6 +85,9 @@ class Manager {
 
   Status Run(std::stop_token stop);
 
+  // Before Run(): called once every group is up (see the promise above).
+  void OnStarted(std::function<void()> f);
+
   // Leadership gained (true) or lost (false). Losing it waits until the leader runnables have
   // stopped (at most the stop deadline).
   void SetLeader(bool leader);
@@ -104,6 +114,7 @@ class Manager {
   bool groups_started_ = false; // every group started and ready
   bool stopping_ = false;
   bool leader_ = false;
+  std::function<void()> on_started_;
 };
 
 }  // namespace aw::runtime

@@ -1,7 +1,10 @@
 #include "server/cert_reloader.h"
 
+#include <condition_variable>
 #include <fstream>
+#include <mutex>
 #include <sstream>
+#include <thread>
 
 #include <fmt/chrono.h>
 #include <fmt/format.h>
@@ -50,7 +53,7 @@ CertReloader::CertReloader(std::string cert_path, std::string key_path,
                   .Register(registry)
                   .Add({})) {}
 
-CertReloader::~CertReloader() { Stop(); }
+CertReloader::~CertReloader() = default;
 
 std::optional<CertReloader::Contents> CertReloader::ReadFiles(std::string* error) const {
   auto cert = ReadSmallFile(cert_path_, error);
@@ -78,14 +81,14 @@ void CertReloader::Install(std::shared_ptr<const KeyPair> pair, Contents content
   last_read_error_.reset();
 }
 
-std::optional<std::string> CertReloader::LoadInitial() {
+Status CertReloader::LoadInitial() {
   std::string error;
   auto contents = ReadFiles(&error);
-  if (!contents) return error;
+  if (!contents) return Status::IOError(error);
   auto result = ParseKeyPair(contents->cert, contents->key, cert_path_, key_path_);
-  if (auto* err = std::get_if<std::string>(&result)) return *err;
+  if (auto* err = std::get_if<std::string>(&result)) return Status::InvalidArgument(*err);
   Install(std::get<std::shared_ptr<const KeyPair>>(std::move(result)), std::move(*contents));
-  return std::nullopt;
+  return Status::Ok();
 }
 
 bool CertReloader::PollOnce() {
@@ -126,32 +129,21 @@ bool CertReloader::PollOnce() {
   return true;
 }
 
-void CertReloader::Start() {
-  std::lock_guard lock(mu_);
-  if (thread_.joinable() || stopping_) return;
-  thread_ = std::thread([this] {
-    std::unique_lock lock(mu_);
-    while (!stopping_) {
-      if (cv_.wait_for(lock, interval_, [this] { return stopping_; })) break;
-      lock.unlock();
-      try {
-        PollOnce();
-      } catch (const std::exception& e) {
-        failures_.Increment();
-        log::error("serving certificate reload failed", {{"error", e.what()}});
-      }
-      lock.lock();
+Status CertReloader::Run(runtime::RunContext& ctx) {
+  ctx.Ready();
+  std::mutex mu;
+  std::condition_variable_any cv;
+  std::unique_lock lock(mu);
+  const std::stop_token stop = ctx.stop();
+  while (!cv.wait_for(lock, stop, interval_, [] { return false; }) && !stop.stop_requested()) {
+    try {
+      PollOnce();
+    } catch (const std::exception& e) {
+      failures_.Increment();
+      log::error("serving certificate reload failed", {{"error", e.what()}});
     }
-  });
-}
-
-void CertReloader::Stop() {
-  {
-    std::lock_guard lock(mu_);
-    stopping_ = true;
   }
-  cv_.notify_all();
-  if (thread_.joinable()) thread_.join();
+  return Status::Ok();
 }
 
 std::shared_ptr<const KeyPair> CertReloader::Current() const {

@@ -1,8 +1,8 @@
 // CertReloader: the serving key pair, loaded from two PEM files and reloaded when they change.
 //
 // Promise: Current() always returns the last valid pair (never a mismatched or half-written
-// one) and is cheap and thread-safe (an atomic shared_ptr load per TLS handshake). A polling
-// thread re-reads both files every `interval` through their paths (so a Kubernetes Secret
+// one) and is cheap and thread-safe (an atomic shared_ptr load per TLS handshake). Run() (a
+// runtime::Runnable body) re-reads both files every `interval` through their paths (so a Kubernetes Secret
 // volume's `..data` symlink swap is seen) and installs a new pair only when the contents changed
 // and the new key matches the new certificate. A pair that stays bad is logged and counted once
 // per distinct content, and the old pair keeps serving. Metrics (on the shared registry):
@@ -13,18 +13,17 @@
 
 #include <atomic>
 #include <chrono>
-#include <condition_variable>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
-#include <thread>
 
 #include <prometheus/counter.h>
 #include <prometheus/gauge.h>
 #include <prometheus/registry.h>
 
+#include "runtime/manager.h"
 #include "server/tls_context.h"
+#include "util/status.h"
 
 namespace aw::server {
 
@@ -36,17 +35,18 @@ class CertReloader final : public KeyPairSource {
   CertReloader(const CertReloader&) = delete;
   CertReloader& operator=(const CertReloader&) = delete;
 
-  // Loads the pair once; the error message when the files are missing or do not form a pair.
-  std::optional<std::string> LoadInitial();
-  // Starts / stops the polling thread (Stop is idempotent and also run by the destructor).
-  void Start();
-  void Stop();
+  // Loads the pair once; an error naming the file when the files are missing or do not form a
+  // pair.
+  Status LoadInitial();
+  // Polls (PollOnce every `interval`) on the calling thread until ctx.stop(); Ready at once.
+  // Returns OK.
+  Status Run(runtime::RunContext& ctx);
 
   std::shared_ptr<const KeyPair> Current() const override;
   bool Loaded() const { return Current() != nullptr; }
 
   // One poll: re-reads the files and installs a changed valid pair. Returns true when a new pair
-  // was installed. Public for tests; normally called by the polling thread.
+  // was installed. Public for tests; normally called by Run().
   bool PollOnce();
 
  private:
@@ -67,11 +67,6 @@ class CertReloader final : public KeyPairSource {
   Contents loaded_;                        // contents of the installed pair (poll thread only)
   std::optional<Contents> last_rejected_;  // so a bad pair is counted once
   std::optional<std::string> last_read_error_;  // so a missing file is counted once
-
-  std::mutex mu_;
-  std::condition_variable cv_;
-  bool stopping_ = false;
-  std::thread thread_;
 };
 
 }  // namespace aw::server

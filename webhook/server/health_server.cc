@@ -100,7 +100,10 @@ void HealthServer::AddCollector(Collector collector) {
   collectors_.push_back(std::move(collector));
 }
 
-std::optional<std::string> HealthServer::Start() { return server_->Start(); }
+Status HealthServer::Start() {
+  if (std::optional<std::string> err = server_->Start()) return Status::IOError(*err);
+  return Status::Ok();
+}
 
 void HealthServer::Stop() {
   server_->Stop();

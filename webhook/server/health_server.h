@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "server/connection_server.h"
+#include "util/status.h"
 
 namespace aw::server {
 
@@ -51,7 +52,8 @@ class HealthServer {
   // Start(); must be cheap and thread-safe.
   using Collector = std::function<std::vector<prometheus::MetricFamily>()>;
   void AddCollector(Collector collector);
-  std::optional<std::string> Start();
+  // Binds the port and starts serving; an IOError saying what failed when the bind fails.
+  Status Start();
   void Stop();
 
   // The /readyz logic, for tests: (ready, body).

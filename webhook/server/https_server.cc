@@ -66,7 +66,10 @@ void AdmissionServer::AddRoute(std::string prefix, HttpHandler handler) {
   extra_routes_.emplace_back(std::move(prefix), std::move(handler));
 }
 
-std::optional<std::string> AdmissionServer::Start() { return server_->Start(); }
+Status AdmissionServer::Start() {
+  if (std::optional<std::string> err = server_->Start()) return Status::IOError(*err);
+  return Status::Ok();
+}
 
 void AdmissionServer::Stop() { server_->Stop(); }
 

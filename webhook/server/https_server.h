@@ -25,6 +25,7 @@
 #include "server/admission_pipeline.h"
 #include "server/connection_server.h"
 #include "server/tls_context.h"
+#include "util/status.h"
 
 namespace aw::server {
 
@@ -52,8 +53,9 @@ class AdmissionServer {
   AdmissionServer(const AdmissionServer&) = delete;
   AdmissionServer& operator=(const AdmissionServer&) = delete;
 
-  // Binds the port and starts serving; the error when the TLS setup or the bind fails.
-  std::optional<std::string> Start();
+  // Binds the port and starts serving; an IOError saying what failed when the TLS setup or the
+  // bind fails.
+  Status Start();
   void Stop();
   // Waits for the connections to finish (after Stop); false on timeout.
   bool WaitStopped(std::chrono::milliseconds timeout);

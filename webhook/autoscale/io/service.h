@@ -32,7 +32,7 @@
 #include <string>
 
 #include "autoscale/endpoint.h"
-#include "autoscale/fleet_counts.h"
+#include "autoscale/io/fleet_counts.h"
 #include "kube/informer.h"
 #include "runtime/manager.h"
 #include "server/connection_server.h"

@@ -1,38 +1,8 @@
-#include "autoscale/fleet_counts.h"
+#include "autoscale/io/fleet_counts.h"
 
 #include <mutex>
 
 namespace aw::autoscale {
-namespace {
-
-const rapidjson::Value* Object(const rapidjson::Value& v, const char* name) {
-  if (!v.IsObject()) return nullptr;
-  auto it = v.FindMember(name);
-  if (it == v.MemberEnd() || !it->value.IsObject()) return nullptr;
-  return &it->value;
-}
-
-}  // namespace
-
-GameServerFacts FactsOf(const rapidjson::Value& gs) {
-  GameServerFacts f;
-  if (const rapidjson::Value* meta = Object(gs, "metadata")) {
-    if (const rapidjson::Value* labels = Object(*meta, "labels")) {
-      auto it = labels->FindMember(
-          rapidjson::Value(kFleetLabel.data(), static_cast<rapidjson::SizeType>(kFleetLabel.size())));
-      if (it != labels->MemberEnd() && it->value.IsString()) {
-        f.fleet.assign(it->value.GetString(), it->value.GetStringLength());
-      }
-    }
-  }
-  if (const rapidjson::Value* status = Object(gs, "status")) {
-    auto it = status->FindMember("state");
-    f.allocating = it != status->MemberEnd() && it->value.IsString() &&
-                   std::string_view(it->value.GetString(), it->value.GetStringLength()) ==
-                       "Allocating";
-  }
-  return f;
-}
 
 std::string FleetCounts::Key(std::string_view ns, std::string_view name) {
   std::string k;

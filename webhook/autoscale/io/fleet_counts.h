@@ -1,8 +1,6 @@
 // Per-fleet counts of opted-in GameServers, and of those in state Allocating, kept from a watch.
 //
 // Promise:
-//   - FactsOf(gameserver JSON) reads the fleet (label `agones.dev/fleet`, "" when absent or not a
-//     string) and whether `status.state` is "Allocating"; never throws, whatever the document.
 //   - FleetCounts holds one entry per GameServer (namespace/name) given to Upsert, moved between
 //     fleets and states as later Upserts say, dropped by Remove. Lookup(namespace, fleet) returns
 //     how many of the GameServers last seen carry that fleet label (`servers`) and how many of
@@ -11,43 +9,28 @@
 //   - Synced() is false until MarkSynced() (the watch's first full list) and stays true after.
 //   - Fleets() lists the fleets with at least one server, with their counts.
 // Thread-safe: one writer (the watch thread) and any number of readers; a Lookup costs one
-// shared lock and one map lookup. No I/O.
+// shared lock and one map lookup.
 #pragma once
 
-#include <rapidjson/document.h>
-
 #include <atomic>
-#include <cstdint>
 #include <map>
 #include <shared_mutex>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "autoscale/counts.h"
+
 namespace aw::autoscale {
 
-inline constexpr std::string_view kFleetLabel = "agones.dev/fleet";
-
-struct GameServerFacts {
-  std::string fleet;  // "" = not part of a fleet
-  bool allocating = false;
-};
-
-GameServerFacts FactsOf(const rapidjson::Value& gameserver);
-
-struct FleetCount {
-  int64_t servers = 0;
-  int64_t allocating = 0;
-};
-
-class FleetCounts {
+class FleetCounts final : public CountsView {
  public:
   void Upsert(std::string_view ns, std::string_view name, const GameServerFacts& facts);
   void Remove(std::string_view ns, std::string_view name);
-  FleetCount Lookup(std::string_view ns, std::string_view fleet) const;
+  FleetCount Lookup(std::string_view ns, std::string_view fleet) const override;
 
   void MarkSynced() { synced_.store(true, std::memory_order_release); }
-  bool Synced() const { return synced_.load(std::memory_order_acquire); }
+  bool Synced() const override { return synced_.load(std::memory_order_acquire); }
 
   struct FleetEntry {
     std::string namespace_;

@@ -1,0 +1,40 @@
+// ThreadPool: a fixed number of worker threads running posted tasks in FIFO order.
+//
+// Promise: Post() never blocks on a task and may be called from any thread, including from a
+// task. Tasks run on one of the `threads` workers (at least one), each task exactly once, in the
+// order posted when there is one worker. The destructor runs every task already posted, then
+// joins the workers; a task posted during destruction (by a running task) also runs. An
+// exception escaping a task ends the process (std::terminate): tasks report errors as values.
+#pragma once
+
+#include <condition_variable>
+#include <cstddef>
+#include <deque>
+#include <functional>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+namespace aw::runtime {
+
+class ThreadPool {
+ public:
+  explicit ThreadPool(size_t threads);
+  ~ThreadPool();
+  ThreadPool(const ThreadPool&) = delete;
+  ThreadPool& operator=(const ThreadPool&) = delete;
+
+  void Post(std::function<void()> task);
+  size_t Threads() const { return workers_.size(); }
+
+ private:
+  void Work();
+
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<std::function<void()>> tasks_;
+  bool closing_ = false;
+  std::vector<std::jthread> workers_;
+};
+
+}  // namespace aw::runtime
