@@ -58,6 +58,20 @@ std::optional<bool> OracleHasDuplicate(std::string_view body) {
 
 }  // namespace
 
+namespace {
+
+// Synced counts that know one fleet, "f" in namespace "n", with one Allocating server.
+class OneFleet final : public aw::autoscale::CountsView {
+ public:
+  bool Synced() const override { return true; }
+  aw::autoscale::FleetCount Lookup(std::string_view ns, std::string_view fleet) const override {
+    if (ns == "n" && fleet == "f") return {1, 1};
+    return {};
+  }
+};
+
+}  // namespace
+
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   static const aw::gate::Policy policy = [] {
     aw::gate::Policy p;
@@ -77,16 +91,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
 
   // The same bytes as a FleetAutoscaleReview (autoscale/endpoint.h): 200 with a JSON answer or a
   // 4xx with a message, nothing else. The counts know fleet "f" in namespace "n".
-  static const aw::autoscale::FleetCounts* counts = [] {
-    static aw::autoscale::FleetCounts c;
-    c.Upsert("n", "gs", {"f", true});
-    c.MarkSynced();
-    return &c;
-  }();
+  static const OneFleet counts;
   aw::autoscale::ReviewAnswer a = aw::autoscale::HandleBufferReview(
       {"POST", "/autoscale/buffer/bufferSize=2/maxReplicas=100", "", "application/json", body,
        false},
-      *counts);
+      counts);
   if (a.status != 200 && a.status != 400 && a.status != 413) std::abort();
   if (a.body.empty() || (a.status == 200 && a.body.front() != '{')) std::abort();
 
