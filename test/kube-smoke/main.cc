@@ -229,10 +229,10 @@ int main(int argc, char** argv) {
     return 2;
   }
   auto cfg = LoadKubeconfig(kubeconfig, context, false);
-  if (!cfg.config) Fail(cfg.error);
-  std::string err;
-  auto client = NewClient(*cfg.config, &err);
-  if (!client) Fail(err);
+  if (!cfg) Fail(cfg.status().message());
+  StatusOr<std::unique_ptr<Client>> made = NewClient(*cfg);
+  if (!made) Fail(made.status().message());
+  std::unique_ptr<Client> client = std::move(made).value();
   const std::string& scenario = args[0];
   const std::string& ns = args[1];
   if (scenario == "verbs") return Verbs(*client, ns);

@@ -70,14 +70,14 @@ users:
 TEST(KubeconfigTest, CurrentContextWithTokenAndInlineCA) {
   TempDir d;
   auto r = ParseKubeconfig(kGood, d.path(), "test", "", false);
-  ASSERT_TRUE(r.config) << r.error;
-  EXPECT_EQ(r.config->host, "127.0.0.1");
-  EXPECT_EQ(r.config->port, 6443);
-  EXPECT_EQ(r.config->base_path, "");
-  EXPECT_EQ(r.config->ca_pem, "CA-PEM");
-  EXPECT_EQ(r.config->token, "abc123");
-  EXPECT_EQ(r.config->namespace_, "games");
-  EXPECT_FALSE(r.config->insecure_skip_tls_verify);
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_EQ(r->host, "127.0.0.1");
+  EXPECT_EQ(r->port, 6443);
+  EXPECT_EQ(r->base_path, "");
+  EXPECT_EQ(r->ca_pem, "CA-PEM");
+  EXPECT_EQ(r->token, "abc123");
+  EXPECT_EQ(r->namespace_, "games");
+  EXPECT_FALSE(r->insecure_skip_tls_verify);
 }
 
 TEST(KubeconfigTest, NamedContextWithFilesRelativeToKubeconfig) {
@@ -87,14 +87,14 @@ TEST(KubeconfigTest, NamedContextWithFilesRelativeToKubeconfig) {
   d.Write("tok", "tok-1\n");
   std::string path = d.Write("config", kGood);
   auto r = LoadKubeconfig(path, "other", false);
-  ASSERT_TRUE(r.config) << r.error;
-  EXPECT_EQ(r.config->host, "::1");
-  EXPECT_EQ(r.config->port, 8443);
-  EXPECT_EQ(r.config->base_path, "/prefix");
-  EXPECT_EQ(r.config->ca_pem, "FILE-CA");
-  EXPECT_EQ(r.config->client_cert_pem, "FILE-CERT");
-  EXPECT_EQ(r.config->client_key_pem, "KEY");
-  EXPECT_EQ(r.config->token_file, d.path() + "/tok");
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_EQ(r->host, "::1");
+  EXPECT_EQ(r->port, 8443);
+  EXPECT_EQ(r->base_path, "/prefix");
+  EXPECT_EQ(r->ca_pem, "FILE-CA");
+  EXPECT_EQ(r->client_cert_pem, "FILE-CERT");
+  EXPECT_EQ(r->client_key_pem, "KEY");
+  EXPECT_EQ(r->token_file, d.path() + "/tok");
 }
 
 struct BadCase {
@@ -146,13 +146,13 @@ TEST(KubeconfigTest, BadFilesGetClearErrors) {
   };
   for (const auto& c : cases) {
     auto r = ParseKubeconfig(c.yaml, d.path(), "cfg", c.context, false);
-    EXPECT_FALSE(r.config) << c.name;
-    EXPECT_NE(r.error.find(c.want), std::string::npos) << c.name << ": " << r.error;
-    EXPECT_NE(r.error.find("cfg"), std::string::npos) << c.name << " names the file: " << r.error;
+    EXPECT_FALSE(r.ok()) << c.name;
+    EXPECT_NE(r.status().message().find(c.want), std::string::npos) << c.name << ": " << r.status().message();
+    EXPECT_NE(r.status().message().find("cfg"), std::string::npos) << c.name << " names the file: " << r.status().message();
   }
   auto missing = LoadKubeconfig(d.path() + "/absent", "", false);
-  EXPECT_FALSE(missing.config);
-  EXPECT_NE(missing.error.find("cannot read"), std::string::npos);
+  EXPECT_FALSE(missing.ok());
+  EXPECT_NE(missing.status().message().find("cannot read"), std::string::npos);
 }
 
 TEST(KubeconfigTest, InsecureAllowedOnlyWithFlag) {
@@ -160,9 +160,9 @@ TEST(KubeconfigTest, InsecureAllowedOnlyWithFlag) {
       "current-context: x\ncontexts:\n- name: x\n  context: {cluster: c}\nclusters:\n- name: c\n  cluster: {server: "
       "'https://h', insecure-skip-tls-verify: true}\n";
   auto r = ParseKubeconfig(y, "", "cfg", "", true);
-  ASSERT_TRUE(r.config) << r.error;
-  EXPECT_TRUE(r.config->insecure_skip_tls_verify);
-  EXPECT_EQ(r.config->port, 443);
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_TRUE(r->insecure_skip_tls_verify);
+  EXPECT_EQ(r->port, 443);
 }
 
 TEST(InClusterTest, ReadsServiceAccountFiles) {
@@ -173,19 +173,19 @@ TEST(InClusterTest, ReadsServiceAccountFiles) {
   setenv("KUBERNETES_SERVICE_HOST", "10.0.0.1", 1);
   setenv("KUBERNETES_SERVICE_PORT", "6443", 1);
   auto r = LoadInCluster({d.path()});
-  ASSERT_TRUE(r.config) << r.error;
-  EXPECT_EQ(r.config->host, "10.0.0.1");
-  EXPECT_EQ(r.config->port, 6443);
-  EXPECT_EQ(r.config->ca_pem, "CA");
-  EXPECT_EQ(r.config->token_file, d.path() + "/token");
-  EXPECT_EQ(r.config->namespace_, "allocating-system");
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_EQ(r->host, "10.0.0.1");
+  EXPECT_EQ(r->port, 6443);
+  EXPECT_EQ(r->ca_pem, "CA");
+  EXPECT_EQ(r->token_file, d.path() + "/token");
+  EXPECT_EQ(r->namespace_, "allocating-system");
   fs::remove(d.path() + "/ca.crt");
   auto bad = LoadInCluster({d.path()});
-  EXPECT_FALSE(bad.config);
-  EXPECT_NE(bad.error.find("ca.crt"), std::string::npos);
+  EXPECT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("ca.crt"), std::string::npos);
   unsetenv("KUBERNETES_SERVICE_HOST");
   unsetenv("KUBERNETES_SERVICE_PORT");
-  EXPECT_FALSE(LoadInCluster({d.path()}).config);
+  EXPECT_FALSE(LoadInCluster({d.path()}).ok());
 }
 
 TEST(StatusTest, ParsesStatusBodies) {

@@ -271,10 +271,9 @@ std::unique_ptr<Transport> NewTransport(int port, const std::string& ca_pem) {
   c.host = "127.0.0.1";
   c.port = port;
   c.ca_pem = ca_pem;
-  std::string err;
-  auto t = NewHttpsTransport(c, &err);
-  EXPECT_TRUE(t) << err;
-  return t;
+  StatusOr<std::unique_ptr<Transport>> t = NewHttpsTransport(c);
+  EXPECT_TRUE(t.ok()) << t.status().message();
+  return t.ok() ? std::move(t).value() : nullptr;
 }
 
 HttpRequest Req(const std::string& method, const std::string& path, const std::string& body = "") {

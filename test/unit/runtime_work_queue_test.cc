@@ -175,6 +175,30 @@ TEST(WorkQueue, DelayedKeyWakesABlockedWorker) {
   EXPECT_EQ(got, "later");
 }
 
+// The worker is already asleep (with no due time, then with a later one) when the delayed key
+// arrives: the add must wake it to re-read the due times. Before the fix it slept on, forever in
+// the first case and for an hour in the second.
+TEST(WorkQueue, DelayedKeyWakesAWorkerAlreadyAsleep) {
+  WorkQueue q;
+  std::optional<std::string> got;
+  std::jthread worker([&](std::stop_token stop) { got = q.Get(stop); });
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  q.AddAfter("later", std::chrono::milliseconds(10));
+  worker.join();
+  EXPECT_EQ(got, "later");
+}
+
+TEST(WorkQueue, EarlierDelayedKeyWakesAWorkerSleepingForALaterOne) {
+  WorkQueue q;
+  q.AddAfter("in-an-hour", std::chrono::hours(1));
+  std::optional<std::string> got;
+  std::jthread worker([&](std::stop_token stop) { got = q.Get(stop); });
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  q.AddAfter("soon", std::chrono::milliseconds(10));
+  worker.join();
+  EXPECT_EQ(got, "soon");
+}
+
 TEST(WorkQueue, StopTokenAndShutDownReleaseGet) {
   WorkQueue q;
   std::optional<std::string> got = "unset";

@@ -262,10 +262,10 @@ Result<std::string> Client::Watch(const Resource& r, std::string_view ns, const 
   return last_rv;
 }
 
-std::unique_ptr<Client> NewClient(const ClientConfig& config, std::string* err) {
-  auto t = NewHttpsTransport(config, err);
-  if (!t) return nullptr;
-  return std::make_unique<Client>(std::move(t));
+StatusOr<std::unique_ptr<Client>> NewClient(const ClientConfig& config) {
+  StatusOr<std::unique_ptr<Transport>> t = NewHttpsTransport(config);
+  if (!t) return t.status();
+  return std::make_unique<Client>(std::move(t).value());
 }
 
 }  // namespace aw::kube

@@ -122,7 +122,7 @@ class Client {
   std::chrono::milliseconds default_timeout_;
 };
 
-// Builds a Client from a config; nullptr and *err when TLS material is unusable.
-std::unique_ptr<Client> NewClient(const ClientConfig& config, std::string* err);
+// Builds a Client from a config; InvalidArgument when its TLS material is unusable.
+StatusOr<std::unique_ptr<Client>> NewClient(const ClientConfig& config);
 
 }  // namespace aw::kube

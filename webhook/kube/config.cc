@@ -45,49 +45,42 @@ std::optional<YAML::Node> FindNamed(const YAML::Node& list, const std::string& n
   return std::nullopt;
 }
 
-// Loads a PEM blob from "<field>-data" (base64) or "<field>" (file). Returns error or "".
-std::string LoadBlob(const YAML::Node& n, const std::string& field, const std::string& base_dir,
+// Loads a PEM blob from "<field>-data" (base64) or "<field>" (file).
+Status LoadBlob(const YAML::Node& n, const std::string& field, const std::string& base_dir,
                      const std::string& where, std::string* out) {
   std::string data = ScalarOr(n, (field + "-data").c_str());
   if (!data.empty()) {
     auto dec = util::Base64DecodeText(data);
-    if (!dec) return fmt::format("{}: {}-data is not valid base64", where, field);
+    if (!dec) return Status::InvalidArgument(fmt::format("{}: {}-data is not valid base64", where, field));
     *out = std::move(*dec);
-    return {};
+    return Status::Ok();
   }
   std::string file = ScalarOr(n, field.c_str());
   if (!file.empty()) {
-    std::string err;
-    auto content = ReadFileToString(Resolve(base_dir, file), &err);
-    if (!content) return fmt::format("{}: {}: {}", where, field, err);
+    StatusOr<std::string> content = ReadFileToString(Resolve(base_dir, file));
+    if (!content) return content.status().Annotate(fmt::format("{}: {}", where, field));
     *out = std::move(*content);
   }
-  return {};
+  return Status::Ok();
 }
 
-ConfigResult Fail(std::string msg) { return ConfigResult{std::nullopt, std::move(msg)}; }
+Status Fail(std::string msg) { return Status::InvalidArgument(std::move(msg)); }
 
 }  // namespace
 
-std::optional<std::string> ReadFileToString(const std::string& path, std::string* err) {
+StatusOr<std::string> ReadFileToString(const std::string& path) {
   std::ifstream f(path, std::ios::binary);
-  if (!f) {
-    if (err) *err = fmt::format("cannot read {}", path);
-    return std::nullopt;
-  }
+  if (!f) return Status::IOError(fmt::format("cannot read {}", path));
   std::ostringstream ss;
   ss << f.rdbuf();
-  if (f.bad()) {
-    if (err) *err = fmt::format("error reading {}", path);
-    return std::nullopt;
-  }
+  if (f.bad()) return Status::IOError(fmt::format("error reading {}", path));
   return ss.str();
 }
 
-std::string ParseServerUrl(std::string_view url, ClientConfig* out) {
+Status ParseServerUrl(std::string_view url, ClientConfig* out) {
   constexpr std::string_view kHttps = "https://";
   if (url.substr(0, kHttps.size()) != kHttps) {
-    return fmt::format("server URL {:?} must start with https://", std::string(url));
+    return Status::InvalidArgument(fmt::format("server URL {:?} must start with https://", std::string(url)));
   }
   std::string_view rest = url.substr(kHttps.size());
   size_t slash = rest.find('/');
@@ -98,11 +91,11 @@ std::string ParseServerUrl(std::string_view url, ClientConfig* out) {
   std::string_view port_s;
   if (!hostport.empty() && hostport[0] == '[') {
     size_t rb = hostport.find(']');
-    if (rb == std::string_view::npos) return fmt::format("server URL {:?}: bad IPv6 literal", std::string(url));
+    if (rb == std::string_view::npos) return Status::InvalidArgument(fmt::format("server URL {:?}: bad IPv6 literal", std::string(url)));
     host = std::string(hostport.substr(1, rb - 1));
     std::string_view after = hostport.substr(rb + 1);
     if (!after.empty()) {
-      if (after[0] != ':') return fmt::format("server URL {:?}: bad port", std::string(url));
+      if (after[0] != ':') return Status::InvalidArgument(fmt::format("server URL {:?}: bad port", std::string(url)));
       port_s = after.substr(1);
     }
   } else {
@@ -114,21 +107,21 @@ std::string ParseServerUrl(std::string_view url, ClientConfig* out) {
       port_s = hostport.substr(colon + 1);
     }
   }
-  if (host.empty()) return fmt::format("server URL {:?} has no host", std::string(url));
+  if (host.empty()) return Status::InvalidArgument(fmt::format("server URL {:?} has no host", std::string(url)));
   int port = 443;
   if (!port_s.empty()) {
-    if (port_s.size() > 5) return fmt::format("server URL {:?}: bad port", std::string(url));
+    if (port_s.size() > 5) return Status::InvalidArgument(fmt::format("server URL {:?}: bad port", std::string(url)));
     port = 0;
     for (char c : port_s) {
-      if (c < '0' || c > '9') return fmt::format("server URL {:?}: bad port", std::string(url));
+      if (c < '0' || c > '9') return Status::InvalidArgument(fmt::format("server URL {:?}: bad port", std::string(url)));
       port = port * 10 + (c - '0');
     }
-    if (port <= 0 || port > 65535) return fmt::format("server URL {:?}: bad port", std::string(url));
+    if (port <= 0 || port > 65535) return Status::InvalidArgument(fmt::format("server URL {:?}: bad port", std::string(url)));
   }
   out->host = std::move(host);
   out->port = port;
   out->base_path = std::string(path);
-  return {};
+  return Status::Ok();
 }
 
 bool InClusterAvailable() {
@@ -136,7 +129,7 @@ bool InClusterAvailable() {
   return h != nullptr && *h != '\0';
 }
 
-ConfigResult LoadInCluster(const InClusterPaths& paths) {
+StatusOr<ClientConfig> LoadInCluster(const InClusterPaths& paths) {
   const char* host = std::getenv("KUBERNETES_SERVICE_HOST");
   const char* port = std::getenv("KUBERNETES_SERVICE_PORT");
   if (!host || !*host) return Fail("in-cluster config: KUBERNETES_SERVICE_HOST is not set");
@@ -144,19 +137,20 @@ ConfigResult LoadInCluster(const InClusterPaths& paths) {
   std::string url = "https://" + (h.find(':') != std::string::npos ? "[" + h + "]" : h) + ":" +
                     std::string(port && *port ? port : "443");
   ClientConfig c;
-  if (auto err = ParseServerUrl(url, &c); !err.empty()) return Fail("in-cluster config: " + err);
-  std::string err;
-  auto ca = ReadFileToString(paths.dir + "/ca.crt", &err);
-  if (!ca) return Fail("in-cluster config: " + err);
+  if (Status st = ParseServerUrl(url, &c); !st.ok()) return st.Annotate("in-cluster config");
+  StatusOr<std::string> ca = ReadFileToString(paths.dir + "/ca.crt");
+  if (!ca) return ca.status().Annotate("in-cluster config");
   c.ca_pem = std::move(*ca);
   c.token_file = paths.dir + "/token";
-  if (!ReadFileToString(c.token_file, &err)) return Fail("in-cluster config: " + err);
-  if (auto ns = ReadFileToString(paths.dir + "/namespace", nullptr)) c.namespace_ = Trim(*ns);
+  if (StatusOr<std::string> t = ReadFileToString(c.token_file); !t) {
+    return t.status().Annotate("in-cluster config");
+  }
+  if (StatusOr<std::string> ns = ReadFileToString(paths.dir + "/namespace")) c.namespace_ = Trim(*ns);
   c.source = "in-cluster";
-  return ConfigResult{std::move(c), {}};
+  return c;
 }
 
-ConfigResult ParseKubeconfig(std::string_view yaml, const std::string& base_dir,
+StatusOr<ClientConfig> ParseKubeconfig(std::string_view yaml, const std::string& base_dir,
                              const std::string& origin, std::string_view context_arg,
                              bool allow_insecure) {
   YAML::Node root;
@@ -184,7 +178,7 @@ ConfigResult ParseKubeconfig(std::string_view yaml, const std::string& base_dir,
     ClientConfig c;
     std::string server = ScalarOr(cluster, "server");
     if (server.empty()) return Fail(fmt::format("{}: cluster {:?} has no server", where, cluster_name));
-    if (auto err = ParseServerUrl(server, &c); !err.empty()) return Fail(where + ": " + err);
+    if (Status st = ParseServerUrl(server, &c); !st.ok()) return st.Annotate(where);
     std::string insecure = ScalarOr(cluster, "insecure-skip-tls-verify");
     if (insecure == "true") {
       if (!allow_insecure) {
@@ -194,17 +188,17 @@ ConfigResult ParseKubeconfig(std::string_view yaml, const std::string& base_dir,
       }
       c.insecure_skip_tls_verify = true;
     }
-    if (auto err = LoadBlob(cluster, "certificate-authority", base_dir, where, &c.ca_pem); !err.empty())
-      return Fail(err);
+    if (Status st = LoadBlob(cluster, "certificate-authority", base_dir, where, &c.ca_pem); !st.ok())
+      return st;
     std::string user_name = ScalarOr(ctx, "user");
     if (!user_name.empty()) {
       auto user_found = FindNamed(root["users"], user_name, "user");
       if (!user_found) return Fail(fmt::format("{}: user {:?} not found", where, user_name));
       YAML::Node user = *user_found;
-      if (auto err = LoadBlob(user, "client-certificate", base_dir, where, &c.client_cert_pem); !err.empty())
-        return Fail(err);
-      if (auto err = LoadBlob(user, "client-key", base_dir, where, &c.client_key_pem); !err.empty())
-        return Fail(err);
+      if (Status st = LoadBlob(user, "client-certificate", base_dir, where, &c.client_cert_pem); !st.ok())
+        return st;
+      if (Status st = LoadBlob(user, "client-key", base_dir, where, &c.client_key_pem); !st.ok())
+        return st;
       if (c.client_cert_pem.empty() != c.client_key_pem.empty()) {
         return Fail(where + ": user has a client certificate without a key (or a key without a certificate)");
       }
@@ -212,8 +206,9 @@ ConfigResult ParseKubeconfig(std::string_view yaml, const std::string& base_dir,
       std::string tf = ScalarOr(user, "tokenFile");
       if (!tf.empty()) {
         c.token_file = Resolve(base_dir, tf);
-        std::string err;
-        if (!ReadFileToString(c.token_file, &err)) return Fail(where + ": tokenFile: " + err);
+        if (StatusOr<std::string> t = ReadFileToString(c.token_file); !t) {
+          return t.status().Annotate(where + ": tokenFile");
+        }
       }
       if (user["exec"] && c.token.empty() && c.token_file.empty() && c.client_cert_pem.empty()) {
         return Fail(where + ": exec credential plugins are not supported; use a token, tokenFile or client certificate");
@@ -224,16 +219,15 @@ ConfigResult ParseKubeconfig(std::string_view yaml, const std::string& base_dir,
     }
     c.namespace_ = ScalarOr(ctx, "namespace");
     c.source = fmt::format("kubeconfig {} context {}", origin, ctx_name);
-    return ConfigResult{std::move(c), {}};
+    return c;
   } catch (const std::exception& e) {
     return Fail(fmt::format("kubeconfig {}: malformed: {}", origin, e.what()));
   }
 }
 
-ConfigResult LoadKubeconfig(const std::string& path, std::string_view context, bool allow_insecure) {
-  std::string err;
-  auto text = ReadFileToString(path, &err);
-  if (!text) return Fail("kubeconfig: " + err);
+StatusOr<ClientConfig> LoadKubeconfig(const std::string& path, std::string_view context, bool allow_insecure) {
+  StatusOr<std::string> text = ReadFileToString(path);
+  if (!text) return text.status().Annotate("kubeconfig");
   std::string dir;
   if (auto pos = path.rfind('/'); pos != std::string::npos) dir = path.substr(0, pos == 0 ? 1 : pos);
   return ParseKubeconfig(*text, dir, path, context, allow_insecure);

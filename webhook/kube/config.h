@@ -12,6 +12,8 @@
 #include <string>
 #include <string_view>
 
+#include "util/status.h"
+
 namespace aw::kube {
 
 struct ClientConfig {
@@ -28,32 +30,27 @@ struct ClientConfig {
   std::string source;      // "in-cluster" or "kubeconfig <path> context <name>", for logs
 };
 
-struct ConfigResult {
-  std::optional<ClientConfig> config;
-  std::string error;  // set iff !config
-};
-
 struct InClusterPaths {
   std::string dir = "/var/run/secrets/kubernetes.io/serviceaccount";
 };
 
 // Uses KUBERNETES_SERVICE_HOST / KUBERNETES_SERVICE_PORT and the service-account files.
-ConfigResult LoadInCluster(const InClusterPaths& paths = {});
+StatusOr<ClientConfig> LoadInCluster(const InClusterPaths& paths = {});
 // True when KUBERNETES_SERVICE_HOST is set (we are probably in a pod).
 bool InClusterAvailable();
 
 // Reads and parses a kubeconfig file. `context` empty = current-context. Relative file
 // references resolve against the kubeconfig's directory.
-ConfigResult LoadKubeconfig(const std::string& path, std::string_view context, bool allow_insecure);
+StatusOr<ClientConfig> LoadKubeconfig(const std::string& path, std::string_view context, bool allow_insecure);
 // Parses kubeconfig YAML text (files referenced inside are read relative to base_dir).
-ConfigResult ParseKubeconfig(std::string_view yaml, const std::string& base_dir,
+StatusOr<ClientConfig> ParseKubeconfig(std::string_view yaml, const std::string& base_dir,
                              const std::string& origin, std::string_view context,
                              bool allow_insecure);
 
-// Splits "https://host:port/prefix" into config fields. Returns an error string or "".
-std::string ParseServerUrl(std::string_view url, ClientConfig* out);
+// Splits "https://host:port/prefix" into config fields (InvalidArgument naming the URL).
+Status ParseServerUrl(std::string_view url, ClientConfig* out);
 
-// Reads a whole file; nullopt (and *err set) on failure.
-std::optional<std::string> ReadFileToString(const std::string& path, std::string* err);
+// Reads a whole file (IOError naming the path on failure).
+StatusOr<std::string> ReadFileToString(const std::string& path);
 
 }  // namespace aw::kube

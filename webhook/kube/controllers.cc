@@ -100,7 +100,7 @@ std::vector<prometheus::MetricFamily> Controllers::TransportMetrics() const {
 }
 
 Status Controllers::Init() {
-  ConfigResult cr;
+  StatusOr<ClientConfig> cr = Status::NotFound("no Kubernetes configuration");
   if (!flags_.kubeconfig.empty()) {
     cr = LoadKubeconfig(flags_.kubeconfig, flags_.context, flags_.allow_insecure_kubeconfig);
   } else if (InClusterAvailable()) {
@@ -110,11 +110,11 @@ Status Controllers::Init() {
               "resolver, leader election and CRD guard are off");
     return Status::Ok();
   }
-  if (!cr.config) return Status::InvalidArgument(cr.error);
-  config_ = *cr.config;
-  std::string err;
-  client_ = NewClient(config_, &err);
-  if (!client_) return Status::InvalidArgument("kubernetes client: " + err);
+  if (!cr) return cr.status();
+  config_ = *cr;
+  StatusOr<std::unique_ptr<Client>> client = NewClient(config_);
+  if (!client) return client.status().Annotate("kubernetes client");
+  client_ = std::move(client).value();
 
   identity_ = flags_.leader_election_identity.empty() ? DefaultIdentity() : flags_.leader_election_identity;
   EventRecorderOptions eo;

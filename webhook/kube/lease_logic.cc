@@ -43,8 +43,7 @@ LeaseRecord LeaseRecordFromObject(const rapidjson::Value& lease) {
 void WriteLeaseRecord(const LeaseRecord& r, rapidjson::Document* lease) {
   auto& a = lease->GetAllocator();
   if (!lease->IsObject()) lease->SetObject();
-  auto it = lease->FindMember("spec");
-  if (it != lease->MemberEnd()) lease->RemoveMember(it);
+  lease->RemoveMember("spec");  // absent: nothing to remove
   rapidjson::Value spec(rapidjson::kObjectType);
   if (!r.holder_identity.empty()) spec.AddMember("holderIdentity", rapidjson::Value(r.holder_identity.c_str(), a), a);
   spec.AddMember("leaseDurationSeconds", r.lease_duration_seconds, a);

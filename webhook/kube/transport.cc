@@ -118,8 +118,8 @@ class TokenSource {
                   st.st_mtim.tv_nsec != mtime_.tv_nsec || st.st_size != size_ || st.st_ino != ino_;
       }
       if (changed) {
-        std::string err;
-        if (auto t = ReadFileToString(file_, &err)) {
+        StatusOr<std::string> t = ReadFileToString(file_);
+        if (t.ok()) {
           std::string v = *t;
           while (!v.empty() && (v.back() == '\n' || v.back() == '\r' || v.back() == ' '))
             v.pop_back();
@@ -131,7 +131,7 @@ class TokenSource {
           size_ = st.st_size;
           ino_ = st.st_ino;
         } else if (!loaded_) {
-          log::warn("kube: cannot read bearer token file", {{"file", file_}, {"error", err}});
+          log::warn("kube: cannot read bearer token file", {{"file", file_}, {"error", t.status().message()}});
         }
       }
     }
@@ -1095,15 +1095,15 @@ class HttpsTransport final : public Transport {
   std::set<Conn*> in_flight_;
 };
 
-std::unique_ptr<Transport> NewHttpsTransport(const ClientConfig& config, std::string* err) {
+StatusOr<std::unique_ptr<Transport>> NewHttpsTransport(const ClientConfig& config) {
   // OpenSSL writes to sockets with write(2): a connection the server closed (e.g. a pooled
   // keep-alive connection across an API server restart) would raise SIGPIPE and kill the process.
   // Ignore it unless the program installed its own handler.
   struct sigaction old {};
   if (sigaction(SIGPIPE, nullptr, &old) == 0 && old.sa_handler == SIG_DFL) signal(SIGPIPE, SIG_IGN);
   auto t = std::make_unique<HttpsTransport>(config);
-  if (!t->Init(err)) return nullptr;
-  return t;
+  if (std::string err; !t->Init(&err)) return Status::InvalidArgument(std::move(err));
+  return std::unique_ptr<Transport>(std::move(t));
 }
 
 }  // namespace aw::kube

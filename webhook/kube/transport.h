@@ -111,7 +111,8 @@ class Transport {
   virtual TransportCounters counters() const { return {}; }
 };
 
-// Returns nullptr and sets *err when the TLS material in `config` cannot be loaded.
-std::unique_ptr<Transport> NewHttpsTransport(const ClientConfig& config, std::string* err);
+// InvalidArgument (naming the CA, client certificate or key) when the TLS material in `config`
+// cannot be loaded.
+StatusOr<std::unique_ptr<Transport>> NewHttpsTransport(const ClientConfig& config);
 
 }  // namespace aw::kube

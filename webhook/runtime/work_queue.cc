@@ -18,6 +18,7 @@ void WorkQueue::AddAfter(const std::string& key, std::chrono::nanoseconds delay)
   {
     std::lock_guard lock(mu_);
     state_.AddAfter(key, Clock::now() + delay);
+    ++delays_changed_;
   }
   // A waiting worker may need an earlier wake-up than the one it sleeps for.
   cv_.notify_all();
@@ -28,6 +29,7 @@ std::chrono::milliseconds WorkQueue::AddRateLimited(const std::string& key) {
   {
     std::lock_guard lock(mu_);
     d = state_.AddRateLimited(key, Clock::now());
+    ++delays_changed_;
   }
   cv_.notify_all();
   return d;
@@ -52,7 +54,12 @@ std::optional<std::string> WorkQueue::Get(std::stop_token stop) {
       if (state_.Ready() > 0) cv_.notify_one();
       return key;
     }
-    auto ready = [this] { return state_.ShuttingDown() || state_.Ready() > 0; };
+    // Wake for a ready key, a shutdown, or a change of the delayed keys (an earlier due time
+    // than the one this worker sleeps until, or a first one when it sleeps without a timeout).
+    const uint64_t seen = delays_changed_;
+    auto ready = [this, seen] {
+      return state_.ShuttingDown() || state_.Ready() > 0 || delays_changed_ != seen;
+    };
     if (auto due = state_.NextDue()) {
       cv_.wait_until(lock, stop, *due, ready);
     } else {

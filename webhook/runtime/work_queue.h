@@ -8,6 +8,7 @@
 #pragma once
 
 #include <chrono>
+#include <cstdint>
 #include <condition_variable>
 #include <mutex>
 #include <optional>
@@ -43,6 +44,7 @@ class WorkQueue {
   std::mutex mu_;
   std::condition_variable_any cv_;
   WorkQueueState state_;
+  uint64_t delays_changed_ = 0;  // bumped by every delayed add; guarded by mu_
 };
 
 }  // namespace aw::runtime

@@ -4,8 +4,13 @@
 // says what failed, written for an operator's log line ("bind 0.0.0.0:8443: Address already in
 // use"). Cheap to copy and to return; never throws. Annotate() prefixes context to an error and
 // leaves OK untouched, so layers can add what they know without re-testing ok().
+//
+// StatusOr<T> is a T or an error Status (never an OK Status without a value): the one return type
+// of an I/O edge that yields a value. value() on an error is a bug and aborts the process.
 #pragma once
 
+#include <cstdlib>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -59,5 +64,35 @@ class Status {
 };
 
 std::string_view CodeName(Status::Code code);
+
+template <typename T>
+class StatusOr {
+ public:
+  StatusOr(T value) : value_(std::move(value)) {}  // NOLINT(google-explicit-constructor)
+  // `error` must not be OK (an OK status without a value becomes kInternal).
+  StatusOr(Status error)  // NOLINT(google-explicit-constructor)
+      : status_(error.ok() ? Status::Internal("StatusOr built from an OK status without a value")
+                           : std::move(error)) {}
+
+  bool ok() const { return value_.has_value(); }
+  explicit operator bool() const { return ok(); }
+  const Status& status() const { return status_; }  // OK when ok()
+
+  T& value() & { return Checked(); }
+  const T& value() const& { return const_cast<StatusOr*>(this)->Checked(); }
+  T&& value() && { return std::move(Checked()); }
+  T& operator*() & { return Checked(); }
+  const T& operator*() const& { return value(); }
+  T* operator->() { return &Checked(); }
+  const T* operator->() const { return &value(); }
+
+ private:
+  T& Checked() {
+    if (!value_) std::abort();
+    return *value_;
+  }
+  Status status_;
+  std::optional<T> value_;
+};
 
 }  // namespace aw
