@@ -55,15 +55,11 @@ Pem MakePair(const std::string& cn) {
 }
 
 std::shared_ptr<const KeyPair> Ok(const KeyPairResult& r) {
-  if (auto* err = std::get_if<std::string>(&r)) ADD_FAILURE() << *err;
-  auto* p = std::get_if<std::shared_ptr<const KeyPair>>(&r);
-  return p ? *p : nullptr;
+  if (!r.ok()) ADD_FAILURE() << r.status().message();
+  return r.ok() ? *r : nullptr;
 }
 
-std::string Err(const KeyPairResult& r) {
-  auto* err = std::get_if<std::string>(&r);
-  return err ? *err : "";
-}
+std::string Err(const KeyPairResult& r) { return r.ok() ? "" : r.status().message(); }
 
 TEST(KeyPair, ParsesMatchingPair) {
   Pem pem = MakePair("webhook.test");

@@ -4,10 +4,9 @@
 
 #include <cstdlib>
 #include <fmt/format.h>
-#include <fstream>
-#include <sstream>
 
 #include "util/base64.h"
+#include "util/file.h"
 
 namespace aw::kube {
 namespace {
@@ -57,7 +56,7 @@ Status LoadBlob(const YAML::Node& n, const std::string& field, const std::string
   }
   std::string file = ScalarOr(n, field.c_str());
   if (!file.empty()) {
-    StatusOr<std::string> content = ReadFileToString(Resolve(base_dir, file));
+    StatusOr<std::string> content = util::ReadFile(Resolve(base_dir, file));
     if (!content) return content.status().Annotate(fmt::format("{}: {}", where, field));
     *out = std::move(*content);
   }
@@ -67,15 +66,6 @@ Status LoadBlob(const YAML::Node& n, const std::string& field, const std::string
 Status Fail(std::string msg) { return Status::InvalidArgument(std::move(msg)); }
 
 }  // namespace
-
-StatusOr<std::string> ReadFileToString(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  if (!f) return Status::IOError(fmt::format("cannot read {}", path));
-  std::ostringstream ss;
-  ss << f.rdbuf();
-  if (f.bad()) return Status::IOError(fmt::format("error reading {}", path));
-  return ss.str();
-}
 
 Status ParseServerUrl(std::string_view url, ClientConfig* out) {
   constexpr std::string_view kHttps = "https://";
@@ -138,14 +128,14 @@ StatusOr<ClientConfig> LoadInCluster(const InClusterPaths& paths) {
                     std::string(port && *port ? port : "443");
   ClientConfig c;
   if (Status st = ParseServerUrl(url, &c); !st.ok()) return st.Annotate("in-cluster config");
-  StatusOr<std::string> ca = ReadFileToString(paths.dir + "/ca.crt");
+  StatusOr<std::string> ca = util::ReadFile(paths.dir + "/ca.crt");
   if (!ca) return ca.status().Annotate("in-cluster config");
   c.ca_pem = std::move(*ca);
   c.token_file = paths.dir + "/token";
-  if (StatusOr<std::string> t = ReadFileToString(c.token_file); !t) {
+  if (StatusOr<std::string> t = util::ReadFile(c.token_file); !t) {
     return t.status().Annotate("in-cluster config");
   }
-  if (StatusOr<std::string> ns = ReadFileToString(paths.dir + "/namespace")) c.namespace_ = Trim(*ns);
+  if (StatusOr<std::string> ns = util::ReadFile(paths.dir + "/namespace")) c.namespace_ = Trim(*ns);
   c.source = "in-cluster";
   return c;
 }
@@ -206,7 +196,7 @@ StatusOr<ClientConfig> ParseKubeconfig(std::string_view yaml, const std::string&
       std::string tf = ScalarOr(user, "tokenFile");
       if (!tf.empty()) {
         c.token_file = Resolve(base_dir, tf);
-        if (StatusOr<std::string> t = ReadFileToString(c.token_file); !t) {
+        if (StatusOr<std::string> t = util::ReadFile(c.token_file); !t) {
           return t.status().Annotate(where + ": tokenFile");
         }
       }
@@ -226,7 +216,7 @@ StatusOr<ClientConfig> ParseKubeconfig(std::string_view yaml, const std::string&
 }
 
 StatusOr<ClientConfig> LoadKubeconfig(const std::string& path, std::string_view context, bool allow_insecure) {
-  StatusOr<std::string> text = ReadFileToString(path);
+  StatusOr<std::string> text = util::ReadFile(path);
   if (!text) return text.status().Annotate("kubeconfig");
   std::string dir;
   if (auto pos = path.rfind('/'); pos != std::string::npos) dir = path.substr(0, pos == 0 ? 1 : pos);

@@ -50,7 +50,4 @@ StatusOr<ClientConfig> ParseKubeconfig(std::string_view yaml, const std::string&
 // Splits "https://host:port/prefix" into config fields (InvalidArgument naming the URL).
 Status ParseServerUrl(std::string_view url, ClientConfig* out);
 
-// Reads a whole file (IOError naming the path on failure).
-StatusOr<std::string> ReadFileToString(const std::string& path);
-
 }  // namespace aw::kube

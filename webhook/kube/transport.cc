@@ -28,6 +28,7 @@
 #include <thread>
 #include <vector>
 
+#include "util/file.h"
 #include "util/log.h"
 
 namespace aw::kube {
@@ -118,7 +119,7 @@ class TokenSource {
                   st.st_mtim.tv_nsec != mtime_.tv_nsec || st.st_size != size_ || st.st_ino != ino_;
       }
       if (changed) {
-        StatusOr<std::string> t = ReadFileToString(file_);
+        StatusOr<std::string> t = util::ReadFile(file_);
         if (t.ok()) {
           std::string v = *t;
           while (!v.empty() && (v.back() == '\n' || v.back() == '\r' || v.back() == ' '))

@@ -9,28 +9,10 @@
 #include <fmt/chrono.h>
 #include <fmt/format.h>
 
+#include "util/file.h"
 #include "util/log.h"
 
 namespace aw::server {
-namespace {
-
-std::optional<std::string> ReadSmallFile(const std::string& path, std::string* error) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
-    *error = fmt::format("cannot open {}", path);
-    return std::nullopt;
-  }
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  if (in.bad()) {
-    *error = fmt::format("cannot read {}", path);
-    return std::nullopt;
-  }
-  return ss.str();
-}
-
-}  // namespace
-
 CertReloader::CertReloader(std::string cert_path, std::string key_path,
                            prometheus::Registry& registry, std::chrono::milliseconds interval)
     : cert_path_(std::move(cert_path)),
@@ -55,12 +37,12 @@ CertReloader::CertReloader(std::string cert_path, std::string key_path,
 
 CertReloader::~CertReloader() = default;
 
-std::optional<CertReloader::Contents> CertReloader::ReadFiles(std::string* error) const {
-  auto cert = ReadSmallFile(cert_path_, error);
-  if (!cert) return std::nullopt;
-  auto key = ReadSmallFile(key_path_, error);
-  if (!key) return std::nullopt;
-  return Contents{std::move(*cert), std::move(*key)};
+StatusOr<CertReloader::Contents> CertReloader::ReadFiles() const {
+  StatusOr<std::string> cert = util::ReadFile(cert_path_);
+  if (!cert) return cert.status();
+  StatusOr<std::string> key = util::ReadFile(key_path_);
+  if (!key) return key.status();
+  return Contents{std::move(cert).value(), std::move(key).value()};
 }
 
 void CertReloader::Install(std::shared_ptr<const KeyPair> pair, Contents contents) {
@@ -82,49 +64,48 @@ void CertReloader::Install(std::shared_ptr<const KeyPair> pair, Contents content
 }
 
 Status CertReloader::LoadInitial() {
-  std::string error;
-  auto contents = ReadFiles(&error);
-  if (!contents) return Status::IOError(error);
-  auto result = ParseKeyPair(contents->cert, contents->key, cert_path_, key_path_);
-  if (auto* err = std::get_if<std::string>(&result)) return Status::InvalidArgument(*err);
-  Install(std::get<std::shared_ptr<const KeyPair>>(std::move(result)), std::move(*contents));
+  StatusOr<Contents> contents = ReadFiles();
+  if (!contents) return contents.status();
+  KeyPairResult result = ParseKeyPair(contents->cert, contents->key, cert_path_, key_path_);
+  if (!result) return result.status();
+  Install(std::move(result).value(), std::move(contents).value());
   return Status::Ok();
 }
 
 bool CertReloader::PollOnce() {
-  std::string error;
-  auto contents = ReadFiles(&error);
+  StatusOr<Contents> contents = ReadFiles();
   if (contents && *contents == loaded_) return false;
   if (contents && last_rejected_ && *contents == *last_rejected_) return false;
-  if (!contents && last_read_error_ && error == *last_read_error_) return false;
+  if (!contents && last_read_error_ && contents.status().message() == *last_read_error_) {
+    return false;
+  }
 
   // A writer that replaces the two files one after the other is briefly inconsistent: look again
   // shortly before calling the change bad. (Secret volumes swap both at once.)
   auto parse = [&]() -> KeyPairResult {
-    if (!contents) return error;
+    if (!contents) return contents.status();
     return ParseKeyPair(contents->cert, contents->key, cert_path_, key_path_);
   };
   KeyPairResult result = parse();
-  if (std::holds_alternative<std::string>(result)) {
+  if (!result) {
     std::this_thread::sleep_for(std::chrono::milliseconds(200));
-    error.clear();
-    contents = ReadFiles(&error);
+    contents = ReadFiles();
     if (contents && *contents == loaded_) return false;
     result = parse();
   }
-  if (auto* err = std::get_if<std::string>(&result)) {
+  if (!result) {
     if (contents) {
       last_rejected_ = *contents;
       last_read_error_.reset();
     } else {
-      last_read_error_ = error;
+      last_read_error_ = contents.status().message();
     }
     failures_.Increment();
     log::error("serving certificate reload rejected; keeping the previous certificate",
-               {{"error", *err}, {"cert_file", cert_path_}, {"key_file", key_path_}});
+               {{"error", result.status().message()}, {"cert_file", cert_path_}, {"key_file", key_path_}});
     return false;
   }
-  Install(std::get<std::shared_ptr<const KeyPair>>(std::move(result)), std::move(*contents));
+  Install(std::move(result).value(), std::move(contents).value());
   reloads_.Increment();
   return true;
 }

@@ -54,7 +54,7 @@ class CertReloader final : public KeyPairSource {
     std::string cert, key;
     bool operator==(const Contents&) const = default;
   };
-  std::optional<Contents> ReadFiles(std::string* error) const;
+  StatusOr<Contents> ReadFiles() const;
   void Install(std::shared_ptr<const KeyPair> pair, Contents contents);
 
   const std::string cert_path_, key_path_;

@@ -529,26 +529,29 @@ ConnectionServer::~ConnectionServer() {
   }
 }
 
-std::optional<std::string> ConnectionServer::Start() {
+Status ConnectionServer::Start() {
   Impl& s = *impl_;
   if (s.tls_source != nullptr) {
     s.ssl_ctx.emplace(ssl::context::tls_server);
     if (!ConfigureServerContext(s.ssl_ctx->native_handle(), s.tls_source)) {
-      return std::string("TLS context setup failed");
+      return Status::InvalidArgument("TLS context setup failed");
     }
   }
   const std::string where = fmt::format("{}:{}", s.opts.bind_address, s.opts.port);
   beast::error_code ec;
   const auto address = net::ip::make_address(s.opts.bind_address, ec);
-  if (ec) return fmt::format("invalid bind address {}: {}", s.opts.bind_address, ec.message());
+  if (ec) {
+    return Status::InvalidArgument(
+        fmt::format("invalid bind address {}: {}", s.opts.bind_address, ec.message()));
+  }
   const tcp::endpoint endpoint(address, static_cast<unsigned short>(s.opts.port));
   s.acceptor.open(endpoint.protocol(), ec);
   if (!ec) s.acceptor.set_option(net::socket_base::reuse_address(true), ec);
   if (!ec) s.acceptor.bind(endpoint, ec);
   if (!ec) s.acceptor.listen(s.opts.backlog, ec);
   if (ec) {
-    return fmt::format("cannot listen on {} ({}: address in use or not available)", where,
-                       ec.message());
+    return Status::IOError(fmt::format(
+        "cannot listen on {} ({}: address in use or not available)", where, ec.message()));
   }
   s.DoAccept();
   for (size_t i = 0; i < std::max<size_t>(1, s.opts.io_threads); ++i) {
@@ -560,7 +563,7 @@ std::optional<std::string> ConnectionServer::Start() {
                           {"tls", s.ssl_ctx ? "true" : "false"},
                           {"io_threads", std::to_string(s.opts.io_threads)},
                           {"max_connections", std::to_string(s.opts.max_connections)}});
-  return std::nullopt;
+  return Status::Ok();
 }
 
 void ConnectionServer::Stop() {

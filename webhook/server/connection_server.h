@@ -40,6 +40,7 @@
 
 #include "server/http_limits.h"
 #include "server/tls_context.h"
+#include "util/status.h"
 
 namespace aw::server {
 
@@ -92,8 +93,9 @@ class ConnectionServer {
   ConnectionServer(const ConnectionServer&) = delete;
   ConnectionServer& operator=(const ConnectionServer&) = delete;
 
-  // Binds, listens and starts the io threads; the error when the TLS setup or the bind fails.
-  std::optional<std::string> Start();
+  // Binds, listens and starts the io threads. InvalidArgument when the TLS setup or the bind
+  // address is unusable, IOError when the listen fails (e.g. the port is in use).
+  Status Start();
   void Stop();
   // After Stop(): true when every connection closed within `timeout`; the io threads are stopped
   // either way.

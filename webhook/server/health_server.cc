@@ -101,8 +101,7 @@ void HealthServer::AddCollector(Collector collector) {
 }
 
 Status HealthServer::Start() {
-  if (std::optional<std::string> err = server_->Start()) return Status::IOError(*err);
-  return Status::Ok();
+  return server_->Start();
 }
 
 void HealthServer::Stop() {

@@ -67,8 +67,7 @@ void AdmissionServer::AddRoute(std::string prefix, HttpHandler handler) {
 }
 
 Status AdmissionServer::Start() {
-  if (std::optional<std::string> err = server_->Start()) return Status::IOError(*err);
-  return Status::Ok();
+  return server_->Start();
 }
 
 void AdmissionServer::Stop() { server_->Stop(); }

@@ -51,15 +51,15 @@ KeyPair::KeyPair(std::unique_ptr<X509, OpenSslFree> cert, std::unique_ptr<EVP_PK
 KeyPairResult ParseKeyPair(std::string_view cert_pem, std::string_view key_pem,
                            std::string_view cert_name, std::string_view key_name) {
   ERR_clear_error();
-  if (cert_pem.empty()) return fmt::format("{} is empty", cert_name);
-  if (key_pem.empty()) return fmt::format("{} is empty", key_name);
+  if (cert_pem.empty()) return Status::InvalidArgument(fmt::format("{} is empty", cert_name));
+  if (key_pem.empty()) return Status::InvalidArgument(fmt::format("{} is empty", key_name));
   if (cert_pem.size() > (1 << 20) || key_pem.size() > (1 << 20)) {
-    return std::string("certificate or key file larger than 1 MiB");
+    return Status::InvalidArgument("certificate or key file larger than 1 MiB");
   }
 
   auto cert_bio = MemBio(cert_pem);
   std::unique_ptr<X509, OpenSslFree> cert(PEM_read_bio_X509(cert_bio.get(), nullptr, nullptr, nullptr));
-  if (!cert) return fmt::format("{}: no PEM certificate: {}", cert_name, OpenSslError());
+  if (!cert) return Status::InvalidArgument(fmt::format("{}: no PEM certificate: {}", cert_name, OpenSslError()));
   std::unique_ptr<STACK_OF(X509), OpenSslFree> chain(sk_X509_new_null());
   while (true) {
     X509* extra = PEM_read_bio_X509(cert_bio.get(), nullptr, nullptr, nullptr);
@@ -71,11 +71,11 @@ KeyPairResult ParseKeyPair(std::string_view cert_pem, std::string_view key_pem,
   auto key_bio = MemBio(key_pem);
   std::unique_ptr<EVP_PKEY, OpenSslFree> key(
       PEM_read_bio_PrivateKey(key_bio.get(), nullptr, nullptr, nullptr));
-  if (!key) return fmt::format("{}: no PEM private key: {}", key_name, OpenSslError());
+  if (!key) return Status::InvalidArgument(fmt::format("{}: no PEM private key: {}", key_name, OpenSslError()));
 
   if (X509_check_private_key(cert.get(), key.get()) != 1) {
     ERR_clear_error();
-    return fmt::format("{} does not match the public key of {}", key_name, cert_name);
+    return Status::InvalidArgument(fmt::format("{} does not match the public key of {}", key_name, cert_name));
   }
   return std::make_shared<const KeyPair>(std::move(cert), std::move(key), std::move(chain));
 }

@@ -10,10 +10,11 @@
 #include <memory>
 #include <string>
 #include <string_view>
-#include <variant>
 
 #include <openssl/evp.h>
 #include <openssl/x509.h>
+
+#include "util/status.h"
 
 namespace aw::server {
 
@@ -46,9 +47,10 @@ class KeyPair {
   std::chrono::system_clock::time_point not_after_;
 };
 
-using KeyPairResult = std::variant<std::shared_ptr<const KeyPair>, std::string>;
+using KeyPairResult = StatusOr<std::shared_ptr<const KeyPair>>;
 
-// Parses PEM text already read from the files (the names are for messages only).
+// Parses PEM text already read from the files (the names are for messages only); InvalidArgument
+// saying what is wrong with which file.
 KeyPairResult ParseKeyPair(std::string_view cert_pem, std::string_view key_pem,
                            std::string_view cert_name = "certificate",
                            std::string_view key_name = "key");
