@@ -197,13 +197,12 @@ int main(int argc, char** argv) {
                  parsed.message.c_str());
     return 2;
   }
-  if (auto err = server::Validate(server_cfg, policy)) {
-    std::fprintf(stderr, "allocating-webhook: %s\n", err->c_str());
-    return 2;
-  }
-  if (auto err = resolver::ValidateResolverFlags(resolver_flags, policy)) {
-    std::fprintf(stderr, "allocating-webhook: %s\n", err->c_str());
-    return 2;
+  for (const Status& st : {server::Validate(server_cfg, policy),
+                           resolver::ValidateResolverFlags(resolver_flags, policy)}) {
+    if (!st.ok()) {
+      std::fprintf(stderr, "allocating-webhook: %s\n", st.message().c_str());
+      return 2;
+    }
   }
 
   // ---- Logging -----------------------------------------------------------------------------

@@ -262,39 +262,35 @@ TEST(WatchFramingTest, LineLimit) {
 }
 
 TEST(WatchEventTest, ParsesTypes) {
-  std::string err;
-  auto ev = ParseWatchEvent(R"({"type":"BOOKMARK","object":{"kind":"GameServer","metadata":{"resourceVersion":"42"}}})", &err);
-  ASSERT_TRUE(ev) << err;
+  auto ev = ParseWatchEvent(R"({"type":"BOOKMARK","object":{"kind":"GameServer","metadata":{"resourceVersion":"42"}}})");
+  ASSERT_TRUE(ev) << ev.status().message();
   EXPECT_EQ(ev->type, WatchEvent::Type::kBookmark);
   EXPECT_EQ(MetaString(*ev->object, "resourceVersion"), "42");
-  auto del = ParseWatchEvent(R"({"type":"DELETED","object":{"metadata":{"name":"x","namespace":"n"}}})", &err);
+  auto del = ParseWatchEvent(R"({"type":"DELETED","object":{"metadata":{"name":"x","namespace":"n"}}})");
   ASSERT_TRUE(del);
   EXPECT_EQ(del->type, WatchEvent::Type::kDeleted);
   EXPECT_EQ(MetaString(*del->object, "namespace"), "n");
 }
 
 TEST(WatchEventTest, ErrorEventCarries410) {
-  std::string err;
   auto ev = ParseWatchEvent(
-      R"j({"type":"ERROR","object":{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"too old resource version: 1 (5)","reason":"Expired","code":410}})j",
-      &err);
-  ASSERT_TRUE(ev) << err;
+      R"j({"type":"ERROR","object":{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"too old resource version: 1 (5)","reason":"Expired","code":410}})j");
+  ASSERT_TRUE(ev) << ev.status().message();
   EXPECT_EQ(ev->type, WatchEvent::Type::kError);
   EXPECT_TRUE(ev->error.IsExpired());
   EXPECT_EQ(ev->error.http_status, 410);
   EXPECT_EQ(ev->error.message, "too old resource version: 1 (5)");
-  auto gone = ParseWatchEvent(R"({"type":"ERROR","object":{"kind":"Status","reason":"Gone","code":410}})", &err);
+  auto gone = ParseWatchEvent(R"({"type":"ERROR","object":{"kind":"Status","reason":"Gone","code":410}})");
   ASSERT_TRUE(gone);
   EXPECT_TRUE(gone->error.IsExpired());
 }
 
 TEST(WatchEventTest, MalformedLines) {
-  std::string err;
   for (const char* bad : {"", "{", "[]", R"({"type":"ADDED"})", R"({"object":{}})",
                           R"({"type":"WHAT","object":{}})", R"({"type":"ADDED","object":"x"})"}) {
-    err.clear();
-    EXPECT_FALSE(ParseWatchEvent(bad, &err)) << bad;
-    EXPECT_FALSE(err.empty()) << bad;
+    StatusOr<WatchEvent> ev = ParseWatchEvent(bad);
+    EXPECT_FALSE(ev) << bad;
+    EXPECT_FALSE(ev.status().message().empty()) << bad;
   }
 }
 

@@ -41,11 +41,11 @@ TEST(ClassifyPatchError, MapsApiErrors) {
 TEST(ResolverFlags, ProbeTimeoutMustBeBelowThePeriod) {
   gate::Policy policy;  // default probe period 250ms
   ResolverFlags f;
-  EXPECT_FALSE(ValidateResolverFlags(f, policy).has_value());
+  EXPECT_TRUE(ValidateResolverFlags(f, policy).ok());
   f.probe_timeout = std::chrono::milliseconds(250);
-  auto err = ValidateResolverFlags(f, policy);
-  ASSERT_TRUE(err.has_value());
-  EXPECT_NE(err->find("--probe-timeout"), std::string::npos);
+  Status err = ValidateResolverFlags(f, policy);
+  ASSERT_FALSE(err.ok());
+  EXPECT_NE(err.message().find("--probe-timeout"), std::string::npos);
 }
 
 TEST(ResolverFlags, Registered) {

@@ -35,9 +35,9 @@ TEST(ServerConfig, Defaults) {
   EXPECT_EQ(p.policy.max_timeout, std::chrono::minutes(10));
   EXPECT_EQ(p.policy.default_probe_period, std::chrono::milliseconds(250));
   // Certificates are required.
-  auto err = Validate(p.cfg, p.policy);
-  ASSERT_TRUE(err);
-  EXPECT_NE(err->find("--tls-cert-file"), std::string::npos);
+  Status err = Validate(p.cfg, p.policy);
+  ASSERT_FALSE(err.ok());
+  EXPECT_NE(err.message().find("--tls-cert-file"), std::string::npos);
 }
 
 TEST(ServerConfig, AllFlagsSet) {
@@ -48,7 +48,7 @@ TEST(ServerConfig, AllFlagsSet) {
                   "--read-timeout=2s", "--write-timeout=3s", "--keep-alive-timeout=95s",
                   "--max-body-bytes=2048", "--log-level=debug", "--log-format=text"});
   ASSERT_EQ(p.result.status, flags::FlagSet::Status::kOk) << p.result.message;
-  EXPECT_FALSE(Validate(p.cfg, p.policy));
+  EXPECT_TRUE(Validate(p.cfg, p.policy).ok());
   EXPECT_EQ(p.cfg.https.port, 9443);
   EXPECT_EQ(p.cfg.health_port, 9081);
   EXPECT_TRUE(p.cfg.crd_accepts_allocating);
@@ -69,7 +69,7 @@ TEST(ServerConfig, InconsistentCombinationsRejected) {
     args.insert(args.end(), extra.begin(), extra.end());
     auto p = Parse(args);
     EXPECT_EQ(p.result.status, flags::FlagSet::Status::kOk) << p.result.message;
-    return Validate(p.cfg, p.policy);
+    return !Validate(p.cfg, p.policy).ok();  // true: rejected
   };
   EXPECT_FALSE(with({}));
   EXPECT_TRUE(with({"--port=8081"}));

@@ -216,17 +216,16 @@ Result<std::string> Client::Watch(const Resource& r, std::string_view ns, const 
   std::optional<ApiError> event_error;
   bool handler_stopped = false;
   LineFramer framer;
-  std::string parse_err;
   auto res = transport_->Stream(req, [&](std::string_view chunk) {
     bool keep = true;
     bool ok = framer.Feed(chunk, [&](std::string_view line) {
       if (!keep) return;
-      auto ev = ParseWatchEvent(line, &parse_err);
+      StatusOr<WatchEvent> ev = ParseWatchEvent(line);
       if (!ev) {
         ApiError e;
         e.http_status = 200;
         e.reason = "InvalidWatchEvent";
-        e.message = parse_err;
+        e.message = ev.status().message();
         event_error = e;
         keep = false;
         return;

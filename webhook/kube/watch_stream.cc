@@ -61,23 +61,20 @@ std::string MetaString(const rapidjson::Value& obj, const char* field) {
   return std::string(f->value.GetString(), f->value.GetStringLength());
 }
 
-std::optional<WatchEvent> ParseWatchEvent(std::string_view line, std::string* err) {
+StatusOr<WatchEvent> ParseWatchEvent(std::string_view line) {
   rapidjson::Document d;
   d.Parse(line.data(), line.size());
   if (d.HasParseError() || !d.IsObject()) {
-    *err = "watch event is not a JSON object";
-    return std::nullopt;
+    return Status::InvalidArgument("watch event is not a JSON object");
   }
   auto t = d.FindMember("type");
   if (t == d.MemberEnd() || !t->value.IsString()) {
-    *err = "watch event has no type";
-    return std::nullopt;
+    return Status::InvalidArgument("watch event has no type");
   }
   std::string_view type(t->value.GetString(), t->value.GetStringLength());
   auto o = d.FindMember("object");
   if (o == d.MemberEnd() || !o->value.IsObject()) {
-    *err = "watch event has no object";
-    return std::nullopt;
+    return Status::InvalidArgument("watch event has no object");
   }
   WatchEvent ev;
   if (type == "ERROR") {
@@ -97,8 +94,7 @@ std::optional<WatchEvent> ParseWatchEvent(std::string_view line, std::string* er
   } else if (type == "BOOKMARK") {
     ev.type = WatchEvent::Type::kBookmark;
   } else {
-    *err = "unknown watch event type " + std::string(type);
-    return std::nullopt;
+    return Status::InvalidArgument("unknown watch event type " + std::string(type));
   }
   ev.object = std::make_shared<rapidjson::Document>();
   ev.object->CopyFrom(o->value, ev.object->GetAllocator());

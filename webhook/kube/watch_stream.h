@@ -16,6 +16,7 @@
 #include <string_view>
 
 #include "kube/status.h"
+#include "util/status.h"
 
 namespace aw::kube {
 
@@ -45,8 +46,8 @@ struct WatchEvent {
 
 std::string_view WatchEventTypeName(WatchEvent::Type t);
 
-// Parses one line. Returns nullopt and sets *err for malformed input.
-std::optional<WatchEvent> ParseWatchEvent(std::string_view line, std::string* err);
+// Parses one line; InvalidArgument saying what is wrong for malformed input.
+StatusOr<WatchEvent> ParseWatchEvent(std::string_view line);
 
 // metadata.resourceVersion / name / namespace / uid of an object ("" if absent).
 std::string MetaString(const rapidjson::Value& obj, const char* field);

@@ -31,15 +31,16 @@ void RegisterResolverFlags(flags::FlagSet& fs, ResolverFlags* f) {
             "Namespace whose GameServers the resolver watches (empty: all namespaces)");
 }
 
-std::optional<std::string> ValidateResolverFlags(const ResolverFlags& f,
-                                                 const gate::Policy& policy) {
+Status ValidateResolverFlags(const ResolverFlags& f, const gate::Policy& policy) {
   if (f.probe_timeout >= policy.default_probe_period) {
-    return "--probe-timeout (" + util::FormatDuration(f.probe_timeout) +
-           ") must be below --default-probe-period (" +
-           util::FormatDuration(policy.default_probe_period) + ")";
+    return Status::InvalidArgument("--probe-timeout (" + util::FormatDuration(f.probe_timeout) +
+                                   ") must be below --default-probe-period (" +
+                                   util::FormatDuration(policy.default_probe_period) + ")");
   }
-  if (f.udp_probe_payload.size() > 1400) return "--udp-probe-payload is longer than 1400 bytes";
-  return std::nullopt;
+  if (f.udp_probe_payload.size() > 1400) {
+    return Status::InvalidArgument("--udp-probe-payload is longer than 1400 bytes");
+  }
+  return Status::Ok();
 }
 
 struct ResolverService::Parts {

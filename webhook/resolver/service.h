@@ -44,8 +44,7 @@ struct ResolverFlags {
 };
 
 void RegisterResolverFlags(flags::FlagSet& fs, ResolverFlags* f);
-std::optional<std::string> ValidateResolverFlags(const ResolverFlags& f,
-                                                 const gate::Policy& policy);
+Status ValidateResolverFlags(const ResolverFlags& f, const gate::Policy& policy);
 
 class ResolverService {
  public:

@@ -93,25 +93,25 @@ void RegisterPolicyFlags(flags::FlagSet& fs, gate::Policy* policy) {
               "Largest allocating.agones.dev/probe-period accepted");
 }
 
-std::optional<std::string> Validate(const ServerConfig& cfg, const gate::Policy& p) {
+Status Validate(const ServerConfig& cfg, const gate::Policy& p) {
   if (cfg.tls_cert_file.empty() || cfg.tls_key_file.empty()) {
-    return "--tls-cert-file and --tls-key-file are required (see scripts/gen-certs)";
+    return Status::InvalidArgument("--tls-cert-file and --tls-key-file are required (see scripts/gen-certs)");
   }
-  if (cfg.https.port == cfg.health_port) return "--port and --health-port must differ";
+  if (cfg.https.port == cfg.health_port) return Status::InvalidArgument("--port and --health-port must differ");
   if (cfg.https.max_request_line_bytes > cfg.https.max_header_bytes) {
-    return "--max-request-line-bytes is larger than --max-header-bytes";
+    return Status::InvalidArgument("--max-request-line-bytes is larger than --max-header-bytes");
   }
-  if (p.min_timeout > p.max_timeout) return "--min-timeout is larger than --max-timeout";
+  if (p.min_timeout > p.max_timeout) return Status::InvalidArgument("--min-timeout is larger than --max-timeout");
   if (p.default_timeout < p.min_timeout || p.default_timeout > p.max_timeout) {
-    return "--default-timeout must lie between --min-timeout and --max-timeout";
+    return Status::InvalidArgument("--default-timeout must lie between --min-timeout and --max-timeout");
   }
   if (p.min_probe_period > p.max_probe_period) {
-    return "--min-probe-period is larger than --max-probe-period";
+    return Status::InvalidArgument("--min-probe-period is larger than --max-probe-period");
   }
   if (p.default_probe_period < p.min_probe_period || p.default_probe_period > p.max_probe_period) {
-    return "--default-probe-period must lie between --min-probe-period and --max-probe-period";
+    return Status::InvalidArgument("--default-probe-period must lie between --min-probe-period and --max-probe-period");
   }
-  return std::nullopt;
+  return Status::Ok();
 }
 
 }  // namespace aw::server

@@ -13,6 +13,7 @@
 #include "server/health_server.h"
 #include "server/https_server.h"
 #include "util/flags.h"
+#include "util/status.h"
 
 namespace aw::server {
 
@@ -34,6 +35,6 @@ void RegisterServerFlags(flags::FlagSet& fs, ServerConfig* cfg);
 void RegisterPolicyFlags(flags::FlagSet& fs, gate::Policy* policy);
 
 // The first problem found, or nullopt.
-std::optional<std::string> Validate(const ServerConfig& cfg, const gate::Policy& policy);
+Status Validate(const ServerConfig& cfg, const gate::Policy& policy);
 
 }  // namespace aw::server

@@ -122,9 +122,11 @@ std::string FormatFraction(uint64_t v, int prec) {
 
 }  // namespace
 
-std::optional<std::chrono::nanoseconds> ParseDuration(std::string_view text, std::string* error) {
+StatusOr<std::chrono::nanoseconds> ParseDuration(std::string_view text) {
   uint64_t nanos = 0;
-  if (!ParseImpl(text, &nanos, error)) return std::nullopt;
+  if (std::string error; !ParseImpl(text, &nanos, &error)) {
+    return Status::InvalidArgument(std::move(error));
+  }
   return std::chrono::nanoseconds(static_cast<int64_t>(nanos));
 }
 

@@ -4,7 +4,7 @@
 // Promise: ParseDuration accepts a sequence of decimal numbers, each with an optional fraction and
 // a unit (ns, us, µs, μs, ms, s, m, h), like Go, plus a bare "0". An optional leading "+" is
 // accepted. It rejects the empty string, negative values, missing units, unknown units, garbage
-// and values beyond the int64 nanosecond range, returning std::nullopt and (optionally) a short
+// and values beyond the int64 nanosecond range, returning InvalidArgument with a short
 // reason. FormatDuration prints the shortest Go-style form ("1m30s", "300ms", "1.5s", "0s"), so
 // FormatDuration(ParseDuration(FormatDuration(d))) == FormatDuration(d) for every d >= 0.
 // Pure functions, thread-safe, no allocation beyond the returned string.
@@ -15,10 +15,11 @@
 #include <string>
 #include <string_view>
 
+#include "util/status.h"
+
 namespace aw::util {
 
-std::optional<std::chrono::nanoseconds> ParseDuration(std::string_view text,
-                                                      std::string* error = nullptr);
+StatusOr<std::chrono::nanoseconds> ParseDuration(std::string_view text);
 
 std::string FormatDuration(std::chrono::nanoseconds d);
 

@@ -136,11 +136,8 @@ void FlagSet::Duration(std::string name, std::chrono::nanoseconds* dst, std::str
                        std::chrono::nanoseconds min) {
   Add(std::move(name), aw::util::FormatDuration(*dst), std::move(help),
       [dst, min](std::string_view v) -> std::optional<std::string> {
-        std::string reason;
-        auto d = aw::util::ParseDuration(v, &reason);
-        if (!d) {
-          return "not a duration (e.g. 250ms, 30s, 1m30s)" + (reason.empty() ? "" : ": " + reason);
-        }
+        StatusOr<std::chrono::nanoseconds> d = aw::util::ParseDuration(v);
+        if (!d) return "not a duration (e.g. 250ms, 30s, 1m30s): " + d.status().message();
         if (*d < min) return "must be at least " + aw::util::FormatDuration(min);
         *dst = *d;
         return std::nullopt;
