@@ -188,6 +188,28 @@ TEST(InClusterTest, ReadsServiceAccountFiles) {
   EXPECT_FALSE(LoadInCluster({d.path()}).ok());
 }
 
+TEST(StatusTest, ApiErrorsMapToTheProjectStatus) {
+  using Code = aw::Status::Code;
+  auto code = [](const ApiError& e) { return e.ToStatus().code(); };
+  EXPECT_EQ(code(ParseStatusError(404, "", "")), Code::kNotFound);
+  EXPECT_EQ(code(ParseStatusError(409, R"({"kind":"Status","reason":"Conflict","code":409})", "")),
+            Code::kConflict);
+  EXPECT_EQ(code(ParseStatusError(409, R"({"kind":"Status","reason":"AlreadyExists","code":409})", "")),
+            Code::kInvalidArgument);
+  EXPECT_EQ(code(ParseStatusError(422, "", "")), Code::kInvalidArgument);
+  EXPECT_EQ(code(ParseStatusError(403, "", "")), Code::kInvalidArgument);
+  EXPECT_EQ(code(ParseStatusError(429, "", "")), Code::kUnavailable);
+  EXPECT_EQ(code(ParseStatusError(503, "", "")), Code::kUnavailable);
+  EXPECT_EQ(code(TransportError("connection refused")), Code::kUnavailable);
+  EXPECT_EQ(code(TransportError("client stopped", /*cancelled=*/true)), Code::kCancelled);
+  ApiError e = ParseStatusError(404, R"({"kind":"Status","reason":"NotFound","message":"gone","code":404})", "");
+  EXPECT_EQ(e.ToStatus().message(), e.ToString());
+  Result<int> ok(7);
+  EXPECT_TRUE(ok.status().ok());
+  Result<int> bad(e);
+  EXPECT_EQ(bad.status().code(), Code::kNotFound);
+}
+
 TEST(StatusTest, ParsesStatusBodies) {
   auto e = ParseStatusError(409,
                             R"({"kind":"Status","apiVersion":"v1","status":"Failure","message":"the object has been modified","reason":"Conflict","code":409})",

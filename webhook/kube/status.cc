@@ -57,6 +57,17 @@ std::string ApiError::ToString() const {
   return s;
 }
 
+Status ApiError::ToStatus() const {
+  std::string m = ToString();
+  if (cancelled) return Status::Cancelled(std::move(m));
+  if (IsNotFound()) return Status::NotFound(std::move(m));
+  if (IsConflict()) return Status::Conflict(std::move(m));
+  if (IsRetryable()) return Status::Unavailable(std::move(m));
+  if (http_status == 408 || http_status == 504) return Status::DeadlineExceeded(std::move(m));
+  if (http_status >= 400 && http_status < 500) return Status::InvalidArgument(std::move(m));
+  return Status::Internal(std::move(m));
+}
+
 std::chrono::seconds ParseRetryAfter(std::string_view header) {
   header = Trim(header);
   if (header.empty() || header.size() > 9) return std::chrono::seconds(0);

@@ -3,7 +3,9 @@
 // Promise: every failed call yields an ApiError that carries the HTTP status (0 for a transport
 // failure: connect, TLS, timeout, cancelled), the API server's metav1.Status reason/message/code
 // when the body holds one, and the Retry-After delay when the server sent one. Parsing never
-// throws and accepts any bytes. Result<T> is either a T or an ApiError.
+// throws and accepts any bytes. Result<T> is either a T or an ApiError: the kube client's StatusOr,
+// keeping the HTTP detail (status, reason, Retry-After) that retry and re-list decisions need;
+// status() gives the project-wide Status for code outside kube/.
 #pragma once
 
 #include <chrono>
@@ -11,6 +13,8 @@
 #include <string_view>
 #include <utility>
 #include <variant>
+
+#include "util/status.h"
 
 namespace aw::kube {
 
@@ -41,6 +45,11 @@ struct ApiError {
     return !cancelled && (IsTransport() || http_status == 429 || http_status >= 500);
   }
   std::string ToString() const;
+  // The same failure as the project's Status (for code outside kube/): Cancelled, NotFound,
+  // Conflict (optimistic concurrency), Unavailable (worth retrying: transport, 429, 5xx),
+  // InvalidArgument (other 4xx: the request itself was refused, e.g. 403, 422, AlreadyExists);
+  // the message is ToString().
+  Status ToStatus() const;
 };
 
 // Builds an ApiError from an HTTP answer. `body` may be a metav1.Status JSON object or anything.
@@ -66,6 +75,8 @@ class Result {
   T* operator->() { return &value(); }
   const T* operator->() const { return &value(); }
   const ApiError& error() const { return std::get<1>(v_); }
+  // OK, or error().ToStatus().
+  Status status() const { return ok() ? Status::Ok() : error().ToStatus(); }
 
  private:
   std::variant<T, ApiError> v_;
