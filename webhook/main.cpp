@@ -88,8 +88,9 @@ void RaiseFileLimit() {
 const std::vector<std::string> kGroups = {"certificates", "health", "admission-drain", "caches",
                                           "controllers", "admission"};
 
-// Adds a runnable the composition cannot do without: an unknown group is a bug here.
-void MustAdd(aw::runtime::Manager& m, std::unique_ptr<aw::runtime::Runnable> r,
+// Adds a runnable or service the composition cannot do without: an unknown group is a bug here.
+template <typename Component>
+void MustAdd(aw::runtime::Manager& m, std::unique_ptr<Component> r,
              aw::runtime::RunnableOptions o) {
   if (aw::Status st = m.Add(std::move(r), std::move(o)); !st.ok()) {
     aw::log::error("cannot compose the components", {{"error", st.ToString()}});
@@ -130,13 +131,11 @@ void AddServing(aw::runtime::Manager& m, aw::server::CertReloader& certs,
   // Waits for the requests the stopped listener still serves (they are answered with
   // Connection: close) until the manager's stop deadline.
   MustAdd(m,
-          runtime::MakeRunnable(
-              "admission-drain",
-              [&admission, &undrained](runtime::RunContext& ctx) {
-                ctx.Ready();
-                runtime::WaitForStop(ctx.stop());
+          runtime::MakeService(
+              "admission-drain", [] { return Status::Ok(); },
+              [&admission, &undrained](std::chrono::steady_clock::time_point deadline) {
                 const auto left = std::max(std::chrono::steady_clock::duration::zero(),
-                                           ctx.StopDeadline() - std::chrono::steady_clock::now());
+                                           deadline - std::chrono::steady_clock::now());
                 if (!admission.WaitStopped(
                         std::chrono::duration_cast<std::chrono::milliseconds>(left))) {
                   undrained = true;

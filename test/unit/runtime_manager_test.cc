@@ -193,6 +193,87 @@ TEST(Manager, StopDeadlineNamesWhatIsStillRunning) {
   release = true;  // lets the destructor join
 }
 
+// A service that records its Start/Stop and the thread each ran on.
+struct ServiceProbe {
+  Journal& j;
+  std::thread::id start_thread, stop_thread;
+  std::unique_ptr<Service> Make(std::string name, Status start = Status::Ok(),
+                                Status stop = Status::Ok()) {
+    return MakeService(
+        name,
+        [this, name, start] {
+          start_thread = std::this_thread::get_id();
+          j.Add("start " + name);
+          return start;
+        },
+        [this, name, stop](std::chrono::steady_clock::time_point) {
+          stop_thread = std::this_thread::get_id();
+          j.Add("stop " + name);
+          return stop;
+        });
+  }
+};
+
+TEST(Manager, ServicesRunOnTheManagersThreadInGroupOrder) {
+  Journal j;
+  ServiceProbe probe{j};
+  Manager m({"servers", "caches", "controllers"}, 5s);
+  ASSERT_TRUE(m.Add(probe.Make("http"), {"servers"}).ok());
+  ASSERT_TRUE(m.Add(Component("cache", j), {"caches"}).ok());
+  ASSERT_TRUE(m.Add(Component("controller", j), {"controllers"}).ok());
+  std::thread::id run_thread;
+  Status result;
+  std::jthread runner([&](std::stop_token st) {
+    run_thread = std::this_thread::get_id();
+    result = m.Run(st);
+  });
+  WaitFor(j, "start controller");
+  runner.request_stop();
+  runner.join();
+  EXPECT_TRUE(result.ok()) << result.ToString();
+  EXPECT_EQ(probe.start_thread, run_thread);  // no thread of its own
+  EXPECT_EQ(probe.stop_thread, run_thread);
+  EXPECT_LT(j.Index("start http"), j.Index("start cache"));
+  EXPECT_LT(j.Index("stop cache"), j.Index("stop http"));
+  EXPECT_LT(j.Index("stop http"), j.Get().size());
+}
+
+TEST(Manager, AServiceThatCannotStartFailsTheRunAndIsNotStopped) {
+  Journal j;
+  ServiceProbe probe{j};
+  Manager m({"servers", "controllers"}, 5s);
+  ASSERT_TRUE(m.Add(Component("cache", j), {"servers"}).ok());
+  ASSERT_TRUE(m.Add(probe.Make("http", Status::IOError("bind :8443: Address already in use")),
+                    {"servers"})
+                  .ok());
+  ASSERT_TRUE(m.Add(Component("controller", j), {"controllers"}).ok());
+  Status result = m.Run(std::stop_token());
+  EXPECT_FALSE(result.ok());
+  EXPECT_NE(result.message().find("http"), std::string::npos) << result.ToString();
+  EXPECT_NE(result.message().find("Address already in use"), std::string::npos);
+  EXPECT_EQ(j.Index("start controller"), j.Get().size());  // the next group never started
+  EXPECT_EQ(j.Index("stop http"), j.Get().size());
+}
+
+TEST(Manager, AServiceThatCannotStopInTimeIsNamed) {
+  Journal j;
+  ServiceProbe probe{j};
+  Manager m({"servers"}, 5s);
+  ASSERT_TRUE(
+      m.Add(probe.Make("drain", Status::Ok(), Status::DeadlineExceeded("2 requests in progress")),
+            {"servers"})
+          .ok());
+  std::stop_source stop;
+  Status result;
+  std::jthread runner([&] { result = m.Run(stop.get_token()); });
+  WaitFor(j, "start drain");
+  stop.request_stop();
+  runner.join();
+  EXPECT_EQ(result.code(), Status::Code::kDeadlineExceeded);
+  EXPECT_NE(result.message().find("drain (2 requests in progress)"), std::string::npos)
+      << result.ToString();
+}
+
 TEST(Manager, UnknownGroupAndLateAddAreRefused) {
   Manager m({"g"}, 1s);
   Status s = m.Add(MakeRunnable("x", [](RunContext&) { return Status::Ok(); }), {"nope"});

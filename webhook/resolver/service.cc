@@ -92,7 +92,7 @@ ResolverService::ResolverService(ResolverFlags flags, const gate::Policy& policy
 
 ResolverService::~ResolverService() = default;
 
-std::unique_ptr<runtime::Runnable> ResolverService::CacheRunnable() {
+std::unique_ptr<runtime::Service> ResolverService::CacheRunnable() {
   Parts* p = parts_.get();
   return runtime::MakeServiceRunnable(
       "gameserver-cache",

@@ -4,8 +4,8 @@
 // Promise: RegisterResolverFlags binds --probe-timeout, --probe-concurrency, --resync-period,
 // --udp-probe-payload, --resolver-workers and --resolver-namespace; ValidateResolverFlags reports
 // an inconsistent setting (e.g. a probe timeout not below the default probe period) as one
-// message. ResolverService provides two runtime::Runnable (manager.h): CacheRunnable() runs the
-// GameServer cache on every replica (a standby keeps a warm cache); LoopRunnable() runs the
+// message. ResolverService provides a runtime::Service and a runtime::Runnable (manager.h):
+// CacheRunnable() runs the GameServer cache on every replica (a standby keeps a warm cache); LoopRunnable() runs the
 // resolver loop, to be added with needs_leader so it runs only while this replica leads (it first
 // waits up to 2 s for the cache's first list, so its first pass sees every server). The service
 // must outlive the manager that runs them.
@@ -52,7 +52,7 @@ class ResolverService {
                   kube::EventRecorder& events, prometheus::Registry& registry);
   ~ResolverService();
 
-  std::unique_ptr<runtime::Runnable> CacheRunnable();
+  std::unique_ptr<runtime::Service> CacheRunnable();
   std::unique_ptr<runtime::Runnable> LoopRunnable();
 
  private:

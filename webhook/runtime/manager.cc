@@ -5,7 +5,8 @@
 namespace aw::runtime {
 
 struct Manager::Slot {
-  std::unique_ptr<Runnable> runnable;
+  std::unique_ptr<Runnable> runnable;  // exactly one of runnable and service
+  std::unique_ptr<Service> service;
   RunnableOptions options;
   size_t group = 0;
   std::string name;
@@ -31,7 +32,28 @@ class FunctionRunnable final : public Runnable {
   std::function<Status(RunContext&)> run_;
 };
 
+class FunctionService final : public Service {
+ public:
+  FunctionService(std::string name, std::function<Status()> start,
+                  std::function<Status(std::chrono::steady_clock::time_point)> stop)
+      : name_(std::move(name)), start_(std::move(start)), stop_(std::move(stop)) {}
+  std::string Name() const override { return name_; }
+  Status Start() override { return start_(); }
+  Status Stop(std::chrono::steady_clock::time_point deadline) override { return stop_(deadline); }
+
+ private:
+  std::string name_;
+  std::function<Status()> start_;
+  std::function<Status(std::chrono::steady_clock::time_point)> stop_;
+};
+
 }  // namespace
+
+std::unique_ptr<Service> MakeService(
+    std::string name, std::function<Status()> start,
+    std::function<Status(std::chrono::steady_clock::time_point)> stop) {
+  return std::make_unique<FunctionService>(std::move(name), std::move(start), std::move(stop));
+}
 
 std::unique_ptr<Runnable> MakeRunnable(std::string name, std::function<Status(RunContext&)> run) {
   return std::make_unique<FunctionRunnable>(std::move(name), std::move(run));
@@ -54,36 +76,72 @@ Manager::Manager(std::vector<std::string> groups, std::chrono::nanoseconds stop_
 
 Manager::~Manager() {
   // jthreads join here: a runnable that ignored its stop request blocks destruction (see header).
-  std::lock_guard lock(mu_);
+  // Services still running (Run never stopped them) are stopped at once.
+  std::unique_lock lock(mu_);
   for (auto& s : slots_) {
     if (s->thread.joinable()) s->thread.request_stop();
+  }
+  for (auto& s : slots_) {
+    if (s->service && s->running) {
+      s->running = false;
+      Service* service = s->service.get();
+      lock.unlock();
+      (void)service->Stop(std::chrono::steady_clock::now());
+      lock.lock();
+    }
   }
 }
 
 Status Manager::Add(std::unique_ptr<Runnable> runnable, RunnableOptions options) {
-  auto it = std::find(groups_.begin(), groups_.end(), options.group);
-  if (it == groups_.end()) {
-    return Status::InvalidArgument("runnable " + runnable->Name() + ": unknown group \"" +
-                                   options.group + "\"");
-  }
-  std::lock_guard lock(mu_);
-  if (running_) return Status::InvalidArgument("runnable " + runnable->Name() + ": added after Run");
   auto slot = std::make_unique<Slot>();
-  slot->group = static_cast<size_t>(it - groups_.begin());
   slot->name = runnable->Name();
   slot->runnable = std::move(runnable);
   slot->options = std::move(options);
+  return AddSlot(std::move(slot), "runnable ");
+}
+
+Status Manager::Add(std::unique_ptr<Service> service, RunnableOptions options) {
+  auto slot = std::make_unique<Slot>();
+  slot->name = service->Name();
+  slot->service = std::move(service);
+  slot->options = std::move(options);
+  return AddSlot(std::move(slot), "service ");
+}
+
+Status Manager::AddSlot(std::unique_ptr<Slot> slot, const std::string& kind) {
+  auto it = std::find(groups_.begin(), groups_.end(), slot->options.group);
+  if (it == groups_.end()) {
+    return Status::InvalidArgument(kind + slot->name + ": unknown group \"" +
+                                   slot->options.group + "\"");
+  }
+  std::lock_guard lock(mu_);
+  if (running_) return Status::InvalidArgument(kind + slot->name + ": added after Run");
+  slot->group = static_cast<size_t>(it - groups_.begin());
   slots_.push_back(std::move(slot));
   return Status::Ok();
 }
 
-void Manager::Start(size_t i) {
+void Manager::Start(size_t i, std::unique_lock<std::mutex>& lock) {
   Slot& s = *slots_[i];
   if (s.thread.joinable()) s.thread.join();  // a finished earlier run (leader runnables)
   s.running = true;
   s.ready = false;
   s.stop_asked = false;
   s.deadline = std::chrono::steady_clock::time_point::max();
+  if (s.service) {
+    Service* service = s.service.get();
+    lock.unlock();
+    Status st = service->Start();
+    lock.lock();
+    if (st.ok()) {
+      slots_[i]->ready = true;
+    } else {
+      slots_[i]->running = false;
+      slots_[i]->failure = st;
+    }
+    cv_.notify_all();
+    return;
+  }
   s.thread = std::jthread([this, i](std::stop_token stop) {
     RunContext ctx(this, i, stop);
     Status st = slots_[i]->runnable->Run(ctx);
@@ -122,18 +180,31 @@ std::string Manager::FirstFailure() {
 std::vector<std::string> Manager::StopAndWait(const std::vector<size_t>& slots,
                                               std::chrono::steady_clock::time_point deadline,
                                               std::unique_lock<std::mutex>& lock) {
+  std::vector<std::string> stuck;
   for (size_t i : slots) {
-    if (slots_[i]->running) {
+    if (slots_[i]->running && slots_[i]->runnable) {
       slots_[i]->stop_asked = true;
       slots_[i]->deadline = deadline;
       slots_[i]->thread.request_stop();
     }
   }
+  for (size_t i : slots) {
+    // A service another caller is stopping is waited for below, not stopped twice.
+    if (!slots_[i]->running || !slots_[i]->service || slots_[i]->stop_asked) continue;
+    slots_[i]->stop_asked = true;
+    slots_[i]->deadline = deadline;
+    Service* service = slots_[i]->service.get();
+    lock.unlock();
+    Status st = service->Stop(deadline);
+    lock.lock();
+    slots_[i]->running = false;
+    if (!st.ok()) stuck.push_back(slots_[i]->name + " (" + st.message() + ")");
+    cv_.notify_all();
+  }
   auto all_done = [&] {
     return std::none_of(slots.begin(), slots.end(), [&](size_t i) { return slots_[i]->running; });
   };
   cv_.wait_until(lock, deadline, all_done);
-  std::vector<std::string> stuck;
   for (size_t i : slots) {
     if (slots_[i]->running) stuck.push_back(slots_[i]->name);
   }
@@ -149,7 +220,14 @@ Status Manager::Run(std::stop_token stop) {
   // Start the groups in order; each waits for the previous ones to be ready.
   for (size_t g = 0; g < groups_.size() && !failed_or_stopped(); ++g) {
     for (size_t i = 0; i < slots_.size(); ++i) {
-      if (slots_[i]->group == g && !slots_[i]->options.needs_leader) Start(i);
+      if (slots_[i]->group == g && !slots_[i]->options.needs_leader && slots_[i]->service) {
+        Start(i, lock);
+      }
+    }
+    for (size_t i = 0; i < slots_.size() && FirstFailure().empty(); ++i) {
+      if (slots_[i]->group == g && !slots_[i]->options.needs_leader && slots_[i]->runnable) {
+        Start(i, lock);
+      }
     }
     cv_.wait(lock, stop, [&] { return !FirstFailure().empty() || GroupReady(g); });
   }
@@ -163,7 +241,7 @@ Status Manager::Run(std::stop_token stop) {
     groups_started_ = true;
     if (leader_ && !failed_or_stopped()) {
       for (size_t i = 0; i < slots_.size(); ++i) {
-        if (slots_[i]->options.needs_leader && !slots_[i]->running) Start(i);
+        if (slots_[i]->options.needs_leader && !slots_[i]->running) Start(i, lock);
       }
     }
     cv_.wait(lock, stop, [&] { return !FirstFailure().empty(); });
@@ -208,7 +286,7 @@ void Manager::SetLeader(bool leader) {
   if (leader) {
     if (!groups_started_ || stopping_) return;  // Run starts them once the groups are up
     for (size_t i : leaders) {
-      if (!slots_[i]->running) Start(i);
+      if (!slots_[i]->running) Start(i, lock);
     }
     return;
   }

@@ -16,6 +16,11 @@
 //     whole stop must end (so a drain can use what is left of it rather than a deadline of its
 //     own). OnStarted(f) runs f once, on Run's thread, when every group is up (before any leader
 //     runnable starts); it is not run when Run stops or fails before that.
+//   - A Service (a component whose work runs on threads it owns: a server's io threads, a watch
+//     thread) takes no thread of the manager: Start() is called on Run's thread in group order
+//     (OK = ready), Stop(deadline) on the stopping thread in reverse order; a non-OK Stop counts
+//     as still running at the deadline. Runnables and services of one group start together
+//     (services first) and stop together (services after the runnables were asked to stop).
 //   - Run's result: OK after a requested stop within the deadline; else the first failure
 //     ("<name>: <status>"); DeadlineExceeded naming the runnables still running at the deadline.
 //     In that last case their threads still run: exit the process (the destructor would wait).
@@ -68,6 +73,21 @@ class Runnable {
 // A runnable from a function (for small components and tests).
 std::unique_ptr<Runnable> MakeRunnable(std::string name, std::function<Status(RunContext&)> run);
 
+class Service {
+ public:
+  virtual ~Service() = default;
+  virtual std::string Name() const = 0;
+  // Serving when it returns OK; an error is the service's failure (Stop is then not called).
+  virtual Status Start() = 0;
+  // Called once after a successful Start; returns by `deadline` (an error if it could not finish).
+  virtual Status Stop(std::chrono::steady_clock::time_point deadline) = 0;
+};
+
+// A service from two functions.
+std::unique_ptr<Service> MakeService(
+    std::string name, std::function<Status()> start,
+    std::function<Status(std::chrono::steady_clock::time_point)> stop);
+
 struct RunnableOptions {
   std::string group;
   bool needs_leader = false;
@@ -82,6 +102,7 @@ class Manager {
 
   // Before Run(). An unknown group is an InvalidArgument (the runnable is not added).
   Status Add(std::unique_ptr<Runnable> runnable, RunnableOptions options);
+  Status Add(std::unique_ptr<Service> service, RunnableOptions options);
 
   Status Run(std::stop_token stop);
 
@@ -96,7 +117,8 @@ class Manager {
   friend class RunContext;
   struct Slot;
 
-  void Start(size_t i);                      // mu_ held
+  Status AddSlot(std::unique_ptr<Slot> slot, const std::string& group);
+  void Start(size_t i, std::unique_lock<std::mutex>& lock);  // mu_ held (released for a service)
   void MarkReady(size_t i);
   bool GroupReady(size_t group);             // mu_ held
   std::string FirstFailure();                // mu_ held: "" when none

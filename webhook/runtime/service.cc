@@ -12,16 +12,13 @@ void WaitForStop(std::stop_token stop) {
   cv.wait(lock, stop, [] { return false; });
 }
 
-std::unique_ptr<Runnable> MakeServiceRunnable(std::string name, std::function<Status()> start,
-                                              std::function<void()> stop) {
-  return MakeRunnable(std::move(name), [start = std::move(start),
-                                        stop = std::move(stop)](RunContext& ctx) -> Status {
-    if (Status st = start(); !st.ok()) return st;
-    ctx.Ready();
-    WaitForStop(ctx.stop());
-    stop();
-    return Status::Ok();
-  });
+std::unique_ptr<Service> MakeServiceRunnable(std::string name, std::function<Status()> start,
+                                             std::function<void()> stop) {
+  return MakeService(std::move(name), std::move(start),
+                     [stop = std::move(stop)](std::chrono::steady_clock::time_point) {
+                       stop();
+                       return Status::Ok();
+                     });
 }
 
 }  // namespace aw::runtime
