@@ -71,6 +71,8 @@ std::optional<Route> RouteFromPath(std::string_view path) {
   return std::nullopt;
 }
 
+std::string_view RoutePath(Route route) { return Info(route).path; }
+
 std::string_view RouteName(Route route) { return Info(route).name; }
 
 const std::vector<Route>& AllRoutes() {

@@ -34,6 +34,8 @@ enum class Route {
 std::optional<Route> RouteFromPath(std::string_view path);
 // Short label for metrics and logs, e.g. "mutate_gameservers".
 std::string_view RouteName(Route route);
+// The URL path the route is served on, e.g. "/mutate/gameservers".
+std::string_view RoutePath(Route route);
 // Every route, for registering handlers and pre-creating metric series.
 const std::vector<Route>& AllRoutes();
 

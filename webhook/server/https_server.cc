@@ -56,10 +56,11 @@ HttpResponse AdmissionServer::Route(const HttpRequest& req) {
     return HttpResponse{200, "text/plain; charset=utf-8", "ok\n", {}};
   }
   metrics_.HttpError(404);
-  return FromAnswer(AdmissionPipeline::Text(
-      404,
-      "not found: admission routes are /mutate/gameservers, /validate/gameservers, "
-      "/validate/fleets, /validate/gameserversets, /validate/gameserverallocations"));
+  std::string routes;
+  for (admission::Route r : admission::AllRoutes()) {
+    routes += (routes.empty() ? "" : ", ") + std::string(admission::RoutePath(r));
+  }
+  return FromAnswer(AdmissionPipeline::Text(404, "not found: admission routes are " + routes));
 }
 
 void AdmissionServer::AddRoute(std::string prefix, HttpHandler handler) {
