@@ -28,6 +28,20 @@ TEST(TimeFormat, FormatsLikeGoRfc3339Nano) {
             "1969-12-31T23:59:59.5Z");
 }
 
+TEST(TimeFormat, SecondsAndMicrosPrecisions) {
+  const SysNanos t = At(2026, 12, 2, 14, 23, 13, 123456789);
+  EXPECT_EQ(FormatRfc3339(t, Rfc3339Precision::kSeconds), "2026-12-02T14:23:13Z");
+  EXPECT_EQ(FormatRfc3339(t, Rfc3339Precision::kMicros), "2026-12-02T14:23:13.123456Z");
+  EXPECT_EQ(FormatRfc3339(t, Rfc3339Precision::kNanos), FormatRfc3339Nano(t));
+  // Micros always carry six digits (Kubernetes MicroTime); fractions truncate, never round up.
+  EXPECT_EQ(FormatRfc3339(At(2026, 1, 2, 3, 4, 5, 0), Rfc3339Precision::kMicros),
+            "2026-01-02T03:04:05.000000Z");
+  EXPECT_EQ(FormatRfc3339(At(2026, 1, 2, 3, 4, 5, 999999999), Rfc3339Precision::kSeconds),
+            "2026-01-02T03:04:05Z");
+  EXPECT_EQ(FormatRfc3339(At(1969, 12, 31, 23, 59, 59, 500000000), Rfc3339Precision::kMicros),
+            "1969-12-31T23:59:59.500000Z");
+}
+
 TEST(TimeFormat, Parses) {
   EXPECT_EQ(ParseRfc3339("2026-12-02T14:23:13.123456789Z"), At(2026, 12, 2, 14, 23, 13, 123456789));
   EXPECT_EQ(ParseRfc3339("2026-12-02t14:23:13z"), At(2026, 12, 2, 14, 23, 13, 0));

@@ -9,18 +9,10 @@
 
 #include "kube/lease_logic.h"
 #include "util/log.h"
+#include "util/time_format.h"
 
 namespace aw::kube {
 namespace {
-
-std::string Rfc3339Seconds(std::chrono::system_clock::time_point t) {
-  std::time_t tt = std::chrono::system_clock::to_time_t(t);
-  std::tm tm{};
-  gmtime_r(&tt, &tm);
-  char buf[32];
-  std::strftime(buf, sizeof(buf), "%Y-%m-%dT%H:%M:%SZ", &tm);
-  return buf;
-}
 
 void Set(rapidjson::Value* obj, const char* key, const std::string& v, rapidjson::Document::AllocatorType& a) {
   obj->AddMember(rapidjson::Value(key, a), rapidjson::Value(v.c_str(), static_cast<rapidjson::SizeType>(v.size()), a), a);
@@ -130,7 +122,7 @@ void EventRecorder::Send(const Pending& p) {
   std::string key = fmt::format("{}\x1f{}\x1f{}\x1f{}\x1f{}\x1f{}", p.obj.namespace_, p.obj.name,
                                 p.obj.uid, type, p.reason, p.message);
   auto now_steady = std::chrono::steady_clock::now();
-  std::string now_s = Rfc3339Seconds(p.when);
+  std::string now_s = util::FormatRfc3339(p.when, util::Rfc3339Precision::kSeconds);
   // Forget old aggregation entries.
   for (auto it = seen_.begin(); it != seen_.end();) {
     if (now_steady - it->second.last > opts_.aggregate_window) {

@@ -3,6 +3,8 @@
 #include <ctime>
 #include <fmt/format.h>
 
+#include "util/time_format.h"
+
 namespace aw::kube {
 namespace {
 
@@ -54,17 +56,7 @@ void WriteLeaseRecord(const LeaseRecord& r, rapidjson::Document* lease) {
 }
 
 std::string FormatMicroTime(std::chrono::system_clock::time_point t) {
-  auto us = std::chrono::duration_cast<std::chrono::microseconds>(t.time_since_epoch()).count();
-  std::time_t secs = static_cast<std::time_t>(us / 1000000);
-  long frac = static_cast<long>(us % 1000000);
-  if (frac < 0) {
-    frac += 1000000;
-    --secs;
-  }
-  std::tm tm{};
-  gmtime_r(&secs, &tm);
-  return fmt::format("{:04}-{:02}-{:02}T{:02}:{:02}:{:02}.{:06}Z", tm.tm_year + 1900, tm.tm_mon + 1,
-                     tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, frac);
+  return util::FormatRfc3339(t, util::Rfc3339Precision::kMicros);
 }
 
 LeaseAction DecideLease(const LeaseDecisionInput& in) {

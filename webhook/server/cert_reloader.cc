@@ -11,6 +11,7 @@
 
 #include "util/file.h"
 #include "util/log.h"
+#include "util/time_format.h"
 
 namespace aw::server {
 CertReloader::CertReloader(std::string cert_path, std::string key_path,
@@ -52,7 +53,7 @@ void CertReloader::Install(std::shared_ptr<const KeyPair> pair, Contents content
   log::info("serving certificate loaded",
             {{"subject", pair->subject()},
              {"sha256", pair->fingerprint_sha256()},
-             {"not_after", fmt::format("{:%FT%TZ}", std::chrono::time_point_cast<std::chrono::seconds>(pair->not_after()))},
+             {"not_after", util::FormatRfc3339(pair->not_after(), util::Rfc3339Precision::kSeconds)},
              {"cert_file", cert_path_}});
   if (pair->not_after() < std::chrono::system_clock::now()) {
     log::warn("serving certificate has expired", {{"subject", pair->subject()}});

@@ -8,6 +8,8 @@
 
 #include <fmt/format.h>
 
+#include "util/time_format.h"
+
 namespace aw::log {
 namespace {
 
@@ -55,15 +57,7 @@ void AppendTextValue(std::string* out, std::string_view s) {
 }
 
 std::string Timestamp() {
-  auto now = std::chrono::system_clock::now();
-  auto secs = std::chrono::time_point_cast<std::chrono::seconds>(now);
-  auto micros = std::chrono::duration_cast<std::chrono::microseconds>(now - secs).count();
-  std::time_t t = std::chrono::system_clock::to_time_t(secs);
-  std::tm tm{};
-  gmtime_r(&t, &tm);
-  char buf[32];
-  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%S", &tm);
-  return fmt::format("{}.{:06d}Z", buf, micros);
+  return util::FormatRfc3339(std::chrono::system_clock::now(), util::Rfc3339Precision::kMicros);
 }
 
 }  // namespace

@@ -18,7 +18,9 @@ bool Digits(std::string_view s, size_t pos, size_t n, int* out) {
 
 }  // namespace
 
-std::string FormatRfc3339Nano(SysNanos t) {
+std::string FormatRfc3339Nano(SysNanos t) { return FormatRfc3339(t, Rfc3339Precision::kNanos); }
+
+std::string FormatRfc3339(SysNanos t, Rfc3339Precision precision) {
   using namespace std::chrono;
   auto day = floor<days>(t);
   year_month_day ymd{day};
@@ -33,11 +35,20 @@ std::string FormatRfc3339Nano(SysNanos t) {
   std::string out = fmt::format("{:04d}-{:02d}-{:02d}T{:02d}:{:02d}:{:02d}", int(ymd.year()),
                                 unsigned(ymd.month()), unsigned(ymd.day()), h.count(), m.count(),
                                 s.count());
-  if (ns != 0) {
-    std::string frac = fmt::format("{:09d}", ns);
-    while (!frac.empty() && frac.back() == '0') frac.pop_back();
-    out += '.';
-    out += frac;
+  switch (precision) {
+    case Rfc3339Precision::kSeconds:
+      break;
+    case Rfc3339Precision::kMicros:
+      out += fmt::format(".{:06d}", ns / 1000);
+      break;
+    case Rfc3339Precision::kNanos:
+      if (ns != 0) {
+        std::string frac = fmt::format("{:09d}", ns);
+        while (!frac.empty() && frac.back() == '0') frac.pop_back();
+        out += '.';
+        out += frac;
+      }
+      break;
   }
   out += 'Z';
   return out;

@@ -8,6 +8,9 @@
 // of the month and leap years; a leap second "60" is rejected) and returns std::nullopt on
 // anything else, including times outside the int64-nanosecond range (about years 1678-2262).
 // Round-trips exactly for every time in that range.
+// FormatRfc3339(t, precision) is the one formatter of the project: kNanos is FormatRfc3339Nano;
+// kMicros always prints six digits ("...:05.123000Z": Kubernetes' MicroTime, and the log lines);
+// kSeconds none ("...:05Z": metav1.Time). Fractions are truncated, never rounded.
 #pragma once
 
 #include <chrono>
@@ -20,6 +23,9 @@ namespace aw::util {
 using SysNanos = std::chrono::time_point<std::chrono::system_clock, std::chrono::nanoseconds>;
 
 // system_clock::time_point converts implicitly (it is never finer than nanoseconds).
+enum class Rfc3339Precision { kSeconds, kMicros, kNanos };
+
+std::string FormatRfc3339(SysNanos t, Rfc3339Precision precision);
 std::string FormatRfc3339Nano(SysNanos t);
 std::optional<SysNanos> ParseRfc3339(std::string_view text);
 
