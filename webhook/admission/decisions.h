@@ -20,6 +20,11 @@ Decision ValidateGameServer(const ReviewRequest& req, const Context& ctx);
 Decision ValidateTemplateOwner(const ReviewRequest& req, const Context& ctx);
 Decision ValidateGameServerAllocation(const ReviewRequest& req, const Context& ctx);
 
+// The preamble both validating decisions share: CREATE and UPDATE are validated (std::nullopt:
+// go on), any other operation is allowed as "not validated" (the Decision to return); throws
+// BadRequest when request.object, or for UPDATE request.oldObject, is missing.
+std::optional<Decision> SkipUnlessCreateOrUpdate(const ReviewRequest& req);
+
 // When the configured probe-port is a name that none of `port_names` (spec.ports[].name) carries:
 // the message naming the key, the value and the known names. std::nullopt otherwise (also when the
 // port is a number or the names are unknown).

@@ -93,7 +93,7 @@ std::optional<std::string> ProbePortMismatch(
                      util::Clip(cfg.probe_port->name, 100), known.empty() ? "none" : known);
 }
 
-Decision ValidateGameServer(const ReviewRequest& req, const Context& ctx) {
+std::optional<Decision> SkipUnlessCreateOrUpdate(const ReviewRequest& req) {
   const bool create = req.operation == "CREATE";
   const bool update = req.operation == "UPDATE";
   if (!create && !update) {
@@ -101,6 +101,13 @@ Decision ValidateGameServer(const ReviewRequest& req, const Context& ctx) {
   }
   if (!req.object) throw BadRequest("request.object is missing");
   if (update && !req.old_object) throw BadRequest("request.oldObject is missing (UPDATE)");
+  return std::nullopt;
+}
+
+Decision ValidateGameServer(const ReviewRequest& req, const Context& ctx) {
+  if (std::optional<Decision> skip = SkipUnlessCreateOrUpdate(req)) return *skip;
+  const bool update = req.operation == "UPDATE";
+  const bool create = !update;
   GameServerView n = gate::ParseGameServer(req.object, "request.object", gate::Parse::kStrict);
   GameServerView o = update ? gate::ParseGameServer(req.old_object, "request.oldObject", gate::Parse::kStrict) : GameServerView{};
 

@@ -30,13 +30,9 @@ ObjectMeta ReadTemplateMeta(const Json* obj, const std::string& path) {
 }  // namespace
 
 Decision ValidateTemplateOwner(const ReviewRequest& req, const Context& ctx) {
-  const bool create = req.operation == "CREATE";
+  if (std::optional<Decision> skip = SkipUnlessCreateOrUpdate(req)) return *skip;
   const bool update = req.operation == "UPDATE";
-  if (!create && !update) {
-    return Decision::Allow(fmt::format("operation {} is not validated", req.operation));
-  }
-  if (!req.object) throw BadRequest("request.object is missing");
-  if (update && !req.old_object) throw BadRequest("request.oldObject is missing (UPDATE)");
+  const bool create = !update;
   if (!req.object->IsObject()) {
     throw BadRequest(
         fmt::format("request.object is {}, expected an object", JsonTypeName(*req.object)));

@@ -30,6 +30,7 @@
 
 #include "util/file.h"
 #include "util/log.h"
+#include "util/openssl_errors.h"
 
 namespace aw::kube {
 namespace {
@@ -61,27 +62,6 @@ struct PkeyDeleter {
 struct BioDeleter {
   void operator()(BIO* b) const { BIO_free(b); }
 };
-
-// Every error in this thread's OpenSSL queue, joined with "; " (the queue is cleared).
-std::string OpenSslErrors() {
-  std::string out;
-  while (unsigned long e = ERR_get_error()) {
-    char buf[256];
-    ERR_error_string_n(e, buf, sizeof(buf));
-    if (!out.empty()) out += "; ";
-    out += buf;
-  }
-  return out;
-}
-
-std::string OpenSslError() {
-  unsigned long e = ERR_get_error();
-  if (e == 0) return "unknown OpenSSL error";
-  char buf[256];
-  ERR_error_string_n(e, buf, sizeof(buf));
-  ERR_clear_error();
-  return buf;
-}
 
 // Parses every certificate in a PEM bundle.
 bool ParseCerts(const std::string& pem, std::vector<std::unique_ptr<X509, X509Deleter>>* out,
@@ -308,7 +288,7 @@ class Conn {
 
     ssl_ = SSL_new(ctx);
     if (!ssl_ || SSL_set_fd(ssl_, fd_) != 1) {
-      Failure f{Stage::kTlsHandshake, "cannot set up TLS: " + OpenSslErrors()};
+      Failure f{Stage::kTlsHandshake, "cannot set up TLS: " + util::OpenSslErrors()};
       return f;
     }
     bool ip = IsIpLiteral(host);
@@ -317,7 +297,8 @@ class Conn {
       int ok = ip ? X509_VERIFY_PARAM_set1_ip_asc(SSL_get0_param(ssl_), host.c_str())
                   : SSL_set1_host(ssl_, host.c_str());
       if (ok != 1) {
-        Failure f{Stage::kTlsHandshake, "cannot set the expected server name: " + OpenSslErrors()};
+        Failure f{Stage::kTlsHandshake,
+                  "cannot set the expected server name: " + util::OpenSslErrors()};
         return f;
       }
     }
@@ -435,7 +416,7 @@ class Conn {
         return StoppedFailure(stage);
       }
       Failure f{stage, ""};
-      std::string queued = OpenSslErrors();
+      std::string queued = util::OpenSslErrors();
       if (e == SSL_ERROR_ZERO_RETURN) {
         f.detail = "connection closed by the server (TLS close_notify)";
         f.closed = true;
@@ -746,7 +727,7 @@ class HttpsTransport final : public Transport {
           cfg_.client_key_pem.data(), static_cast<int>(cfg_.client_key_pem.size())));
       EVP_PKEY* k = PEM_read_bio_PrivateKey(bio.get(), nullptr, nullptr, nullptr);
       if (!k) {
-        *err = "client key: " + OpenSslError();
+        *err = "client key: " + util::OpenSslErrors("unknown OpenSSL error");
         return false;
       }
       client_key.reset(k);
@@ -759,7 +740,7 @@ class HttpsTransport final : public Transport {
     // One context for every connection (creating one per connection is costly in OpenSSL 3).
     ctx_ = SSL_CTX_new(TLS_client_method());
     if (!ctx_) {
-      *err = "TLS context: " + OpenSslError();
+      *err = "TLS context: " + util::OpenSslErrors("unknown OpenSSL error");
       return false;
     }
     SSL_CTX_set_min_proto_version(ctx_, TLS1_2_VERSION);
@@ -776,7 +757,7 @@ class HttpsTransport final : public Transport {
           if (X509_STORE_add_cert(store, x.get()) != 1) ERR_clear_error();  // duplicates are fine
         }
       } else if (SSL_CTX_set_default_verify_paths(ctx_) != 1) {
-        *err = "system trust store: " + OpenSslError();
+        *err = "system trust store: " + util::OpenSslErrors("unknown OpenSSL error");
         return false;
       }
     } else {
@@ -785,7 +766,7 @@ class HttpsTransport final : public Transport {
     if (client_cert) {
       if (SSL_CTX_use_certificate(ctx_, client_cert.get()) != 1 ||
           SSL_CTX_use_PrivateKey(ctx_, client_key.get()) != 1) {
-        *err = "client certificate: " + OpenSslError();
+        *err = "client certificate: " + util::OpenSslErrors("unknown OpenSSL error");
         return false;
       }
     }

@@ -1,24 +1,14 @@
 #include "server/tls_keypair.h"
 
+#include <fmt/format.h>
 #include <openssl/bio.h>
 #include <openssl/err.h>
 #include <openssl/pem.h>
 
-#include <fmt/format.h>
+#include "util/openssl_errors.h"
 
 namespace aw::server {
 namespace {
-
-std::string OpenSslError() {
-  std::string out;
-  while (unsigned long e = ERR_get_error()) {
-    char buf[256];
-    ERR_error_string_n(e, buf, sizeof(buf));
-    if (!out.empty()) out += "; ";
-    out += buf;
-  }
-  return out.empty() ? "unknown OpenSSL error" : out;
-}
 
 struct BioFree {
   void operator()(BIO* b) const { BIO_free(b); }
@@ -59,7 +49,9 @@ KeyPairResult ParseKeyPair(std::string_view cert_pem, std::string_view key_pem,
 
   auto cert_bio = MemBio(cert_pem);
   std::unique_ptr<X509, OpenSslFree> cert(PEM_read_bio_X509(cert_bio.get(), nullptr, nullptr, nullptr));
-  if (!cert) return Status::InvalidArgument(fmt::format("{}: no PEM certificate: {}", cert_name, OpenSslError()));
+  if (!cert)
+    return Status::InvalidArgument(fmt::format("{}: no PEM certificate: {}", cert_name,
+                                               util::OpenSslErrors("unknown OpenSSL error")));
   std::unique_ptr<STACK_OF(X509), OpenSslFree> chain(sk_X509_new_null());
   while (true) {
     X509* extra = PEM_read_bio_X509(cert_bio.get(), nullptr, nullptr, nullptr);
@@ -71,7 +63,9 @@ KeyPairResult ParseKeyPair(std::string_view cert_pem, std::string_view key_pem,
   auto key_bio = MemBio(key_pem);
   std::unique_ptr<EVP_PKEY, OpenSslFree> key(
       PEM_read_bio_PrivateKey(key_bio.get(), nullptr, nullptr, nullptr));
-  if (!key) return Status::InvalidArgument(fmt::format("{}: no PEM private key: {}", key_name, OpenSslError()));
+  if (!key)
+    return Status::InvalidArgument(fmt::format("{}: no PEM private key: {}", key_name,
+                                               util::OpenSslErrors("unknown OpenSSL error")));
 
   if (X509_check_private_key(cert.get(), key.get()) != 1) {
     ERR_clear_error();
