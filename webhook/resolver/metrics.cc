@@ -36,6 +36,10 @@ Metrics::Metrics(prometheus::Registry& registry) {
                        .Name("allocating_webhook_resolver_patch_errors_total")
                        .Help("Resolver patches that failed for another reason, by status")
                        .Register(registry);
+  // Every label value known in advance exists from start-up at 0, so rate() and the dashboard see
+  // the series before the first event.
+  for (const char* action : {"Unhealthy", "Allocated", "Shutdown"}) timeouts_->Add({{"action", action}});
+  for (const char* status : {"rejected", "retry"}) patch_errors_->Add({{"status", status}});
   for (const char* o : {"Confirmed", "TimedOut"}) {
     duration_->Add({{"outcome", o}},
                    prometheus::Histogram::BucketBoundaries{0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10,

@@ -71,6 +71,10 @@ AdmissionMetrics::AdmissionMetrics(prometheus::Registry& registry)
     duration_series_[r] = &duration_.Add({{"route", route_name}}, AdmissionLatencyBuckets());
     fail_open_series_[r] = &fail_open_.Add({{"route", route_name}});
   }
+  // The answers a client can provoke exist at 0 from start-up (others appear when first sent).
+  for (int code : {400, 404, 405, 408, 413, 414, 415, 431, 500}) {
+    http_error_series_.emplace(code, &http_errors_.Add({{"code", std::to_string(code)}}));
+  }
 }
 
 void AdmissionMetrics::Record(admission::Route route, admission::Outcome outcome, bool fail_open,

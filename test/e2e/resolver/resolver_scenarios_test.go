@@ -2,7 +2,9 @@ package resolver
 
 import (
 	"context"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
@@ -52,6 +54,21 @@ func TestResolverPromotesWhenConfirmedAndProbed(t *testing.T) {
 			}
 			t.Logf("event: %s", ev.Message)
 		})
+	}
+	// After promotions over every probe type, the webhook's /metrics carries every series the
+	// monitoring objects use: the dashboard and the alerts reference only exported names.
+	metrics := filepath.Join(t.TempDir(), "metrics.txt")
+	if err := os.WriteFile(metrics, []byte(e.wh.Metrics(t)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	root, err := harness.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.Command("python3", filepath.Join(root, "scripts", "check-dashboard"), "--metrics", metrics).CombinedOutput()
+	t.Logf("%s", out)
+	if err != nil {
+		t.Errorf("scripts/check-dashboard --metrics: %v\n%s", err, out)
 	}
 }
 
