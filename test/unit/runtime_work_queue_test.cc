@@ -43,6 +43,26 @@ TEST(WorkQueueState, OneItemInFlightPerKeyAndNoAddLost) {
   EXPECT_EQ(q.Processing(), 0u);
 }
 
+TEST(WorkQueueState, ClearStartsOverAfterShutDown) {
+  WorkQueueState q;
+  q.Add("a");
+  q.AddAfter("b", T0 + milliseconds(10));
+  q.AddRateLimited("c", T0);
+  ASSERT_EQ(q.Pop(), "a");
+  q.Add("a");  // dirty while processing
+  q.ShutDown();
+  q.Clear();
+  EXPECT_FALSE(q.ShuttingDown());
+  EXPECT_EQ(q.Ready(), 0u);
+  EXPECT_EQ(q.Delayed(), 0u);
+  EXPECT_EQ(q.Processing(), 0u);
+  EXPECT_EQ(q.Retries("c"), 0);
+  q.Done("a");  // from before the Clear: not queued again
+  EXPECT_EQ(q.Ready(), 0u);
+  q.Add("d");
+  EXPECT_EQ(q.Pop(), "d");
+}
+
 TEST(WorkQueueState, DoneOfAKeyNotProcessingIsIgnored) {
   WorkQueueState q;
   q.Done("x");

@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <condition_variable>
 #include <mutex>
-#include <set>
 
 #include "gate/config.h"
 #include "gate/keys.h"
@@ -29,17 +28,21 @@ struct Resolver::PatchDone {
   double queued_seconds = 0;  // time between the decision and the call
 };
 
+// What other threads hand to the loop: notifications (as keys added to the work queue), probe
+// and patch completions (with their data), and the resync request. Guarded by `mu`.
 struct Resolver::Inbox {
   std::mutex mu;
   std::condition_variable_any cv;
   bool accepting = false;  // running or step mode
   bool stop = false;
   bool all = false;
-  std::set<std::string> dirty;
+  runtime::WorkQueueState queue;  // keys to reconcile, now or at a due time
   std::vector<ProbeDone> probes;
   std::vector<PatchDone> patches;
 
-  bool HasWork() const { return stop || all || !dirty.empty() || !probes.empty() || !patches.empty(); }
+  bool HasWork() const {
+    return stop || all || queue.Ready() > 0 || !probes.empty() || !patches.empty();
+  }
 };
 
 struct Resolver::Entry {
@@ -56,8 +59,6 @@ struct Resolver::Entry {
   std::string seen_rv;      // the version last evaluated
   TimePoint retry_at{};
   std::chrono::milliseconds backoff{0};
-  uint64_t gen = 0;
-  std::optional<TimePoint> scheduled;
 };
 
 namespace {
@@ -74,6 +75,17 @@ std::string Join(const std::vector<std::string>& parts, const char* sep) {
     out += p;
   }
   return out;
+}
+
+// The work queue's time axis is the resolver's clock (WallClock, faked in tests): its time points
+// carried as the same duration since the epoch. The queue never reads a clock itself.
+runtime::Clock::time_point QueueTime(TimePoint t) {
+  return runtime::Clock::time_point(
+      std::chrono::duration_cast<runtime::Clock::duration>(t.time_since_epoch()));
+}
+
+TimePoint FromQueueTime(runtime::Clock::time_point t) {
+  return TimePoint(std::chrono::duration_cast<TimePoint::duration>(t.time_since_epoch()));
 }
 
 std::pair<std::string, std::string> SplitKey(const std::string& key) {
@@ -102,7 +114,7 @@ Resolver::~Resolver() { Stop(); }
 void Resolver::Notify(const std::string& ns, const std::string& name) {
   std::lock_guard<std::mutex> lock(inbox_->mu);
   if (!inbox_->accepting) return;
-  inbox_->dirty.insert(ns + "/" + name);
+  inbox_->queue.Add(ns + "/" + name);
   inbox_->cv.notify_one();
 }
 
@@ -115,10 +127,9 @@ void Resolver::NotifyAll() {
 
 void Resolver::Reset() {
   entries_.clear();
-  timers_ = {};
   next_resync_ = TimePoint{};
   std::lock_guard<std::mutex> lock(inbox_->mu);
-  inbox_->dirty.clear();
+  inbox_->queue.Clear();
   inbox_->probes.clear();
   inbox_->patches.clear();
   inbox_->all = true;
@@ -149,7 +160,6 @@ void Resolver::Stop() {
     thread_.join();
   }
   entries_.clear();
-  timers_ = {};
   if (metrics_) metrics_->SetAllocating(0);
 }
 
@@ -184,7 +194,6 @@ void Resolver::Loop(std::stop_token stop, const std::function<void()>& ready) {
     inbox_->stop = true;
   }
   entries_.clear();
-  timers_ = {};
   if (metrics_) metrics_->SetAllocating(0);
   log::info("resolver stopped");
 }
@@ -192,65 +201,57 @@ void Resolver::Loop(std::stop_token stop, const std::function<void()>& ready) {
 TimePoint Resolver::Step() {
   TimePoint now = clock_.Now();
   bool all = false;
-  std::set<std::string> dirty;
   std::vector<ProbeDone> probes;
   std::vector<PatchDone> patches;
   {
     std::lock_guard<std::mutex> lock(inbox_->mu);
     all = inbox_->all;
     inbox_->all = false;
-    dirty.swap(inbox_->dirty);
     probes.swap(inbox_->probes);
     patches.swap(inbox_->patches);
   }
+  // Completions update the server's state and queue its key; a resync queues every key.
   for (auto& p : patches) OnPatchDone(std::move(p), now);
-  for (auto& p : probes) OnProbeDone(std::move(p), now);
+  for (auto& p : probes) OnProbeDone(std::move(p));
   if (all || now >= next_resync_) {
-    Resync(now);
+    Resync();
     next_resync_ = now + options_.resync_period;
-  } else {
-    for (const auto& key : dirty) EvaluateKey(key, now);
   }
-  // Take every due timer first, then evaluate: a timer scheduled during this pass waits for the
-  // next one, so a pass always ends (and the inbox is read between passes).
-  std::vector<std::string> due;
-  while (!timers_.empty() && timers_.top().due <= now) {
-    Timer t = timers_.top();
-    timers_.pop();
-    auto it = entries_.find(t.key);
-    if (it == entries_.end() || it->second.gen != t.gen) continue;
-    it->second.scheduled.reset();
-    due.push_back(std::move(t.key));
+  // Take every key ready now, then reconcile them: a key queued again during this pass (its own
+  // requeue, a notification) waits for the next one, so a pass always ends.
+  std::vector<std::string> ready;
+  {
+    std::lock_guard<std::mutex> lock(inbox_->mu);
+    inbox_->queue.PromoteDue(QueueTime(now));
+    while (std::optional<std::string> key = inbox_->queue.Pop()) ready.push_back(std::move(*key));
   }
-  for (const auto& key : due) EvaluateKey(key, now);
+  for (const auto& key : ready) {
+    std::optional<TimePoint> again = Reconcile(key, now);
+    std::lock_guard<std::mutex> lock(inbox_->mu);
+    inbox_->queue.Done(key);
+    if (again) inbox_->queue.AddAfter(key, QueueTime(*again));
+  }
   UpdateGauge();
   TimePoint next = next_resync_;
-  while (!timers_.empty()) {
-    const Timer& t = timers_.top();
-    auto it = entries_.find(t.key);
-    if (it == entries_.end() || it->second.gen != t.gen) {
-      timers_.pop();
-      continue;
-    }
-    next = std::min(next, t.due);
-    break;
-  }
+  std::lock_guard<std::mutex> lock(inbox_->mu);
+  if (inbox_->queue.Ready() > 0) return now;
+  if (auto due = inbox_->queue.NextDue()) next = std::min(next, FromQueueTime(*due));
   return next;
 }
 
-void Resolver::Resync(TimePoint now) {
-  std::set<std::string> seen;
+void Resolver::Resync() {
+  std::vector<std::string> keys;
   for (const auto& gs : source_.List()) {
-    if (!gs) continue;
-    std::string key = gs->Key();
-    seen.insert(key);
-    EvaluateKey(key, now);
+    if (gs) keys.push_back(gs->Key());
   }
-  std::vector<std::string> gone;
-  for (const auto& [key, e] : entries_) {
-    if (!seen.count(key)) gone.push_back(key);
-  }
-  for (const auto& key : gone) EvaluateKey(key, now);
+  for (const auto& [key, e] : entries_) keys.push_back(key);  // also those gone from the source
+  std::lock_guard<std::mutex> lock(inbox_->mu);
+  for (const auto& key : keys) inbox_->queue.Add(key);
+}
+
+void Resolver::Enqueue(const std::string& key) {
+  std::lock_guard<std::mutex> lock(inbox_->mu);
+  inbox_->queue.Add(key);
 }
 
 void Resolver::Drop(const std::string& key, const char* why) {
@@ -262,24 +263,21 @@ void Resolver::Drop(const std::string& key, const char* why) {
   entries_.erase(it);
 }
 
-void Resolver::Schedule(Entry& e, const std::string& key, TimePoint due) {
-  if (e.scheduled && *e.scheduled <= due) return;  // an earlier wake-up is already pending
-  e.scheduled = due;
-  timers_.push(Timer{due, key, ++e.gen});
-}
-
-void Resolver::EvaluateKey(const std::string& key, TimePoint now) {
+std::optional<TimePoint> Resolver::Reconcile(const std::string& key, TimePoint now) {
   auto it = entries_.find(key);
-  if (it != entries_.end() && it->second.patch_in_flight) return;  // re-evaluated on completion
+  if (it != entries_.end() && it->second.patch_in_flight) return std::nullopt;  // requeued on completion
   auto [ns, name] = SplitKey(key);
   std::shared_ptr<const GameServerView> gs = source_.Get(ns, name);
-  if (!gs) return Drop(key, "deleted");
+  if (!gs) {
+    Drop(key, "deleted");
+    return std::nullopt;
+  }
   if (it != entries_.end() && !it->second.resolved_rv.empty() &&
       gs->resource_version == it->second.resolved_rv) {
-    return;  // the cache has not caught up with our own write yet
+    return std::nullopt;  // the cache has not caught up with our own write yet
   }
   if (it == entries_.end()) {
-    if (!gs->OptedIn() || gs->deleting || gs->state != keys::kStateAllocating) return;
+    if (!gs->OptedIn() || gs->deleting || gs->state != keys::kStateAllocating) return std::nullopt;
     Entry fresh;
     fresh.ns = ns;
     fresh.name = name;
@@ -290,7 +288,7 @@ void Resolver::EvaluateKey(const std::string& key, TimePoint now) {
   Entry& e = it->second;
   if (!e.resolved_rv.empty() && gs->state != keys::kStateAllocating) {
     entries_.erase(it);  // our own write came back: done
-    return;
+    return std::nullopt;
   }
   if (e.allocation != gs->allocation || !e.resolved_rv.empty()) {
     // A new allocation cycle (or the object moved on after our write): start over.
@@ -315,14 +313,16 @@ void Resolver::EvaluateKey(const std::string& key, TimePoint now) {
 
   switch (ev.verdict) {
     case Verdict::kIgnore:
-      return Drop(key, ev.reason.c_str());
+      Drop(key, ev.reason.c_str());
+      return std::nullopt;
     case Verdict::kPromote:
     case Verdict::kTimeOut:
       if (!e.conflict_rv.empty() && gs->resource_version == e.conflict_rv && now < e.retry_at) {
-        return Schedule(e, key, e.retry_at);  // wait for a newer view (or the backoff)
+        return e.retry_at;  // wait for a newer view (or the backoff)
       }
-      if (e.conflict_rv.empty() && now < e.retry_at) return Schedule(e, key, e.retry_at);
-      return DispatchPatch(e, key, *gs, ev, now);
+      if (e.conflict_rv.empty() && now < e.retry_at) return e.retry_at;
+      DispatchPatch(e, key, *gs, ev, now);
+      return std::nullopt;  // requeued when the patch completes
     case Verdict::kWait:
       break;
   }
@@ -338,11 +338,11 @@ void Resolver::EvaluateKey(const std::string& key, TimePoint now) {
                                                        e.last_probe && !e.last_probe->result.ok()))) {
       StartProbe(e, key, *ev.probe, config.probe_period, now);
     }
-    // While a probe is in flight its completion re-evaluates (a probe can outlast its period
-    // when the prober's queue is long); otherwise wake for the next probe.
+    // While a probe is in flight its completion requeues the key (a probe can outlast its
+    // period when the prober's queue is long); otherwise wake for the next probe.
     if (!e.probe_in_flight) due = std::min(due, e.next_probe);
   }
-  Schedule(e, key, due);
+  return due;
 }
 
 void Resolver::StartProbe(Entry& e, const std::string& key, const probe::Target& target,
@@ -365,7 +365,7 @@ void Resolver::StartProbe(Entry& e, const std::string& key, const probe::Target&
   });
 }
 
-void Resolver::OnProbeDone(ProbeDone done, TimePoint now) {
+void Resolver::OnProbeDone(ProbeDone done) {
   if (metrics_) {
     metrics_->CountProbe(probe::TypeName(done.obs.target.type),
                          probe::StatusName(done.obs.result.status));
@@ -380,7 +380,7 @@ void Resolver::OnProbeDone(ProbeDone done, TimePoint now) {
                                  {"result", std::string(probe::StatusName(done.obs.result.status))},
                                  {"detail", done.obs.result.detail}});
   e.last_probe = std::move(done.obs);
-  EvaluateKey(done.key, now);
+  Enqueue(done.key);
 }
 
 void Resolver::DispatchPatch(Entry& e, const std::string& key, const GameServerView& gs,
@@ -490,7 +490,7 @@ void Resolver::OnPatchDone(PatchDone done, TimePoint now) {
       e.retry_at = now + e.backoff;
       break;
   }
-  EvaluateKey(done.key, now);
+  Enqueue(done.key);
 }
 
 void Resolver::UpdateGauge() {

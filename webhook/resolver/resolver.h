@@ -1,10 +1,12 @@
-// The resolver loop: holds every opted-in Allocating GameServer until it is confirmed playable
-// (promotion to Allocated) or its deadline passes (the on-timeout action).
+// The resolver: a reconciler that holds every opted-in Allocating GameServer until it is confirmed
+// playable (promotion to Allocated) or its deadline passes (the on-timeout action).
 //
 // Promise:
-//   - One loop thread owns all state. Work arrives as notifications (Notify/NotifyAll from the
-//     GameServer cache), probe completions and patch completions; timers (next probe, deadline,
-//     retry) live in a min-heap of due times, one live entry per server.
+//   - Keys ("namespace/name") go through a controller work queue (runtime::WorkQueueState): a
+//     notification from the GameServer cache adds the key, a probe or patch completion records its
+//     result and adds the key, the periodic resync adds every key, and Reconcile(key) answers when
+//     to look again (next probe, deadline, end of a backoff), which becomes a delayed add. One loop
+//     thread drains the queue and owns all per-server state, so one key is reconciled at a time.
 //   - Decisions come from Evaluate() (evaluate.h); writes are the patches in patches.h, applied
 //     on the Executor (never on the loop thread), at most one in flight per server.
 //   - Conflicts are re-decided on the next view of the object (or after a short backoff); a server
@@ -22,7 +24,6 @@
 #include <map>
 #include <memory>
 #include <optional>
-#include <queue>
 #include <stop_token>
 #include <string>
 #include <thread>
@@ -35,6 +36,7 @@
 #include "resolver/ports.h"
 #include "runtime/manager.h"
 #include "runtime/thread_pool.h"
+#include "runtime/work_queue_state.h"
 #include "util/status.h"
 
 namespace aw::resolver {
@@ -83,21 +85,20 @@ class Resolver {
   struct ProbeDone;
   struct PatchDone;
   struct Entry;
-  struct Timer {
-    TimePoint due;
-    std::string key;
-    uint64_t gen;
-    bool operator>(const Timer& o) const { return due > o.due; }
-  };
 
   // The loop: `ready` is called once notifications are accepted.
   void Loop(std::stop_token stop, const std::function<void()>& ready);
   void Reset();
-  void Resync(TimePoint now);
-  void EvaluateKey(const std::string& key, TimePoint now);
-  void OnProbeDone(ProbeDone done, TimePoint now);
+  // Queues every key the source lists and every key tracked (to notice deletions).
+  void Resync();
+  void Enqueue(const std::string& key);
+  // The reconciler: decides for one server from its cached view, its probe state and the policy;
+  // may start a probe or dispatch a patch (whose completion queues the key again). Returns when
+  // to look again (the next probe, the deadline, the end of a backoff), or nullopt when only an
+  // event can change the answer (a completion, a notification, the resync).
+  std::optional<TimePoint> Reconcile(const std::string& key, TimePoint now);
+  void OnProbeDone(ProbeDone done);
   void OnPatchDone(PatchDone done, TimePoint now);
-  void Schedule(Entry& e, const std::string& key, TimePoint due);
   void StartProbe(Entry& e, const std::string& key, const probe::Target& target,
                   std::chrono::nanoseconds period, TimePoint now);
   void DispatchPatch(Entry& e, const std::string& key, const GameServerView& gs,
@@ -117,9 +118,8 @@ class Resolver {
   std::shared_ptr<Inbox> inbox_;
   std::jthread thread_;
 
-  // Loop-thread state.
+  // Loop-thread state (the work queue is in the inbox: other threads add keys to it).
   std::map<std::string, Entry> entries_;
-  std::priority_queue<Timer, std::vector<Timer>, std::greater<Timer>> timers_;
   TimePoint next_resync_{};
 };
 

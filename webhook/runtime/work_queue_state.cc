@@ -54,6 +54,17 @@ std::chrono::milliseconds WorkQueueState::AddRateLimited(const std::string& key,
   return delay;
 }
 
+void WorkQueueState::Clear() {
+  queue_.clear();
+  queued_.clear();
+  dirty_.clear();
+  processing_.clear();
+  delayed_.clear();
+  delayed_due_.clear();
+  retries_.clear();
+  shutting_down_ = false;
+}
+
 void WorkQueueState::Forget(const std::string& key) { retries_.erase(key); }
 
 int WorkQueueState::Retries(const std::string& key) const {

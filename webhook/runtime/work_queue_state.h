@@ -55,6 +55,10 @@ class WorkQueueState {
   std::optional<std::string> Pop();
   void Done(const std::string& key);
 
+  // Forgets every key (ready, delayed, processing, dirty) and every retry history, and undoes a
+  // ShutDown: the state of a new queue (a controller starting again, e.g. a new leader).
+  void Clear();
+
   void ShutDown() { shutting_down_ = true; }
   bool ShuttingDown() const { return shutting_down_; }
 
