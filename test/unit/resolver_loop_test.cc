@@ -245,7 +245,7 @@ TEST_F(LoopTest, ProbeFailingAtTheDeadlineIsNamedInTheEvent) {
 
 TEST_F(LoopTest, ConflictIsReDecidedOnTheNewerView) {
   Put(Spec({{kReady, util::FormatRfc3339Nano(T0())}}));
-  patcher_.scripted.push_back({PatchStatus::kConflict, "the object has been modified"});
+  patcher_.scripted.push_back(Status::Conflict("the object has been modified"));
   resolver_->Step();
   ASSERT_EQ(exec_.RunAll(), 1u);
   // Meanwhile someone else changed the object (e.g. a label): the cache delivers rv 101.
@@ -261,7 +261,7 @@ TEST_F(LoopTest, ConflictIsReDecidedOnTheNewerView) {
 
 TEST_F(LoopTest, ConflictWithoutNewerViewRetriesAfterBackoff) {
   Put(Spec({{kReady, util::FormatRfc3339Nano(T0())}}));
-  patcher_.scripted.push_back({PatchStatus::kConflict, "conflict"});
+  patcher_.scripted.push_back(Status::Conflict("conflict"));
   Settle();
   EXPECT_EQ(patcher_.patches.size(), 1u);
   EXPECT_EQ(Current()->state, "Allocating");
@@ -304,7 +304,7 @@ TEST_F(LoopTest, DeletedServerIsDropped) {
 
 TEST_F(LoopTest, PatchNotFoundDrops) {
   Put(Spec({{kReady, util::FormatRfc3339Nano(T0())}}));
-  patcher_.scripted.push_back({PatchStatus::kNotFound, "gone"});
+  patcher_.scripted.push_back(Status::NotFound("gone"));
   resolver_->Step();
   exec_.RunAll();
   source_.Remove("default/gs-1");
@@ -350,7 +350,7 @@ TEST_F(LoopTest, NeverPromotesTwiceWhileTheCacheLags) {
 
 TEST_F(LoopTest, RejectedPatchIsRetriedWithBackoff) {
   Put(Spec({{kReady, util::FormatRfc3339Nano(T0())}}));
-  patcher_.scripted.push_back({PatchStatus::kRejected, "admission webhook denied the request"});
+  patcher_.scripted.push_back(Status::InvalidArgument("admission webhook denied the request"));
   Settle();
   EXPECT_EQ(Current()->state, "Allocating");
   clock_.now = T0() + 500ms;

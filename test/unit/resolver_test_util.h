@@ -133,21 +133,21 @@ class FakeSource final : public GameServerSource {
 class FakePatcher final : public Patcher {
  public:
   explicit FakePatcher(FakeSource& source) : source_(source) {}
-  PatchOutcome PatchGameServer(const std::string& ns, const std::string& name,
-                               const std::string& json_patch) override {
+  Status PatchGameServer(const std::string& ns, const std::string& name,
+                         const std::string& json_patch) override {
     std::lock_guard<std::mutex> lock(mu);
     patches.push_back(json_patch);
     if (!scripted.empty()) {
-      PatchOutcome o = scripted.front();
+      Status o = scripted.front();
       scripted.pop_front();
-      if (o.status != PatchStatus::kOk) return o;
+      if (!o.ok()) return o;
     }
     auto cur = source_.At(ns + "/" + name);
-    if (!cur) return {PatchStatus::kNotFound, "not found"};
+    if (!cur) return Status::NotFound("not found");
     GameServerView next = *cur;
     rapidjson::Document d;
     d.Parse(json_patch);
-    if (d.HasParseError() || !d.IsArray()) return {PatchStatus::kRejected, "bad patch"};
+    if (d.HasParseError() || !d.IsArray()) return Status::InvalidArgument("bad patch");
     for (const auto& op : d.GetArray()) {
       std::string kind = op["op"].GetString();
       std::string path = op["path"].GetString();
@@ -156,19 +156,19 @@ class FakePatcher final : public Patcher {
       if (kind == "test") {
         std::string have = path == "/metadata/resourceVersion" ? next.resource_version
                            : std::string(next.Annotation(key).value_or("<absent>"));
-        if (have != value) return {PatchStatus::kConflict, "test failed: " + path};
+        if (have != value) return Status::Conflict("test failed: " + path);
       } else if (path == "/status/state") {
         next.state = value;
       } else if (path.rfind("/metadata/annotations/", 0) == 0) {
         next.annotations[key] = value;
       } else {
-        return {PatchStatus::kRejected, "unexpected path " + path};
+        return Status::InvalidArgument("unexpected path " + path);
       }
     }
     next.resource_version = std::to_string(std::stoll(next.resource_version) + 1);
     if (auto_apply) source_.Put(next);
     applied.push_back(next);
-    return {PatchStatus::kOk, ""};
+    return Status::Ok();
   }
   static std::string Unescape(std::string s) {
     std::string out;
@@ -185,7 +185,7 @@ class FakePatcher final : public Patcher {
   std::mutex mu;
   std::vector<std::string> patches;
   std::vector<GameServerView> applied;
-  std::deque<PatchOutcome> scripted;
+  std::deque<Status> scripted;
   bool auto_apply = true;
 
  private:

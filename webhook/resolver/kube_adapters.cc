@@ -51,9 +51,10 @@ void CacheNotifier::OnDelete(const kube::ObjectPtr& last_known) {
 
 void CacheNotifier::OnSynced() { resolver_.NotifyAll(); }
 
-PatchStatus ClassifyPatchError(const kube::ApiError& error) {
-  if (error.IsNotFound()) return PatchStatus::kNotFound;
-  if (error.http_status == 409) return PatchStatus::kConflict;
+Status ClassifyPatchError(const kube::ApiError& error) {
+  const std::string m = error.ToString();
+  if (error.IsNotFound()) return Status::NotFound(m);
+  if (error.http_status == 409) return Status::Conflict(m);
   if (error.IsInvalid()) {
     // A failed `test` op comes back as 422, often with only a generic message. The outcome states
     // (Allocated, Unhealthy, Shutdown) are in the CRD enum and the values are plain strings, so a
@@ -64,19 +65,19 @@ PatchStatus ClassifyPatchError(const kube::ApiError& error) {
     if (msg.find("unsupported value") != std::string::npos ||
         msg.find("invalid value") != std::string::npos ||
         msg.find("admission webhook") != std::string::npos) {
-      return PatchStatus::kRejected;
+      return Status::InvalidArgument(m);
     }
-    return PatchStatus::kConflict;
+    return Status::Conflict(m);
   }
-  if (error.IsRetryable()) return PatchStatus::kRetry;
-  return PatchStatus::kRejected;
+  if (error.IsRetryable()) return Status::Unavailable(m);
+  return Status::InvalidArgument(m);
 }
 
-PatchOutcome KubePatcher::PatchGameServer(const std::string& ns, const std::string& name,
-                                          const std::string& json_patch) {
+Status KubePatcher::PatchGameServer(const std::string& ns, const std::string& name,
+                                    const std::string& json_patch) {
   auto r = client_.Patch(kube::kGameServers, ns, name, kube::PatchType::kJson, json_patch);
-  if (r.ok()) return {PatchStatus::kOk, ""};
-  return {ClassifyPatchError(r.error()), r.error().ToString()};
+  if (r.ok()) return Status::Ok();
+  return ClassifyPatchError(r.error());
 }
 
 void KubeEvents::Record(const GameServerView& gs, EventType type, const std::string& reason,

@@ -47,14 +47,14 @@ class CacheNotifier final : public kube::InformerHandler {
   Resolver& resolver_;
 };
 
-// Classifies an API error for the resolver (exposed for tests).
-PatchStatus ClassifyPatchError(const kube::ApiError& error);
+// Classifies an API error for the resolver as a Status (PatchStatusOf reads it; exposed for tests).
+Status ClassifyPatchError(const kube::ApiError& error);
 
 class KubePatcher final : public Patcher {
  public:
   explicit KubePatcher(kube::Client& client) : client_(client) {}
-  PatchOutcome PatchGameServer(const std::string& ns, const std::string& name,
-                               const std::string& json_patch) override;
+  Status PatchGameServer(const std::string& ns, const std::string& name,
+                         const std::string& json_patch) override;
 
  private:
   kube::Client& client_;

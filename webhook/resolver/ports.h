@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "resolver/gameserver.h"
+#include "util/status.h"
 
 namespace aw::resolver {
 
@@ -27,27 +28,25 @@ class GameServerSource {
   virtual std::vector<std::shared_ptr<const GameServerView>> List() = 0;
 };
 
+// What a patch's Status means to the resolver.
 enum class PatchStatus {
   kOk,
-  kConflict,  // resourceVersion or allocation test failed (409/422): re-read and re-decide
-  kNotFound,  // the object is gone
-  kRejected,  // refused for good with this content (e.g. denied by admission, forbidden)
-  kRetry,     // transient (transport, 429, 5xx): try again later
+  kConflict,  // Conflict: resourceVersion or allocation test failed (409/422): re-decide
+  kNotFound,  // NotFound: the object is gone
+  kRejected,  // any other error: refused for good with this content (denied by admission, 403)
+  kRetry,     // Unavailable, DeadlineExceeded, Cancelled: transient (transport, 429, 5xx)
 };
+PatchStatus PatchStatusOf(const Status& status);
 std::string_view PatchStatusName(PatchStatus s);
 
-struct PatchOutcome {
-  PatchStatus status = PatchStatus::kRetry;
-  std::string message;
-};
-
 // Write side: applies one RFC 6902 JSON patch to a GameServer. May block (network); called from
-// the resolver's patch workers, possibly concurrently.
+// the resolver's patch workers, possibly concurrently. The Status's code says what happened (see
+// PatchStatus), its message why.
 class Patcher {
  public:
   virtual ~Patcher() = default;
-  virtual PatchOutcome PatchGameServer(const std::string& ns, const std::string& name,
-                                       const std::string& json_patch) = 0;
+  virtual Status PatchGameServer(const std::string& ns, const std::string& name,
+                                 const std::string& json_patch) = 0;
 };
 
 enum class EventType { kNormal, kWarning };

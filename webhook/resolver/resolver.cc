@@ -23,7 +23,7 @@ struct Resolver::PatchDone {
   Verdict verdict = Verdict::kWait;
   gate::OnTimeout action = gate::OnTimeout::kUnhealthy;
   std::optional<TimePoint> since;
-  PatchOutcome outcome;
+  Status outcome;
   double patch_seconds = 0;  // time the API call took
   double queued_seconds = 0;  // time between the decision and the call
 };
@@ -424,7 +424,7 @@ void Resolver::DispatchPatch(Entry& e, const std::string& key, const GameServerV
     done.queued_seconds = std::chrono::duration<double>(start - decided).count();
     done.patch_seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    if (done.outcome.status == PatchStatus::kOk) events.Record(*view, type, reason, message);
+    if (done.outcome.ok()) events.Record(*view, type, reason, message);
     auto inbox = weak.lock();
     if (!inbox) return;
     std::lock_guard<std::mutex> lock(inbox->mu);
@@ -438,7 +438,8 @@ void Resolver::OnPatchDone(PatchDone done, TimePoint now) {
   auto it = entries_.find(done.key);
   const bool promote = done.verdict == Verdict::kPromote;
   const std::string what = promote ? "promote" : "timeout";
-  if (done.outcome.status == PatchStatus::kOk) {
+  const PatchStatus status = PatchStatusOf(done.outcome);
+  if (status == PatchStatus::kOk) {
     double held = done.since ? std::chrono::duration<double>(now - *done.since).count() : 0;
     if (metrics_) {
       metrics_->ObserveDuration(promote ? keys::kOutcomeConfirmed : keys::kOutcomeTimedOut,
@@ -457,7 +458,7 @@ void Resolver::OnPatchDone(PatchDone done, TimePoint now) {
   if (it == entries_.end()) return;
   Entry& e = it->second;
   e.patch_in_flight = false;
-  switch (done.outcome.status) {
+  switch (status) {
     case PatchStatus::kOk:
       e.resolved_rv = done.resource_version;
       e.conflict_rv.clear();
@@ -466,7 +467,7 @@ void Resolver::OnPatchDone(PatchDone done, TimePoint now) {
     case PatchStatus::kConflict:
       if (metrics_) metrics_->CountConflict();
       log::debug("resolver: conflict, re-deciding",
-                 {{"gameserver", done.key}, {"action", what}, {"message", done.outcome.message}});
+                 {{"gameserver", done.key}, {"action", what}, {"message", done.outcome.message()}});
       e.conflict_rv = done.resource_version;
       e.backoff = std::clamp(e.backoff * 2, options_.retry_initial, options_.retry_max);
       e.retry_at = now + e.backoff;
@@ -475,15 +476,15 @@ void Resolver::OnPatchDone(PatchDone done, TimePoint now) {
       return Drop(done.key, "deleted");
     case PatchStatus::kRejected:
     case PatchStatus::kRetry:
-      if (metrics_) metrics_->CountPatchError(PatchStatusName(done.outcome.status));
+      if (metrics_) metrics_->CountPatchError(PatchStatusName(status));
       log::warn("resolver: patch failed, will retry",
                 {{"gameserver", done.key},
                  {"action", what},
-                 {"status", std::string(PatchStatusName(done.outcome.status))},
-                 {"message", done.outcome.message}});
+                 {"status", std::string(PatchStatusName(status))},
+                 {"message", done.outcome.message()}});
       e.conflict_rv.clear();
       e.backoff = std::clamp(e.backoff * 2,
-                             done.outcome.status == PatchStatus::kRejected
+                             status == PatchStatus::kRejected
                                  ? std::max(options_.retry_initial, std::chrono::milliseconds(1000))
                                  : options_.retry_initial,
                              std::max(options_.retry_max, options_.retry_initial));
@@ -495,6 +496,18 @@ void Resolver::OnPatchDone(PatchDone done, TimePoint now) {
 
 void Resolver::UpdateGauge() {
   if (metrics_) metrics_->SetAllocating(Tracked());
+}
+
+PatchStatus PatchStatusOf(const Status& status) {
+  switch (status.code()) {
+    case Status::Code::kOk: return PatchStatus::kOk;
+    case Status::Code::kConflict: return PatchStatus::kConflict;
+    case Status::Code::kNotFound: return PatchStatus::kNotFound;
+    case Status::Code::kUnavailable:
+    case Status::Code::kDeadlineExceeded:
+    case Status::Code::kCancelled: return PatchStatus::kRetry;
+    default: return PatchStatus::kRejected;
+  }
 }
 
 std::string_view PatchStatusName(PatchStatus s) {
