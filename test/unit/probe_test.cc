@@ -2,13 +2,11 @@
 // UDP reply/no reply/port closed, bounded concurrency, and the status-line parser.
 #include <arpa/inet.h>
 #include <netinet/in.h>
-#include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include <atomic>
 #include <future>
-#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -263,33 +261,6 @@ TEST(ProbeUdp, ClosedPortIsNotReadyOrTimesOut) {
   SocketProber prober(Opts(200));
   Result r = RunProbe(prober, {Type::kUdp, "127.0.0.1", port, ""});
   EXPECT_FALSE(r.ok());
-}
-
-// With no file descriptor left, the prober cannot make its event loop: it says so through
-// status(), and every probe ends at once with that error (no exception, no hang).
-TEST(Prober, NoFileDescriptorLeftIsAStatusNotAnException) {
-  rlimit saved{};
-  ASSERT_EQ(getrlimit(RLIMIT_NOFILE, &saved), 0);
-  std::vector<int> fillers;
-  int probe_fd = ::dup(0);
-  ASSERT_GE(probe_fd, 0);
-  ::close(probe_fd);
-  rlimit low = saved;
-  low.rlim_cur = static_cast<rlim_t>(probe_fd) + 4;
-  ASSERT_EQ(setrlimit(RLIMIT_NOFILE, &low), 0);
-  for (int fd; (fd = ::dup(0)) >= 0;) fillers.push_back(fd);
-  std::optional<Result> got;
-  {
-    SocketProber prober(Opts());
-    EXPECT_FALSE(prober.status().ok());
-    EXPECT_NE(prober.status().message().find("prober"), std::string::npos) << prober.status().ToString();
-    prober.Probe({Type::kTcp, "127.0.0.1", 1, "/"}, [&got](Result r) { got = std::move(r); });
-  }
-  for (int fd : fillers) ::close(fd);
-  ASSERT_EQ(setrlimit(RLIMIT_NOFILE, &saved), 0);
-  ASSERT_TRUE(got.has_value());
-  EXPECT_EQ(got->status, Status::kError);
-  EXPECT_NE(got->detail.find("prober unavailable"), std::string::npos) << got->detail;
 }
 
 TEST(Prober, BoundedConcurrencyRunsEveryProbe) {

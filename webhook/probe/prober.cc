@@ -11,6 +11,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <stdexcept>
 #include <unordered_map>
 #include <vector>
 
@@ -82,24 +83,21 @@ class SocketProber::Loop {
  public:
   Loop(SocketProber* owner) : owner_(owner) {
     epoll_fd_ = epoll_create1(EPOLL_CLOEXEC);
-    if (epoll_fd_ < 0) {
-      init = aw::Status::IOError(std::string("prober: epoll_create1: ") + std::strerror(errno));
-      return;
-    }
+    if (epoll_fd_ < 0) throw std::runtime_error("prober: epoll_create1 failed");
     epoll_event ev{};
     ev.events = EPOLLIN;
     ev.data.u64 = 0;  // 0 = the wake-up eventfd; probes use ids >= 1
     if (epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, owner_->wake_fd_, &ev) != 0) {
-      init = aw::Status::IOError(std::string("prober: epoll_ctl(eventfd): ") + std::strerror(errno));
+      ::close(epoll_fd_);
+      throw std::runtime_error("prober: epoll_ctl(eventfd) failed");
     }
   }
-  aw::Status init;  // the constructor's outcome; the loop must not run unless OK
   ~Loop() {
     for (auto& [id, op] : ops_) {
       if (op.fd >= 0) ::close(op.fd);
       if (op.done) op.done(Result{Status::kError, "prober stopped"});
     }
-    if (epoll_fd_ >= 0) ::close(epoll_fd_);
+    ::close(epoll_fd_);
   }
 
   void Run() {
@@ -389,16 +387,8 @@ class SocketProber::Loop {
 SocketProber::SocketProber(ProberOptions options) : options_(std::move(options)) {
   if (options_.max_concurrency == 0) options_.max_concurrency = 1;
   wake_fd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-  if (wake_fd_ < 0) {
-    init_ = aw::Status::IOError(std::string("prober: eventfd: ") + std::strerror(errno));
-    return;
-  }
+  if (wake_fd_ < 0) throw std::runtime_error("prober: eventfd failed");
   loop_ = std::make_unique<Loop>(this);
-  if (!loop_->init.ok()) {
-    init_ = loop_->init;
-    loop_.reset();
-    return;
-  }
   thread_ = std::thread([this] { loop_->Run(); });
 }
 
@@ -407,24 +397,18 @@ SocketProber::~SocketProber() {
     std::lock_guard<std::mutex> lock(mu_);
     stopping_ = true;
   }
-  if (wake_fd_ >= 0) {
-    uint64_t one = 1;
-    [[maybe_unused]] ssize_t w = ::write(wake_fd_, &one, sizeof(one));
-  }
+  uint64_t one = 1;
+  [[maybe_unused]] ssize_t w = ::write(wake_fd_, &one, sizeof(one));
   if (thread_.joinable()) thread_.join();
   loop_.reset();  // fails in-flight probes with "prober stopped"
   for (auto& req : queue_) {
     if (req.done) req.done(Result{Status::kError, "prober stopped"});
   }
   queue_.clear();
-  if (wake_fd_ >= 0) ::close(wake_fd_);
+  ::close(wake_fd_);
 }
 
 void SocketProber::Probe(const Target& target, Callback done) {
-  if (!init_.ok()) {
-    done(Result{Status::kError, "prober unavailable: " + init_.message()});
-    return;
-  }
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (!stopping_) {

@@ -11,8 +11,6 @@
 //   - HTTP: a minimal HTTP/1.1 GET (no TLS); ready on a 2xx status line. TCP: ready when connect
 //     succeeds. UDP: sends the payload on a connected socket; ready when any datagram comes back
 //     before the timeout; ICMP port-unreachable is a failure.
-//   - The constructor never throws: when the operating system refuses the event loop (eventfd,
-//     epoll), status() says why and every probe ends at once with kError naming it.
 //   - Host names (not IP literals) are resolved with getaddrinfo on the prober thread and cached
 //     for 30 s; Agones addresses are normally node IPs, which need no resolution.
 #pragma once
@@ -28,7 +26,6 @@
 #include <thread>
 
 #include "probe/probe.h"
-#include "util/status.h"
 
 namespace aw::probe {
 
@@ -53,8 +50,6 @@ class SocketProber final : public Prober {
   SocketProber& operator=(const SocketProber&) = delete;
 
   void Probe(const Target& target, Callback done) override;
-  // OK, or why the event loop could not be set up.
-  const aw::Status& status() const { return init_; }
 
   // Probes with an open socket right now (for tests and metrics).
   size_t Active() const { return active_count_.load(std::memory_order_relaxed); }
@@ -67,7 +62,6 @@ class SocketProber final : public Prober {
   class Loop;
 
   ProberOptions options_;
-  aw::Status init_;
   std::mutex mu_;
   std::deque<Request> queue_;  // guarded by mu_
   bool stopping_ = false;      // guarded by mu_
