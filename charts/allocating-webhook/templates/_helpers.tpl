@@ -20,14 +20,14 @@ system:serviceaccount:{{ .Release.Namespace }}:{{ include "aw.fullname" . }}
 {{- end -}}
 
 {{- define "aw.secretName" -}}
-{{- default (printf "%s-tls" (include "aw.fullname" .)) .Values.certificates.secretName -}}
+{{- default (printf "%s-tls" (include "aw.fullname" .)) .Values.certs.secretName -}}
 {{- end -}}
 
 {{/* The DNS names kube-apiserver uses to reach the Service, plus the extra names. */}}
 {{- define "aw.dnsNames" -}}
 {{- $svc := include "aw.fullname" . -}}
 {{- $names := list (printf "%s.%s.svc" $svc .Release.Namespace) (printf "%s.%s.svc.cluster.local" $svc .Release.Namespace) -}}
-{{- concat $names .Values.certificates.extraDNSNames | toJson -}}
+{{- concat $names .Values.certs.extraDNSNames | toJson -}}
 {{- end -}}
 
 {{/*
@@ -45,9 +45,9 @@ the caBundle), otherwise a new CA and serving certificate.
 {{- if and (hasKey $data "ca.crt") (hasKey $data "tls.crt") (hasKey $data "tls.key") -}}
 {{- $_ := set .Values "_tls" (dict "ca" (index $data "ca.crt") "crt" (index $data "tls.crt") "key" (index $data "tls.key")) -}}
 {{- else -}}
-{{- $ca := genCA (printf "%s-ca" (include "aw.fullname" .)) (int .Values.certificates.generate.caDays) -}}
+{{- $ca := genCA (printf "%s-ca" (include "aw.fullname" .)) (int .Values.certs.generate.caDays) -}}
 {{- $dns := include "aw.dnsNames" . | fromJsonArray -}}
-{{- $cert := genSignedCert (first $dns) .Values.certificates.extraIPs $dns (int .Values.certificates.generate.days) $ca -}}
+{{- $cert := genSignedCert (first $dns) .Values.certs.extraIPs $dns (int .Values.certs.generate.days) $ca -}}
 {{- $_ := set .Values "_tls" (dict "ca" ($ca.Cert | b64enc) "crt" ($cert.Cert | b64enc) "key" ($cert.Key | b64enc)) -}}
 {{- end -}}
 {{- end -}}
@@ -55,20 +55,23 @@ the caBundle), otherwise a new CA and serving certificate.
 
 {{/* caBundle (base64 PEM) for the webhook configurations; empty with cert-manager (cainjector). */}}
 {{- define "aw.caBundle" -}}
-{{- if eq .Values.certificates.mode "generate" -}}
+{{- if eq .Values.certs.mode "generate" -}}
 {{- include "aw.tls" . -}}
 {{- .Values._tls.ca -}}
-{{- else if eq .Values.certificates.mode "secret" -}}
-{{- required "certificates.caBundle is required with certificates.mode=secret" .Values.certificates.caBundle -}}
+{{- else if eq .Values.certs.mode "secret" -}}
+{{- required "certs.caBundle is required with certs.mode=secret" .Values.certs.caBundle -}}
 {{- end -}}
 {{- end -}}
 
 {{- define "aw.validate" -}}
-{{- if not (has .Values.certificates.mode (list "generate" "cert-manager" "secret")) -}}
-{{- fail (printf "certificates.mode must be generate, cert-manager or secret, not %q" .Values.certificates.mode) -}}
+{{- if not (has .Values.certs.mode (list "generate" "cert-manager" "secret")) -}}
+{{- fail (printf "certs.mode must be generate, cert-manager or secret, not %q" .Values.certs.mode) -}}
 {{- end -}}
 {{- if not (has .Values.webhooks.failurePolicy (list "Ignore" "Fail")) -}}
 {{- fail (printf "webhooks.failurePolicy must be Ignore or Fail, not %q" .Values.webhooks.failurePolicy) -}}
+{{- end -}}
+{{- if and .Values.networkPolicy.enabled (not .Values.networkPolicy.apiServerCIDR) -}}
+{{- fail "networkPolicy.apiServerCIDR is required with networkPolicy.enabled (the control plane's source range, e.g. 10.0.0.0/28)" -}}
 {{- end -}}
 {{- if and .Values.webhooks.url (not (hasPrefix "https://" .Values.webhooks.url)) -}}
 {{- fail (printf "webhooks.url must start with https:// (kube-apiserver calls webhooks over TLS), not %q" .Values.webhooks.url) -}}
@@ -111,10 +114,10 @@ timeoutSeconds: {{ .Values.webhooks.timeoutSeconds }}
 {{- end -}}
 
 {{- define "aw.certManagerAnnotation" -}}
-{{- if eq .Values.certificates.mode "cert-manager" }}
+{{- if eq .Values.certs.mode "cert-manager" -}}
 annotations:
   cert-manager.io/inject-ca-from: {{ .Release.Namespace }}/{{ include "aw.fullname" . }}-serving
-{{- end }}
+{{- end -}}
 {{- end -}}
 
 {{/* The container's arguments: the chart-managed flags, then .Values.flags, then extraArgs. */}}
@@ -128,9 +131,12 @@ annotations:
 - --trusted-users={{ join "," $trusted }}
 - --agones-controller-users={{ join "," $controller }}
 - --sdk-service-account={{ .Values.agones.serviceAccounts.sdk }}
+{{- if .Values.autoscale.buffer }}
+- --autoscale-buffer=true
+{{- end }}
 {{- range $name, $value := .Values.flags }}
-{{- if has $name (list "port" "health-port" "tls-cert-file" "tls-key-file" "trusted-users" "agones-controller-users" "sdk-service-account") }}
-{{- fail (printf "flags.%s is set by the chart (see values.yaml: ports, certificates, trustedUsers, agones)" $name) }}
+{{- if has $name (list "port" "health-port" "tls-cert-file" "tls-key-file" "trusted-users" "agones-controller-users" "sdk-service-account" "autoscale-buffer") }}
+{{- fail (printf "flags.%s is set by the chart (see values.yaml: ports, certs, trustedUsers, agones, autoscale)" $name) }}
 {{- end }}
 {{- if and (not (kindIs "invalid" $value)) (ne (toString $value) "") }}
 {{- if and (kindIs "float64" $value) (eq (float64 (int64 $value)) $value) }}
