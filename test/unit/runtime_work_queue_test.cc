@@ -176,7 +176,9 @@ TEST(WorkQueue, WorkersNeverProcessOneKeyTwiceAtOnce) {
   }
   for (int i = 0; i < 2000; ++i) {
     q.Add("a");
-    q.Add("k" + std::to_string(i % 50));
+    std::string key = "k";  // not "k" + std::string&&: a false gcc 12 -O3 -Wrestrict
+    key += std::to_string(i % 50);
+    q.Add(key);
   }
   // Every add is either merged or processed; wait until the queue is idle.
   while (q.Ready() > 0) std::this_thread::yield();

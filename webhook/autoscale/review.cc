@@ -81,10 +81,9 @@ Status OptionalConst(const rapidjson::Value& doc, const char* name, std::string_
   if (v == nullptr) return Status::Ok();
   if (!v->IsString() || std::string_view(v->GetString(), v->GetStringLength()) != want) {
     const std::string got = v->IsString()
-                                ? "\"" + util::Clip(std::string_view(v->GetString(),
-                                                                     v->GetStringLength()),
-                                                    60) +
-                                      "\""
+                                ? fmt::format("\"{}\"", util::Clip(std::string_view(v->GetString(),
+                                                                                       v->GetStringLength()),
+                                                                      60))
                                 : std::string(gate::JsonTypeName(*v));
     return Status::InvalidArgument(
         fmt::format("body.{} is {}, expected \"{}\" (or absent, as Agones sends it)", name, got,

@@ -1,0 +1,151 @@
+{{/* Resource name of every object (default allocating-webhook, the name manifests/base uses). */}}
+{{- define "aw.fullname" -}}
+{{- default "allocating-webhook" .Values.fullnameOverride | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
+{{- define "aw.labels" -}}
+app.kubernetes.io/name: {{ include "aw.fullname" . }}
+app.kubernetes.io/part-of: agones-allocating-webhook
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
+{{- end -}}
+
+{{- define "aw.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "aw.fullname" . }}
+{{- end -}}
+
+{{- define "aw.serviceAccountUser" -}}
+system:serviceaccount:{{ .Release.Namespace }}:{{ include "aw.fullname" . }}
+{{- end -}}
+
+{{- define "aw.secretName" -}}
+{{- default (printf "%s-tls" (include "aw.fullname" .)) .Values.certs.secretName -}}
+{{- end -}}
+
+{{/* The DNS names kube-apiserver uses to reach the Service, plus the extra names. */}}
+{{- define "aw.dnsNames" -}}
+{{- $svc := include "aw.fullname" . -}}
+{{- $names := list (printf "%s.%s.svc" $svc .Release.Namespace) (printf "%s.%s.svc.cluster.local" $svc .Release.Namespace) -}}
+{{- concat $names .Values.certs.extraDNSNames | toJson -}}
+{{- end -}}
+
+{{/*
+The TLS material of mode "generate", computed once per render and kept in .Values._tls:
+the Secret already in the cluster when it holds a complete pair (so `helm upgrade` keeps the CA and
+the caBundle), otherwise a new CA and serving certificate.
+*/}}
+{{- define "aw.tls" -}}
+{{- if not (hasKey .Values "_tls") -}}
+{{- $existing := lookup "v1" "Secret" .Release.Namespace (include "aw.secretName" .) -}}
+{{- $data := dict -}}
+{{- if and $existing $existing.data -}}
+{{- $data = $existing.data -}}
+{{- end -}}
+{{- if and (hasKey $data "ca.crt") (hasKey $data "tls.crt") (hasKey $data "tls.key") -}}
+{{- $_ := set .Values "_tls" (dict "ca" (index $data "ca.crt") "crt" (index $data "tls.crt") "key" (index $data "tls.key")) -}}
+{{- else -}}
+{{- $ca := genCA (printf "%s-ca" (include "aw.fullname" .)) (int .Values.certs.generate.caDays) -}}
+{{- $dns := include "aw.dnsNames" . | fromJsonArray -}}
+{{- $cert := genSignedCert (first $dns) .Values.certs.extraIPs $dns (int .Values.certs.generate.days) $ca -}}
+{{- $_ := set .Values "_tls" (dict "ca" ($ca.Cert | b64enc) "crt" ($cert.Cert | b64enc) "key" ($cert.Key | b64enc)) -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+
+{{/* caBundle (base64 PEM) for the webhook configurations; empty with cert-manager (cainjector). */}}
+{{- define "aw.caBundle" -}}
+{{- if eq .Values.certs.mode "generate" -}}
+{{- include "aw.tls" . -}}
+{{- .Values._tls.ca -}}
+{{- else if eq .Values.certs.mode "secret" -}}
+{{- required "certs.caBundle is required with certs.mode=secret" .Values.certs.caBundle -}}
+{{- end -}}
+{{- end -}}
+
+{{- define "aw.validate" -}}
+{{- if not (has .Values.certs.mode (list "generate" "cert-manager" "secret")) -}}
+{{- fail (printf "certs.mode must be generate, cert-manager or secret, not %q" .Values.certs.mode) -}}
+{{- end -}}
+{{- if not (has .Values.webhooks.failurePolicy (list "Ignore" "Fail")) -}}
+{{- fail (printf "webhooks.failurePolicy must be Ignore or Fail, not %q" .Values.webhooks.failurePolicy) -}}
+{{- end -}}
+{{- if and .Values.networkPolicy.enabled (not .Values.networkPolicy.apiServerCIDR) -}}
+{{- fail "networkPolicy.apiServerCIDR is required with networkPolicy.enabled (the control plane's source range, e.g. 10.0.0.0/28)" -}}
+{{- end -}}
+{{- if and .Values.webhooks.url (not (hasPrefix "https://" .Values.webhooks.url)) -}}
+{{- fail (printf "webhooks.url must start with https:// (kube-apiserver calls webhooks over TLS), not %q" .Values.webhooks.url) -}}
+{{- end -}}
+{{- end -}}
+
+{{/* One webhook's clientConfig for PATH. */}}
+{{- define "aw.clientConfig" -}}
+{{- $root := index . 0 -}}
+{{- $path := index . 1 -}}
+clientConfig:
+{{- if $root.Values.webhooks.url }}
+  url: {{ printf "%s%s" (trimSuffix "/" $root.Values.webhooks.url) $path | quote }}
+{{- else }}
+  service:
+    name: {{ include "aw.fullname" $root }}
+    namespace: {{ $root.Release.Namespace }}
+    path: {{ $path }}
+    port: {{ $root.Values.service.port }}
+{{- end }}
+{{- with include "aw.caBundle" $root }}
+  caBundle: {{ . }}
+{{- end }}
+{{- end -}}
+
+{{- define "aw.namespaceSelector" -}}
+namespaceSelector:
+  matchExpressions:
+    - key: kubernetes.io/metadata.name
+      operator: NotIn
+      values: {{ concat (list "kube-system" .Release.Namespace) .Values.webhooks.excludeNamespaces | uniq | toJson }}
+{{- end -}}
+
+{{- define "aw.webhookCommon" -}}
+failurePolicy: {{ .Values.webhooks.failurePolicy }}
+matchPolicy: Equivalent
+sideEffects: None
+admissionReviewVersions: ["v1"]
+timeoutSeconds: {{ .Values.webhooks.timeoutSeconds }}
+{{- end -}}
+
+{{- define "aw.certManagerAnnotation" -}}
+{{- if eq .Values.certs.mode "cert-manager" -}}
+annotations:
+  cert-manager.io/inject-ca-from: {{ .Release.Namespace }}/{{ include "aw.fullname" . }}-serving
+{{- end -}}
+{{- end -}}
+
+{{/* The container's arguments: the chart-managed flags, then .Values.flags, then extraArgs. */}}
+{{- define "aw.args" -}}
+{{- $trusted := prepend .Values.trustedUsers (include "aw.serviceAccountUser" .) | uniq -}}
+{{- $controller := prepend .Values.agones.extraControllerUsers (printf "system:serviceaccount:%s:%s" .Values.agones.namespace .Values.agones.serviceAccounts.controller) | uniq -}}
+- --port={{ .Values.ports.https }}
+- --health-port={{ .Values.ports.health }}
+- --tls-cert-file=/etc/allocating-webhook/tls/tls.crt
+- --tls-key-file=/etc/allocating-webhook/tls/tls.key
+- --trusted-users={{ join "," $trusted }}
+- --agones-controller-users={{ join "," $controller }}
+- --sdk-service-account={{ .Values.agones.serviceAccounts.sdk }}
+{{- if .Values.autoscale.buffer }}
+- --autoscale-buffer=true
+{{- end }}
+{{- range $name, $value := .Values.flags }}
+{{- if has $name (list "port" "health-port" "tls-cert-file" "tls-key-file" "trusted-users" "agones-controller-users" "sdk-service-account" "autoscale-buffer") }}
+{{- fail (printf "flags.%s is set by the chart (see values.yaml: ports, certs, trustedUsers, agones, autoscale)" $name) }}
+{{- end }}
+{{- if and (not (kindIs "invalid" $value)) (ne (toString $value) "") }}
+{{- if and (kindIs "float64" $value) (eq (float64 (int64 $value)) $value) }}
+{{- $value = int64 $value }}
+{{- end }}
+- {{ printf "--%s=%v" $name $value | quote }}
+{{- end }}
+{{- end }}
+{{- range .Values.extraArgs }}
+- {{ . | quote }}
+{{- end }}
+{{- end -}}
