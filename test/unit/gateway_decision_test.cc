@@ -18,7 +18,7 @@ struct Gs {
   std::string allocation = kOurs;
 };
 
-Decision Run(const Gs& g) {
+Decision DecideFor(const Gs& g) {
   std::string ann = "{";
   auto add = [&ann](const char* k, const std::string& v) {
     if (v.empty()) return;
@@ -40,7 +40,7 @@ Decision Run(const Gs& g) {
 }
 
 TEST(GatewayDecision, WaitsWhileAllocatingOrNotSeen) {
-  EXPECT_EQ(Run({}).verdict, Verdict::kWait);
+  EXPECT_EQ(DecideFor({}).verdict, Verdict::kWait);
   EXPECT_EQ(Decide(nullptr, false, kOurs).verdict, Verdict::kWait);
 }
 
@@ -48,19 +48,19 @@ TEST(GatewayDecision, OlderCopyWaitsNewerAllocationRetries) {
   Gs older;
   older.state = "Ready";
   older.last_allocated = "2026-01-02T03:04:05.4Z";
-  EXPECT_EQ(Run(older).verdict, Verdict::kWait);
+  EXPECT_EQ(DecideFor(older).verdict, Verdict::kWait);
   older.last_allocated = "";
-  EXPECT_EQ(Run(older).verdict, Verdict::kWait);
+  EXPECT_EQ(DecideFor(older).verdict, Verdict::kWait);
   Gs newer;
   newer.state = "Allocating";
   newer.last_allocated = "2026-01-02T03:04:06Z";
-  auto d = Run(newer);
+  auto d = DecideFor(newer);
   EXPECT_EQ(d.verdict, Verdict::kRetry);
   EXPECT_EQ(d.reason, "allocated again by another request");
   // Same instant written differently counts as the same allocation.
   Gs same;
   same.last_allocated = "2026-01-02T03:04:05.50Z";
-  EXPECT_EQ(Run(same).verdict, Verdict::kWait);
+  EXPECT_EQ(DecideFor(same).verdict, Verdict::kWait);
 }
 
 TEST(GatewayDecision, ConfirmedAnswers) {
@@ -68,7 +68,7 @@ TEST(GatewayDecision, ConfirmedAnswers) {
   g.state = "Allocated";
   g.confirmed = kOurs;
   g.outcome = "Confirmed";
-  auto d = Run(g);
+  auto d = DecideFor(g);
   EXPECT_EQ(d.verdict, Verdict::kAnswer);
   EXPECT_EQ(d.reason, "confirmed");
 }
@@ -77,7 +77,7 @@ TEST(GatewayDecision, TimedOutAllocatedIsTheUsersChoice) {
   Gs g;
   g.state = "Allocated";
   g.outcome = "TimedOut";
-  auto d = Run(g);
+  auto d = DecideFor(g);
   EXPECT_EQ(d.verdict, Verdict::kAnswer);
   EXPECT_NE(d.reason.find("on-timeout: Allocated"), std::string::npos);
 }
@@ -86,24 +86,24 @@ TEST(GatewayDecision, AllocatedWithoutMarksAnswers) {
   Gs g;
   g.state = "Allocated";
   g.allocation = "";
-  EXPECT_EQ(Run(g).verdict, Verdict::kAnswer);
+  EXPECT_EQ(DecideFor(g).verdict, Verdict::kAnswer);
 }
 
 TEST(GatewayDecision, LostAllocationsRetry) {
   for (const char* state : {"Unhealthy", "Shutdown", "Error"}) {
     Gs g;
     g.state = state;
-    auto d = Run(g);
+    auto d = DecideFor(g);
     EXPECT_EQ(d.verdict, Verdict::kRetry) << state;
     EXPECT_EQ(d.reason, std::string("became ") + state);
     g.outcome = "TimedOut";
-    d = Run(g);
+    d = DecideFor(g);
     EXPECT_EQ(d.verdict, Verdict::kRetry);
     EXPECT_EQ(d.reason, std::string("timed out (not confirmed in time), now ") + state);
   }
   Gs ready;
   ready.state = "Ready";
-  EXPECT_EQ(Run(ready).verdict, Verdict::kRetry);
+  EXPECT_EQ(DecideFor(ready).verdict, Verdict::kRetry);
   auto del = Decide(nullptr, true, kOurs);
   EXPECT_EQ(del.verdict, Verdict::kRetry);
   EXPECT_EQ(del.reason, "deleted");
