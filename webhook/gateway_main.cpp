@@ -4,12 +4,19 @@
 // service account and RBAC (read-only on gameservers), scales with matchmaker traffic rather than
 // with admission, and never takes part in the webhook's leader election.
 //
-// Composition (runtime::Manager groups, started in order, stopped in reverse):
-//   sources  serving key pair, client CA bundle (reloaded from their files), allocator workers
-//   cache    the GameServer informer (opted-in servers) and the waiters' timer thread
-//   servers  the gateway's TLS listener and the plain health/metrics listener
-// Threads, whatever the number of requests: --io-threads + 1 (health) + --allocator-workers +
-// informer 1 + timers 1 + reloaders 2 + the manager's per-runnable threads.
+// Composition (runtime::Manager groups, started in order, stopped in reverse, all within
+// --shutdown-grace + 5s):
+//   sources  the serving key pair poller (a runnable), the client CA poller and the allocator
+//            workers (services)
+//   health   the plain health/metrics listener (a service)
+//   drain    waits, on stop, for the requests the stopped listener still answers (a service)
+//   cache    the GameServer informer (opted-in servers) and the waiters' timer thread (a runnable:
+//            ready once the informer has synced)
+//   gateway  the gateway's TLS listener (a service)
+// On SIGTERM the listener stops accepting first, then waiting requests get what is left of the
+// grace period, then the cache and the sources stop. Threads, whatever the number of requests:
+// --io-threads + 1 (health) + --allocator-workers + informer 1 + timers 1 + client CA poller 1 +
+// the manager's supervisor and one per runnable (2).
 //
 // Exit codes: 0 after SIGTERM/SIGINT or --help; 1 when start-up fails; 2 on a bad command line.
 
@@ -18,7 +25,8 @@
 #include <sys/resource.h>
 
 #include <chrono>
-#include <condition_variable>
+#include <atomic>
+#include <cstring>
 #include <cstdio>
 #include <memory>
 #include <mutex>
@@ -29,17 +37,19 @@
 #include "gateway/io/allocator_client.h"
 #include "gateway/io/gateway.h"
 #include "gateway/io/waiters.h"
-#include "admission/keys.h"
+#include "gate/keys.h"
 #include "kube/client.h"
 #include "kube/config.h"
 #include "kube/informer.h"
 #include "runtime/manager.h"
+#include "runtime/service.h"
 #include "server/cert_reloader.h"
 #include "server/client_ca_reloader.h"
 #include "server/connection_server.h"
 #include "server/health_server.h"
 #include "util/flags.h"
 #include "util/log.h"
+#include "util/status.h"
 
 namespace {
 
@@ -128,27 +138,47 @@ void Register(flags::FlagSet& fs, Flags* f) {
   fs.Enum("log-format", &f->log_format, {"json", "text"}, "log format");
 }
 
-// Blocks until the manager asks the runnable to stop.
-void WaitForStop(std::stop_token stop) {
-  std::mutex mu;
-  std::condition_variable_any cv;
-  std::unique_lock lock(mu);
-  cv.wait(lock, stop, [] { return false; });
-}
-
-sigset_t BlockSignals() {
+// Every asynchronous signal whose default action would end the process is blocked in every
+// thread and received by main with sigwait (as in allocating-webhook): SIGTERM/SIGINT stop
+// gracefully, the others are logged and ignored; SIGPIPE is ignored outright.
+sigset_t BlockAsyncSignals() {
   sigset_t set;
   sigemptyset(&set);
-  for (int sig : {SIGTERM, SIGINT, SIGHUP, SIGUSR1, SIGUSR2}) sigaddset(&set, sig);
+  for (int sig : {SIGTERM, SIGINT, SIGHUP, SIGUSR1, SIGUSR2, SIGALRM, SIGVTALRM, SIGPROF, SIGIO,
+                  SIGPWR, SIGSTKFLT, SIGXCPU, SIGXFSZ}) {
+    sigaddset(&set, sig);
+  }
+  for (int sig = SIGRTMIN; sig <= SIGRTMAX; ++sig) sigaddset(&set, sig);
   pthread_sigmask(SIG_BLOCK, &set, nullptr);
   signal(SIGPIPE, SIG_IGN);
   return set;
 }
 
+std::string SignalName(int sig) {
+  const char* abbrev = sigabbrev_np(sig);
+  return abbrev != nullptr ? std::string("SIG") + abbrev : "signal " + std::to_string(sig);
+}
+
+template <typename Component>
+void MustAdd(runtime::Manager& m, std::unique_ptr<Component> c, runtime::RunnableOptions o) {
+  if (Status st = m.Add(std::move(c), std::move(o)); !st.ok()) {
+    log::error("cannot compose the gateway", {{"error", st.ToString()}});
+    std::_Exit(1);
+  }
+}
+
+// The Kubernetes client configuration: the kubeconfig when given, else in-cluster.
+StatusOr<std::unique_ptr<kube::Client>> BuildClient(const Flags& f) {
+  StatusOr<kube::ClientConfig> cfg =
+      f.kubeconfig.empty() ? kube::LoadInCluster() : kube::LoadKubeconfig(f.kubeconfig, f.context, false);
+  if (!cfg.ok()) return cfg.status().Annotate("Kubernetes client configuration");
+  return kube::NewClient(*cfg);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
-  const sigset_t signals = BlockSignals();
+  const sigset_t signals = BlockAsyncSignals();
   rlimit lim{};
   if (getrlimit(RLIMIT_NOFILE, &lim) == 0 && lim.rlim_cur < lim.rlim_max) {
     lim.rlim_cur = lim.rlim_max;
@@ -172,6 +202,10 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "allocation-gateway: --deadline is above --max-deadline\n");
     return 2;
   }
+  if (f.allocator.address.empty()) {
+    std::fprintf(stderr, "allocation-gateway: --allocator-address is required\n");
+    return 2;
+  }
   log::Level level{};
   log::Format format{};
   log::ParseLevel(f.log_level, &level);
@@ -184,8 +218,8 @@ int main(int argc, char** argv) {
 
   // ---- TLS material ----
   server::CertReloader certs(f.tls_cert_file, f.tls_key_file, *registry, reload);
-  if (auto err = certs.LoadInitial()) {
-    log::error("cannot load the serving certificate", {{"error", *err}});
+  if (Status s = certs.LoadInitial(); !s.ok()) {
+    log::error("cannot load the serving certificate", {{"error", s.ToString()}});
     return 1;
   }
   std::unique_ptr<server::ClientCaReloader> client_ca;
@@ -206,17 +240,9 @@ int main(int argc, char** argv) {
   }
 
   // ---- Kubernetes client and the one GameServer informer ----
-  kube::ConfigResult cfg = f.kubeconfig.empty() ? kube::LoadInCluster()
-                                                : kube::LoadKubeconfig(f.kubeconfig, f.context,
-                                                                       false);
-  if (!cfg.config) {
-    log::error("cannot load the Kubernetes client configuration", {{"error", cfg.error}});
-    return 1;
-  }
-  std::string err;
-  std::unique_ptr<kube::Client> client = kube::NewClient(*cfg.config, &err);
-  if (!client) {
-    log::error("cannot build the Kubernetes client", {{"error", err}});
+  StatusOr<std::unique_ptr<kube::Client>> client = BuildClient(f);
+  if (!client.ok()) {
+    log::error("cannot build the Kubernetes client", {{"error", client.status().ToString()}});
     return 1;
   }
   kube::InformerOptions io;
@@ -225,7 +251,7 @@ int main(int argc, char** argv) {
   io.namespace_ = f.watch_namespace;
   io.label_selector = std::string(keys::kEnabledLabel) + "=true";
   io.resync = std::chrono::seconds(60);
-  kube::Informer informer(*client, io, registry.get());
+  kube::Informer informer(**client, io, registry.get());
   auto lookup = [&informer](const std::string& ns, const std::string& name) {
     return informer.Get(ns, name);
   };
@@ -257,99 +283,118 @@ int main(int argc, char** argv) {
     return std::nullopt;
   });
 
-  // ---- Runnables ----
-  runtime::Manager manager({"sources", "cache", "servers"}, f.shutdown_grace +
-                                                              std::chrono::seconds(5));
-  auto add = [&manager](std::string name, std::string group,
-                        std::function<Status(runtime::RunContext&)> run) {
-    return manager.Add(runtime::MakeRunnable(std::move(name), std::move(run)), {group, false});
-  };
-  Status added;
-  added = add("certificates", "sources", [&](runtime::RunContext& ctx) {
-    certs.Start();
-    if (client_ca) client_ca->Start();
-    ctx.Ready();
-    WaitForStop(ctx.stop());
-    certs.Stop();
-    if (client_ca) client_ca->Stop();
-    return Status::Ok();
+  // ---- Composition ----
+  std::atomic<bool> undrained{false};
+  runtime::Manager manager({"sources", "health", "drain", "cache", "gateway"},
+                           f.shutdown_grace + std::chrono::seconds(5));
+  MustAdd(manager,
+          runtime::MakeRunnable("certificates",
+                                [&certs](runtime::RunContext& ctx) { return certs.Run(ctx); }),
+          {.group = "sources"});
+  if (client_ca) {
+    MustAdd(manager,
+            runtime::MakeServiceRunnable(
+                "client-ca",
+                [&client_ca] {
+                  client_ca->Start();
+                  return Status::Ok();
+                },
+                [&client_ca] { client_ca->Stop(); }),
+            {.group = "sources"});
+  }
+  MustAdd(manager,
+          runtime::MakeServiceRunnable(
+              "allocator-client",
+              [&allocator] {
+                allocator.Start();
+                return Status::Ok();
+              },
+              [&allocator] { allocator.Stop(); }),
+          {.group = "sources"});
+  MustAdd(manager,
+          runtime::MakeServiceRunnable(
+              "health", [&health] { return health.Start().Annotate("health listener"); },
+              [&health] { health.Stop(); }),
+          {.group = "health"});
+  // Waiting requests are still answered (with Connection: close) until the stop deadline.
+  MustAdd(manager,
+          runtime::MakeService(
+              "gateway-drain", [] { return Status::Ok(); },
+              [&listener, &undrained](std::chrono::steady_clock::time_point deadline) {
+                const auto left = std::max(std::chrono::steady_clock::duration::zero(),
+                                           deadline - std::chrono::steady_clock::now() -
+                                               std::chrono::seconds(5));
+                if (!listener.WaitStopped(
+                        std::chrono::duration_cast<std::chrono::milliseconds>(left))) {
+                  undrained = true;
+                  return Status::DeadlineExceeded("gateway requests still waiting");
+                }
+                return Status::Ok();
+              }),
+          {.group = "drain"});
+  MustAdd(manager,
+          runtime::MakeRunnable("gameserver-informer",
+                                [&](runtime::RunContext& ctx) {
+                                  waiters.Start();
+                                  informer.Start();
+                                  while (!ctx.stop().stop_requested()) {
+                                    if (informer.WaitForSync(std::chrono::milliseconds(200))) {
+                                      ctx.Ready();
+                                      break;
+                                    }
+                                  }
+                                  runtime::WaitForStop(ctx.stop());
+                                  informer.Stop();
+                                  waiters.Stop();
+                                  return Status::Ok();
+                                }),
+          {.group = "cache"});
+  MustAdd(manager,
+          runtime::MakeServiceRunnable(
+              "gateway-listener", [&listener] { return listener.Start().Annotate("gateway listener"); },
+              [&listener] { listener.Stop(); }),
+          {.group = "gateway"});
+  manager.OnStarted([&] {
+    log::info("allocation-gateway started",
+              {{"port", std::to_string(f.port)},
+               {"health_port", std::to_string(f.health_port)},
+               {"allocator", f.allocator.address},
+               {"mtls", f.disable_mtls ? "false" : "true"}});
   });
-  if (added.ok()) {
-    added = add("allocator-client", "sources", [&](runtime::RunContext& ctx) {
-      allocator.Start();
-      ctx.Ready();
-      WaitForStop(ctx.stop());
-      allocator.Stop();
-      return Status::Ok();
-    });
-  }
-  if (added.ok()) {
-    added = add("gameserver-informer", "cache", [&](runtime::RunContext& ctx) {
-      waiters.Start();
-      informer.Start();
-      while (!ctx.stop().stop_requested()) {
-        if (informer.WaitForSync(std::chrono::milliseconds(200))) {
-          ctx.Ready();
-          break;
-        }
-      }
-      WaitForStop(ctx.stop());
-      informer.Stop();
-      waiters.Stop();
-      return Status::Ok();
-    });
-  }
-  if (added.ok()) {
-    added = add("gateway-listener", "servers", [&](runtime::RunContext& ctx) {
-      if (auto e = listener.Start()) return Status::IOError(*e);
-      ctx.Ready();
-      WaitForStop(ctx.stop());
-      listener.Stop();
-      // Waiting requests are still answered until the grace period ends.
-      listener.WaitStopped(std::chrono::duration_cast<std::chrono::milliseconds>(f.shutdown_grace));
-      return Status::Ok();
-    });
-  }
-  if (added.ok()) {
-    added = add("health", "servers", [&](runtime::RunContext& ctx) {
-      if (auto e = health.Start()) return Status::IOError(*e);
-      ctx.Ready();
-      WaitForStop(ctx.stop());
-      health.Stop();
-      return Status::Ok();
-    });
-  }
-  if (!added.ok()) {
-    log::error("cannot compose the gateway", {{"error", added.ToString()}});
-    return 1;
-  }
 
+  // ---- Run until SIGTERM/SIGINT or a failure (as allocating-webhook's main) ----
+  const int kWakeSignal = SIGRTMIN;
+  const pthread_t main_thread = pthread_self();
   std::stop_source stop;
-  std::thread signal_thread([&stop, signals] {
-    int sig = 0;
-    while (!stop.stop_requested()) {
-      timespec ts{0, 200'000'000};
-      sig = sigtimedwait(&signals, nullptr, &ts);
-      if (sig == SIGTERM || sig == SIGINT) {
-        log::info("shutting down", {{"signal", sig == SIGTERM ? "SIGTERM" : "SIGINT"}});
-        stop.request_stop();
-      }
-    }
+  std::atomic<bool> finished{false};
+  Status result;
+  std::jthread runner([&] {
+    result = manager.Run(stop.get_token());
+    finished = true;
+    pthread_kill(main_thread, kWakeSignal);
   });
-  log::info("allocation-gateway started",
-            {{"port", std::to_string(f.port)},
-             {"health_port", std::to_string(f.health_port)},
-             {"allocator", f.allocator.address},
-             {"mtls", f.disable_mtls ? "false" : "true"}});
-  Status result = manager.Run(stop.get_token());
-  stop.request_stop();
-  signal_thread.join();
-  if (!result.ok()) {
-    log::error("allocation-gateway stopped with an error", {{"error", result.ToString()}});
-    std::fflush(stderr);
-    if (result.code() == Status::Code::kDeadlineExceeded) std::_Exit(1);
-    return 1;
+  int sig = 0;
+  for (;;) {
+    if (sigwait(&signals, &sig) != 0) continue;
+    if (finished) break;
+    if (sig == SIGTERM || sig == SIGINT) break;
+    log::warn("signal ignored", {{"signal", SignalName(sig)}});
   }
-  log::info("stopped");
-  return 0;
+  if (!finished) {
+    log::info("shutting down", {{"signal", SignalName(sig)}});
+    stop.request_stop();
+    runner.join();
+    if (undrained || !result.ok()) {
+      log::warn("requests or components still running after --shutdown-grace; exiting",
+                {{"error", result.ToString()}});
+      std::fflush(stderr);
+      std::_Exit(0);
+    }
+    log::info("stopped");
+    return 0;
+  }
+  runner.join();
+  log::error("stopped after a component failed", {{"error", result.ToString()}});
+  std::fflush(stderr);
+  std::_Exit(1);
 }

@@ -5,7 +5,7 @@
 #include <rapidjson/stringbuffer.h>
 #include <rapidjson/writer.h>
 
-#include "admission/keys.h"
+#include "gate/keys.h"
 #include "util/duration.h"
 
 namespace aw::gateway {
@@ -84,11 +84,10 @@ void CopyMap(const Json* src, Json* dst, rapidjson::Document::AllocatorType& a) 
 
 Status ParseDeadline(std::string_view text, std::string_view where, std::chrono::nanoseconds max,
                      std::chrono::nanoseconds* out) {
-  std::string why;
-  auto d = util::ParseDuration(text, &why);
+  auto d = util::ParseDuration(text);
   if (!d) {
-    return Status::InvalidArgument(
-        fmt::format("{}: {:?} is not a duration such as \"30s\" ({})", where, text, why));
+    return Status::InvalidArgument(fmt::format("{}: {:?} is not a duration such as \"30s\" ({})",
+                                               where, text, d.status().message()));
   }
   if (d->count() == 0 || *d > max) {
     return Status::InvalidArgument(fmt::format("{}: {:?} must be above 0 and at most {}", where,

@@ -2,7 +2,7 @@
 
 #include <fmt/format.h>
 
-#include "admission/keys.h"
+#include "gate/keys.h"
 #include "util/time_format.h"
 
 namespace aw::gateway {

@@ -584,7 +584,7 @@ Status ConnectionServer::Start() {
     }
     if (s.client_ca != nullptr &&
         !ConfigureClientVerification(s.ssl_ctx->native_handle(), s.client_ca)) {
-      return std::string("TLS client verification setup failed");
+      return Status::InvalidArgument("TLS client verification setup failed");
     }
   }
   const std::string where = fmt::format("{}:{}", s.opts.bind_address, s.opts.port);

@@ -92,9 +92,9 @@ Status AllocatorClient::Init() {
     }
   }
   cfg.source = "allocator " + options_.address;
-  std::string err;
-  transport_ = kube::NewHttpsTransport(cfg, &err);
-  if (!transport_) return Status::InvalidArgument(fmt::format("allocator client TLS: {}", err));
+  auto transport = kube::NewHttpsTransport(cfg);
+  if (!transport.ok()) return transport.status().Annotate("allocator client TLS");
+  transport_ = std::move(transport).value();
   return Status::Ok();
 }
 
