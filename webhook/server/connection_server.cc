@@ -89,10 +89,13 @@ struct ListenerMetrics {
 }  // namespace
 
 struct ConnectionServer::Impl {
-  Impl(ConnectionOptions o, HttpHandler h, const KeyPairSource* tls, prometheus::Registry& registry)
+  Impl(ConnectionOptions o, HttpHandler h, AsyncHttpHandler ah, const KeyPairSource* tls,
+       const ClientCaSource* ca, prometheus::Registry& registry)
       : opts(std::move(o)),
         handler(std::move(h)),
+        async_handler(std::move(ah)),
         tls_source(tls),
+        client_ca(ca),
         metrics(registry, opts.name),
         conns(std::max<size_t>(1, opts.max_connections)),
         ioc(static_cast<int>(std::max<size_t>(1, opts.io_threads))),
@@ -108,7 +111,9 @@ struct ConnectionServer::Impl {
   // session) goes before the registry, metrics and TLS context the sessions use.
   const ConnectionOptions opts;
   const HttpHandler handler;
+  const AsyncHttpHandler async_handler;  // used instead of `handler` when set
   const KeyPairSource* const tls_source;
+  const ClientCaSource* const client_ca;
   ListenerMetrics metrics;
   ConnectionRegistry conns;
   std::optional<ssl::context> ssl_ctx;
@@ -337,6 +342,12 @@ class Session final : public Connection, public std::enable_shared_from_this<Ses
     in.content_type = req[http::field::content_type];
     in.body_too_large = too_large || req.body().overflow;
     if (!in.body_too_large) in.body = req.body().data;
+    in.header = [&req](std::string_view name) -> std::string_view {
+      auto it = req.find(name);
+      return it == req.end() ? std::string_view() : std::string_view(it->value());
+    };
+    keep_alive_ = req.keep_alive();
+    if (srv_.async_handler) return DispatchAsync(in, req.version());
     HttpResponse out;
     std::optional<std::string> failure;  // an exception escaped the handler
     try {
@@ -353,8 +364,36 @@ class Session final : public Connection, public std::enable_shared_from_this<Ses
       log::error("internal error serving request",
                  {{"listener", opts_.name}, {"path", std::string(in.path)}, {"error", *failure}});
     }
-    keep_alive_ = req.keep_alive();
     Respond(std::move(out), req.version());
+  }
+
+  // The asynchronous handler: the connection waits (no deadline, no read) until the Responder is
+  // called; the answer is written on this connection's strand.
+  void DispatchAsync(const HttpRequest& in, unsigned version) {
+    lowest().expires_never();
+    auto answered = std::make_shared<std::atomic<bool>>(false);
+    Responder respond = [self = self(), answered, version](HttpResponse out) {
+      if (answered->exchange(true)) return;
+      net::post(self->stream_.get_executor(), [self, version, out = std::move(out)]() mutable {
+        if (self->closed_) return;
+        self->Respond(std::move(out), version);
+      });
+    };
+    std::optional<std::string> failure;
+    try {
+      srv_.async_handler(in, respond);
+    } catch (const std::exception& e) {
+      failure = e.what();
+    } catch (...) {
+      failure = "unknown exception";
+    }
+    if (failure && !answered->load()) {
+      if (opts_.on_error) opts_.on_error(500);
+      log::error("internal error serving request",
+                 {{"listener", opts_.name}, {"path", std::string(in.path)}, {"error", *failure}});
+      respond(HttpResponse{
+          500, "text/plain; charset=utf-8", fmt::format("internal error: {}\n", *failure), {}});
+    }
   }
 
   void Respond(HttpResponse out, unsigned version) {
@@ -519,7 +558,14 @@ void ConnectionServer::Impl::RunLoop() {
 
 ConnectionServer::ConnectionServer(ConnectionOptions options, HttpHandler handler,
                                    const KeyPairSource* tls, prometheus::Registry& registry)
-    : impl_(std::make_unique<Impl>(std::move(options), std::move(handler), tls, registry)) {}
+    : impl_(std::make_unique<Impl>(std::move(options), std::move(handler), AsyncHttpHandler(), tls,
+                                   nullptr, registry)) {}
+
+ConnectionServer::ConnectionServer(ConnectionOptions options, AsyncHttpHandler handler,
+                                   const KeyPairSource* tls, const ClientCaSource* client_ca,
+                                   prometheus::Registry& registry)
+    : impl_(std::make_unique<Impl>(std::move(options), HttpHandler(), std::move(handler), tls,
+                                   client_ca, registry)) {}
 
 ConnectionServer::~ConnectionServer() {
   Stop();
@@ -535,6 +581,10 @@ Status ConnectionServer::Start() {
     s.ssl_ctx.emplace(ssl::context::tls_server);
     if (!ConfigureServerContext(s.ssl_ctx->native_handle(), s.tls_source)) {
       return Status::InvalidArgument("TLS context setup failed");
+    }
+    if (s.client_ca != nullptr &&
+        !ConfigureClientVerification(s.ssl_ctx->native_handle(), s.client_ca)) {
+      return Status::InvalidArgument("TLS client verification setup failed");
     }
   }
   const std::string where = fmt::format("{}:{}", s.opts.bind_address, s.opts.port);

@@ -16,6 +16,14 @@
 //     skipped (see RequestLimits::max_discard_bytes);
 //   - the whole request is read before `handler` runs, on an io thread (handlers must be quick and
 //     must not block); an exception from it -> 500;
+//   - an asynchronous handler (AsyncHttpHandler) gets the request and a Responder instead of
+//     returning the answer: it may call the Responder later, from any thread, at most once (later
+//     calls are ignored). No deadline runs on the connection meanwhile (the handler owns the
+//     wait); the request it was given stays valid until it answers. Dropping every copy of the
+//     Responder without calling it closes the connection without an answer. An exception thrown by
+//     the handler before it answered -> 500;
+//   - with a ClientCaSource (tls_context.h) every TLS client must present a certificate that
+//     verifies against the source's current CA bundle, or the handshake fails;
 //   - at most `max_connections` open: a new connection is always accepted and, at the cap, the
 //     connection chosen by ChooseVictim (eviction.h) is closed: idle keep-alive ones first, else
 //     the one whose current handshake/request/response started earliest;
@@ -51,6 +59,9 @@ struct HttpRequest {
   std::string_view content_type;
   std::string_view body;
   bool body_too_large = false;  // the body was over the limit (body is empty then)
+  // The value of a request header field (case-insensitive name), "" when absent. Valid as long as
+  // the request is.
+  std::function<std::string_view(std::string_view name)> header;
 };
 
 struct HttpResponse {
@@ -61,6 +72,9 @@ struct HttpResponse {
 };
 
 using HttpHandler = std::function<HttpResponse(const HttpRequest&)>;
+// Answers the request it was made for; callable from any thread, the first call wins.
+using Responder = std::function<void(HttpResponse)>;
+using AsyncHttpHandler = std::function<void(const HttpRequest&, Responder)>;
 
 struct ConnectionOptions {
   std::string name = "admission";  // for logs and metric labels
@@ -89,6 +103,10 @@ class ConnectionServer {
   // HTTP. Must outlive the server.
   ConnectionServer(ConnectionOptions options, HttpHandler handler, const KeyPairSource* tls,
                    prometheus::Registry& registry);
+  // An asynchronous handler; `client_ca` (may be null: no client certificates asked for) makes a
+  // TLS listener require and verify client certificates. Both sources must outlive the server.
+  ConnectionServer(ConnectionOptions options, AsyncHttpHandler handler, const KeyPairSource* tls,
+                   const ClientCaSource* client_ca, prometheus::Registry& registry);
   ~ConnectionServer();
   ConnectionServer(const ConnectionServer&) = delete;
   ConnectionServer& operator=(const ConnectionServer&) = delete;

@@ -1,5 +1,9 @@
 #include "server/tls_context.h"
 
+#include <openssl/err.h>
+#include <openssl/pem.h>
+#include <openssl/x509_vfy.h>
+
 #include <cstring>
 
 #include "util/log.h"
@@ -32,7 +36,65 @@ int AlpnSelect(SSL* /*ssl*/, const unsigned char** out, unsigned char* outlen,
   return SSL_TLSEXT_ERR_NOACK;
 }
 
+// Verifies the client's chain against the bundle current at this handshake (OpenSSL has set up
+// `store_ctx` with the peer chain and the "ssl_client" purpose; only the trust anchors change).
+int VerifyWithCurrentCa(X509_STORE_CTX* store_ctx, void* arg) {
+  const auto* source = static_cast<const ClientCaSource*>(arg);
+  std::shared_ptr<const CaBundle> bundle = source->CurrentCa();
+  if (!bundle || bundle->size() == 0) {
+    X509_STORE_CTX_set_error(store_ctx, X509_V_ERR_UNABLE_TO_GET_ISSUER_CERT_LOCALLY);
+    return 0;
+  }
+  // `bundle` stays alive (held here) for the whole verification.
+  X509_STORE_CTX_set0_trusted_stack(store_ctx, bundle->certs());
+  return X509_verify_cert(store_ctx) == 1 ? 1 : 0;
+}
+
 }  // namespace
+
+CaBundle::CaBundle(std::unique_ptr<STACK_OF(X509), OpenSslFree> certs) : certs_(std::move(certs)) {}
+
+size_t CaBundle::size() const {
+  return certs_ ? static_cast<size_t>(sk_X509_num(certs_.get())) : 0;
+}
+
+CaBundleResult ParseCaBundle(std::string_view pem, std::string_view name) {
+  std::unique_ptr<BIO, decltype(&BIO_free)> bio(
+      BIO_new_mem_buf(pem.data(), static_cast<int>(pem.size())), &BIO_free);
+  if (!bio) return std::string("out of memory reading ") + std::string(name);
+  std::unique_ptr<STACK_OF(X509), OpenSslFree> certs(sk_X509_new_null());
+  ERR_clear_error();
+  for (;;) {
+    X509* cert = PEM_read_bio_X509(bio.get(), nullptr, nullptr, nullptr);
+    if (cert == nullptr) break;
+    if (sk_X509_push(certs.get(), cert) == 0) {
+      X509_free(cert);
+      return std::string("out of memory reading ") + std::string(name);
+    }
+  }
+  const unsigned long err = ERR_peek_last_error();
+  ERR_clear_error();
+  // The loop ends at the end of the input (PEM_R_NO_START_LINE) or at a bad block.
+  if (err != 0 && !(ERR_GET_LIB(err) == ERR_LIB_PEM && ERR_GET_REASON(err) == PEM_R_NO_START_LINE)) {
+    char buf[256];
+    ERR_error_string_n(err, buf, sizeof(buf));
+    return std::string(name) + ": bad PEM certificate: " + buf;
+  }
+  if (sk_X509_num(certs.get()) == 0) {
+    return std::string(name) + ": no PEM certificate found";
+  }
+  return std::make_shared<const CaBundle>(std::move(certs));
+}
+
+bool ConfigureClientVerification(SSL_CTX* ctx, const ClientCaSource* source) {
+  if (source == nullptr) return false;
+  SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER | SSL_VERIFY_FAIL_IF_NO_PEER_CERT, nullptr);
+  SSL_CTX_set_cert_verify_callback(ctx, VerifyWithCurrentCa, const_cast<ClientCaSource*>(source));
+  SSL_CTX_set_session_cache_mode(ctx, SSL_SESS_CACHE_OFF);
+  SSL_CTX_set_options(ctx, SSL_OP_NO_TICKET);
+  SSL_CTX_set_num_tickets(ctx, 0);
+  return true;
+}
 
 bool ConfigureServerContext(SSL_CTX* ctx, const KeyPairSource* source) {
   if (SSL_CTX_set_min_proto_version(ctx, TLS1_2_VERSION) != 1) return false;

@@ -7,9 +7,19 @@
 // picks the current key pair from `source` at every full handshake. Swapping the pair in the
 // source therefore takes effect for the next handshake without touching the SSL_CTX; handshakes
 // already in progress keep the pair they picked.
+//
+// ConfigureClientVerification (mutual TLS) makes a server context require a client certificate
+// and verify it, at every handshake, against the CA bundle `source` holds at that moment (chain
+// to one of its certificates, validity dates, extended key usage clientAuth when present, as
+// OpenSSL's "ssl_client" purpose checks); a client without one, or with one that does not verify,
+// fails the handshake. Sessions are not cached or resumed on such a context, so a CA removed from
+// the bundle is refused at the very next connection.
 #pragma once
 
 #include <memory>
+#include <string>
+#include <string_view>
+#include <variant>
 
 #include <openssl/ssl.h>
 
@@ -31,5 +41,31 @@ inline constexpr const char* kTls12Ciphers =
     "ECDHE-ECDSA-CHACHA20-POLY1305:ECDHE-RSA-CHACHA20-POLY1305";
 
 bool ConfigureServerContext(SSL_CTX* ctx, const KeyPairSource* source);
+
+// Trusted CA certificates for client verification. Immutable; share through shared_ptr.
+class CaBundle {
+ public:
+  explicit CaBundle(std::unique_ptr<STACK_OF(X509), OpenSslFree> certs);
+  STACK_OF(X509) * certs() const { return certs_.get(); }
+  size_t size() const;
+
+ private:
+  std::unique_ptr<STACK_OF(X509), OpenSslFree> certs_;
+};
+
+using CaBundleResult = std::variant<std::shared_ptr<const CaBundle>, std::string>;
+// Every PEM certificate in `pem` (at least one; anything that is not a certificate is an error
+// naming `name`).
+CaBundleResult ParseCaBundle(std::string_view pem, std::string_view name = "CA bundle");
+
+// Where the current client CA bundle comes from. Thread-safe; must outlive the SSL_CTX.
+class ClientCaSource {
+ public:
+  virtual ~ClientCaSource() = default;
+  virtual std::shared_ptr<const CaBundle> CurrentCa() const = 0;
+};
+
+// After ConfigureServerContext.
+bool ConfigureClientVerification(SSL_CTX* ctx, const ClientCaSource* source);
 
 }  // namespace aw::server

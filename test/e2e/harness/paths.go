@@ -61,6 +61,15 @@ func WebhookBinary() string {
 	return filepath.Join(mustRoot(), "build", "allocating-webhook")
 }
 
+// GatewayBinary is the allocation-gateway binary: $AW_GATEWAY_BIN, else allocation-gateway beside
+// WebhookBinary().
+func GatewayBinary() string {
+	if b := os.Getenv("AW_GATEWAY_BIN"); b != "" {
+		return b
+	}
+	return filepath.Join(filepath.Dir(WebhookBinary()), "allocation-gateway")
+}
+
 // ControlPlaneScript is scripts/controlplane.
 func ControlPlaneScript() string { return filepath.Join(mustRoot(), "scripts", "controlplane") }
 

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"slices"
 	"syscall"
 	"testing"
 	"time"
@@ -37,6 +38,9 @@ type WebhookOptions struct {
 	Wait string
 	// Binary overrides WebhookBinary().
 	Binary string
+	// NoDefaults names harness defaults not to pass at all (e.g. "trusted-users" for a binary
+	// without that flag, such as allocation-gateway).
+	NoDefaults []string
 }
 
 // Webhook is one running webhook process.
@@ -160,7 +164,7 @@ func (cp *ControlPlane) StartWebhook(t testing.TB, opts WebhookOptions) *Webhook
 		{"log-format", "json"},
 	}
 	for _, d := range defaults {
-		if !hasFlag(opts.Args, d.name) {
+		if !hasFlag(opts.Args, d.name) && !slices.Contains(opts.NoDefaults, d.name) {
 			w.Args = append(w.Args, "--"+d.name+"="+d.value)
 		}
 	}

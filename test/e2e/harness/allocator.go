@@ -1,0 +1,322 @@
+package harness
+
+// A stand-in for agones-allocator's REST API (Agones v1.56, cmd/allocator + pkg/gameserverallocations):
+// POST /gameserverallocation over mutual TLS, grpc-gateway's JSON (protojson field names), choosing a
+// Ready GameServer and writing it exactly as the real allocator does (AllocateLikeAgonesWith: one
+// full UPDATE with merged labels/annotations and agones.dev/last-allocated), then answering with
+// the AllocationResponse built from the object kube-apiserver returned. What it does not emulate:
+// counters/lists, priorities, Packed/Distributed scoring (it takes the first Ready server by name),
+// multi-cluster forwarding, and the gRPC port.
+
+import (
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/json"
+	"encoding/pem"
+	"fmt"
+	"io"
+	"math/big"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/client-go/dynamic"
+)
+
+// TestCA is a private ECDSA CA that issues serving and client certificates into files.
+type TestCA struct {
+	Dir    string
+	CAFile string
+	cert   *x509.Certificate
+	key    *ecdsa.PrivateKey
+	serial atomic.Int64
+}
+
+// NewTestCA makes a CA named `name` in dir (dir/ca.crt).
+func NewTestCA(t testing.TB, dir, name string) *TestCA {
+	t.Helper()
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber:          big.NewInt(1),
+		Subject:               pkix.Name{CommonName: name},
+		NotBefore:             time.Now().Add(-time.Hour),
+		NotAfter:              time.Now().Add(24 * time.Hour),
+		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature,
+		BasicConstraintsValid: true,
+		IsCA:                  true,
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cert, _ := x509.ParseCertificate(der)
+	ca := &TestCA{Dir: dir, CAFile: filepath.Join(dir, "ca.crt"), cert: cert, key: key}
+	ca.serial.Store(1)
+	writePEM(t, ca.CAFile, "CERTIFICATE", der)
+	return ca
+}
+
+// Issue writes dir/<base>.crt and dir/<base>.key: a leaf for `cn`, serving (with the IP/DNS
+// SANs) when server is true, else a client certificate. Returns the two paths.
+func (ca *TestCA) Issue(t testing.TB, base, cn string, server bool, sans ...string) (certFile, keyFile string) {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(ca.serial.Add(1)),
+		Subject:      pkix.Name{CommonName: cn},
+		NotBefore:    time.Now().Add(-time.Hour),
+		NotAfter:     time.Now().Add(24 * time.Hour),
+		KeyUsage:     x509.KeyUsageDigitalSignature,
+		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
+	}
+	if server {
+		tmpl.ExtKeyUsage = []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}
+		for _, s := range sans {
+			if ip := net.ParseIP(s); ip != nil {
+				tmpl.IPAddresses = append(tmpl.IPAddresses, ip)
+			} else {
+				tmpl.DNSNames = append(tmpl.DNSNames, s)
+			}
+		}
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.cert, &key.PublicKey, ca.key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kder, err := x509.MarshalECPrivateKey(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	certFile, keyFile = filepath.Join(ca.Dir, base+".crt"), filepath.Join(ca.Dir, base+".key")
+	writePEM(t, certFile, "CERTIFICATE", der)
+	writePEM(t, keyFile, "EC PRIVATE KEY", kder)
+	return certFile, keyFile
+}
+
+// Pool is the CA as a cert pool.
+func (ca *TestCA) Pool() *x509.CertPool {
+	p := x509.NewCertPool()
+	p.AddCert(ca.cert)
+	return p
+}
+
+func writePEM(t testing.TB, path, typ string, der []byte) {
+	t.Helper()
+	if err := os.WriteFile(path, pem.EncodeToMemory(&pem.Block{Type: typ, Bytes: der}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// AllocatorStandin is the running stand-in allocator.
+type AllocatorStandin struct {
+	URL    string // https://127.0.0.1:PORT
+	CAFile string // its serving CA
+	// ClientCert/ClientKey: a client certificate it accepts (issued by its client CA).
+	ClientCert, ClientKey string
+	Calls              atomic.Int64 // POST /gameserverallocation requests received
+	srv                *http.Server
+	ln                 net.Listener
+	dyn                dynamic.Interface
+	mu                 sync.Mutex // one allocation at a time, as the allocator's batching does per cache
+	// Delay, when set, is slept before each allocation (an allocator under load).
+	Delay atomic.Int64
+}
+
+// StartAllocatorStandin serves the stand-in on a free port of 127.0.0.1, writing GameServers as
+// AgonesAllocator (the allocator's service account). Its certificates live in cp.Dir/allocator.
+func (cp *ControlPlane) StartAllocatorStandin(t testing.TB) *AllocatorStandin {
+	t.Helper()
+	dir := filepath.Join(cp.Dir, "allocator", fmt.Sprintf("%d", webhookSeq.Add(1)))
+	serving := NewTestCA(t, filepath.Join(dir, "serving"), "agones-allocator-ca")
+	crt, key := serving.Issue(t, "tls", "agones-allocator", true, "127.0.0.1", "localhost")
+	clients := NewTestCA(t, filepath.Join(dir, "clients"), "allocator-client-ca")
+	ccrt, ckey := clients.Issue(t, "client", "allocation-gateway", false)
+	pair, err := tls.LoadX509KeyPair(crt, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := &AllocatorStandin{CAFile: serving.CAFile, ClientCert: ccrt, ClientKey: ckey, dyn: cp.Dynamic(t, AgonesAllocator)}
+	a.ln, err = net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	a.URL = "https://" + a.ln.Addr().String()
+	mux := http.NewServeMux()
+	mux.HandleFunc("/gameserverallocation", a.serve)
+	a.srv = &http.Server{
+		Handler: mux,
+		TLSConfig: &tls.Config{
+			Certificates: []tls.Certificate{pair},
+			ClientAuth:   tls.RequireAndVerifyClientCert,
+			ClientCAs:    clients.Pool(),
+			MinVersion:   tls.VersionTLS12,
+		},
+		ErrorLog: nil,
+	}
+	go func() { _ = a.srv.ServeTLS(a.ln, "", "") }()
+	t.Cleanup(a.Stop)
+	return a
+}
+
+// Stop closes the listener and every connection (the allocator is down).
+func (a *AllocatorStandin) Stop() { _ = a.srv.Close() }
+
+// The request fields the stand-in reads (allocation.proto, protojson names).
+type allocationRequest struct {
+	Namespace           string `json:"namespace"`
+	GameServerSelectors []struct {
+		MatchLabels map[string]string `json:"matchLabels"`
+	} `json:"gameServerSelectors"`
+	Metadata *struct {
+		Labels      map[string]string `json:"labels"`
+		Annotations map[string]string `json:"annotations"`
+	} `json:"metadata"`
+}
+
+type allocationPort struct {
+	Name string `json:"name"`
+	Port int64  `json:"port"`
+}
+
+type allocationResponse struct {
+	GameServerName string           `json:"gameServerName"`
+	Ports          []allocationPort `json:"ports"`
+	Address        string           `json:"address"`
+	NodeName       string           `json:"nodeName"`
+	Source         string           `json:"source"`
+	Metadata       struct {
+		Labels      map[string]string `json:"labels,omitempty"`
+		Annotations map[string]string `json:"annotations,omitempty"`
+	} `json:"metadata"`
+}
+
+// grpc-gateway's error body for a gRPC status.
+func writeGrpcError(w http.ResponseWriter, httpStatus, code int, msg string) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(httpStatus)
+	_ = json.NewEncoder(w).Encode(map[string]interface{}{"code": code, "message": msg, "details": []interface{}{}})
+}
+
+func (a *AllocatorStandin) serve(w http.ResponseWriter, r *http.Request) {
+	a.Calls.Add(1)
+	if r.Method != http.MethodPost {
+		writeGrpcError(w, http.StatusNotImplemented, 12, "Method Not Allowed")
+		return
+	}
+	body, err := io.ReadAll(r.Body)
+	if err != nil {
+		writeGrpcError(w, http.StatusBadRequest, 3, err.Error())
+		return
+	}
+	var req allocationRequest
+	if err := json.Unmarshal(body, &req); err != nil {
+		writeGrpcError(w, http.StatusBadRequest, 3, err.Error())
+		return
+	}
+	if req.Namespace == "" {
+		req.Namespace = "default"
+	}
+	if d := time.Duration(a.Delay.Load()); d > 0 {
+		time.Sleep(d)
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	ctx, cancel := context.WithTimeout(r.Context(), 30*time.Second)
+	defer cancel()
+	var alloc Allocation
+	if req.Metadata != nil {
+		alloc.Labels, alloc.Annotations = req.Metadata.Labels, req.Metadata.Annotations
+	}
+	// The allocator retries on conflicts with the next candidate (its batch loop).
+	for attempt := 0; attempt < 5; attempt++ {
+		name, err := a.pick(ctx, req)
+		if err != nil {
+			writeGrpcError(w, http.StatusInternalServerError, 13, err.Error())
+			return
+		}
+		if name == "" {
+			// convertStateV1ToError: UnAllocated -> ResourceExhausted (HTTP 429).
+			writeGrpcError(w, http.StatusTooManyRequests, 8, "there is no available GameServer to allocate")
+			return
+		}
+		got, err := AllocateLikeAgonesWith(ctx, a.dyn, req.Namespace, name, alloc)
+		if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
+			continue
+		}
+		if err != nil {
+			writeGrpcError(w, http.StatusInternalServerError, 13, err.Error())
+			return
+		}
+		writeResponse(w, got)
+		return
+	}
+	writeGrpcError(w, http.StatusTooManyRequests, 8, "there is no available GameServer to allocate")
+}
+
+// pick: the first Ready, not deleting GameServer (by name) matching one of the selectors.
+func (a *AllocatorStandin) pick(ctx context.Context, req allocationRequest) (string, error) {
+	list, err := a.dyn.Resource(GameServerGVR).Namespace(req.Namespace).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return "", err
+	}
+	items := list.Items
+	sort.Slice(items, func(i, j int) bool { return items[i].GetName() < items[j].GetName() })
+	for i := range items {
+		gs := &items[i]
+		if State(gs) != "Ready" || gs.GetDeletionTimestamp() != nil {
+			continue
+		}
+		if len(req.GameServerSelectors) == 0 {
+			return gs.GetName(), nil
+		}
+		for _, sel := range req.GameServerSelectors {
+			if labels.SelectorFromSet(sel.MatchLabels).Matches(labels.Set(gs.GetLabels())) {
+				return gs.GetName(), nil
+			}
+		}
+	}
+	return "", nil
+}
+
+func writeResponse(w http.ResponseWriter, gs *unstructured.Unstructured) {
+	var res allocationResponse
+	res.GameServerName = gs.GetName()
+	res.Address, _, _ = unstructured.NestedString(gs.Object, "status", "address")
+	res.NodeName, _, _ = unstructured.NestedString(gs.Object, "status", "nodeName")
+	res.Source = "local"
+	ports, _, _ := unstructured.NestedSlice(gs.Object, "status", "ports")
+	for _, p := range ports {
+		m, _ := p.(map[string]interface{})
+		name, _ := m["name"].(string)
+		port, _ := m["port"].(int64)
+		res.Ports = append(res.Ports, allocationPort{Name: name, Port: port})
+	}
+	res.Metadata.Labels = gs.GetLabels()
+	res.Metadata.Annotations = gs.GetAnnotations()
+	w.Header().Set("Content-Type", "application/json")
+	_ = json.NewEncoder(w).Encode(res)
+}

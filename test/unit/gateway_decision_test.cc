@@ -1,0 +1,129 @@
+// The gateway's wait/retry decision, row by row.
+#include <gtest/gtest.h>
+#include <rapidjson/document.h>
+
+#include <string>
+
+#include "gateway/decision.h"
+
+namespace aw::gateway {
+namespace {
+
+constexpr const char* kOurs = "2026-01-02T03:04:05.5Z";
+
+struct Gs {
+  std::string state = "Allocating";
+  std::string last_allocated = kOurs;
+  std::string confirmed, outcome;
+  std::string allocation = kOurs;
+};
+
+Decision DecideFor(const Gs& g) {
+  std::string ann = "{";
+  auto add = [&ann](const char* k, const std::string& v) {
+    if (v.empty()) return;
+    if (ann.size() > 1) ann += ",";
+    ann += "\"" + std::string(k) + "\":\"" + v + "\"";
+  };
+  add("agones.dev/last-allocated", g.last_allocated);
+  add("allocating.agones.dev/allocation", g.allocation);
+  add("allocating.agones.dev/confirmed", g.confirmed);
+  add("allocating.agones.dev/outcome", g.outcome);
+  ann += "}";
+  const std::string json =
+      R"({"metadata":{"name":"gs","annotations":)" + ann + R"(},"status":{"state":")" + g.state +
+      R"("}})";
+  rapidjson::Document doc;
+  doc.Parse(json.c_str());
+  EXPECT_FALSE(doc.HasParseError()) << json;
+  return Decide(&doc, false, kOurs);
+}
+
+TEST(GatewayDecision, WaitsWhileAllocatingOrNotSeen) {
+  EXPECT_EQ(DecideFor({}).verdict, Verdict::kWait);
+  EXPECT_EQ(Decide(nullptr, false, kOurs).verdict, Verdict::kWait);
+}
+
+TEST(GatewayDecision, OlderCopyWaitsNewerAllocationRetries) {
+  Gs older;
+  older.state = "Ready";
+  older.last_allocated = "2026-01-02T03:04:05.4Z";
+  EXPECT_EQ(DecideFor(older).verdict, Verdict::kWait);
+  older.last_allocated = "";
+  EXPECT_EQ(DecideFor(older).verdict, Verdict::kWait);
+  Gs newer;
+  newer.state = "Allocating";
+  newer.last_allocated = "2026-01-02T03:04:06Z";
+  auto d = DecideFor(newer);
+  EXPECT_EQ(d.verdict, Verdict::kRetry);
+  EXPECT_EQ(d.reason, "allocated again by another request");
+  // Same instant written differently counts as the same allocation.
+  Gs same;
+  same.last_allocated = "2026-01-02T03:04:05.50Z";
+  EXPECT_EQ(DecideFor(same).verdict, Verdict::kWait);
+}
+
+TEST(GatewayDecision, ConfirmedAnswers) {
+  Gs g;
+  g.state = "Allocated";
+  g.confirmed = kOurs;
+  g.outcome = "Confirmed";
+  auto d = DecideFor(g);
+  EXPECT_EQ(d.verdict, Verdict::kAnswer);
+  EXPECT_EQ(d.reason, "confirmed");
+}
+
+TEST(GatewayDecision, TimedOutAllocatedIsTheUsersChoice) {
+  Gs g;
+  g.state = "Allocated";
+  g.outcome = "TimedOut";
+  auto d = DecideFor(g);
+  EXPECT_EQ(d.verdict, Verdict::kAnswer);
+  EXPECT_NE(d.reason.find("on-timeout: Allocated"), std::string::npos);
+}
+
+TEST(GatewayDecision, AllocatedWithoutMarksAnswers) {
+  Gs g;
+  g.state = "Allocated";
+  g.allocation = "";
+  EXPECT_EQ(DecideFor(g).verdict, Verdict::kAnswer);
+}
+
+TEST(GatewayDecision, LostAllocationsRetry) {
+  for (const char* state : {"Unhealthy", "Shutdown", "Error"}) {
+    Gs g;
+    g.state = state;
+    auto d = DecideFor(g);
+    EXPECT_EQ(d.verdict, Verdict::kRetry) << state;
+    EXPECT_EQ(d.reason, std::string("became ") + state);
+    g.outcome = "TimedOut";
+    d = DecideFor(g);
+    EXPECT_EQ(d.verdict, Verdict::kRetry);
+    EXPECT_EQ(d.reason, std::string("timed out (not confirmed in time), now ") + state);
+  }
+  Gs ready;
+  ready.state = "Ready";
+  EXPECT_EQ(DecideFor(ready).verdict, Verdict::kRetry);
+  auto del = Decide(nullptr, true, kOurs);
+  EXPECT_EQ(del.verdict, Verdict::kRetry);
+  EXPECT_EQ(del.reason, "deleted");
+}
+
+TEST(GatewayDecision, BadShapesNeverCrash) {
+  for (const char* json : {"null", "[]", R"({"metadata":[]})", R"({"status":{"state":7}})",
+                           R"({"metadata":{"annotations":{"agones.dev/last-allocated":5}}})"}) {
+    rapidjson::Document doc;
+    doc.Parse(json);
+    auto d = Decide(&doc, false, kOurs);
+    EXPECT_EQ(d.verdict, Verdict::kWait) << json;
+  }
+}
+
+TEST(GatewayDecision, AttemptsLeft) {
+  EXPECT_TRUE(AttemptsLeft(1, 3, std::chrono::seconds(1)));
+  EXPECT_FALSE(AttemptsLeft(3, 3, std::chrono::seconds(1)));
+  EXPECT_FALSE(AttemptsLeft(1, 3, std::chrono::seconds(0)));
+}
+
+}  // namespace
+}  // namespace aw::gateway

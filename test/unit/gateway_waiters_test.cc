@@ -1,0 +1,150 @@
+// WaiterRegistry: woken by informer events, by its deadline, or by Stop(); each waiter completes
+// exactly once.
+#include <gtest/gtest.h>
+#include <rapidjson/document.h>
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <map>
+#include <mutex>
+#include <string>
+
+#include "gateway/io/waiters.h"
+
+namespace aw::gateway {
+namespace {
+
+using namespace std::chrono_literals;
+constexpr const char* kOurs = "2026-01-02T03:04:05.5Z";
+
+kube::ObjectPtr Object(const std::string& name, const std::string& state,
+                       const std::string& outcome = "", const std::string& last = kOurs) {
+  auto doc = std::make_shared<rapidjson::Document>();
+  std::string ann = std::string(R"({"agones.dev/last-allocated":")") + last +
+                    R"(","allocating.agones.dev/allocation":")" + last + R"(")";
+  if (!outcome.empty()) {
+    ann += R"(,"allocating.agones.dev/outcome":")" + outcome +
+           R"(","allocating.agones.dev/confirmed":")" + last + R"(")";
+  }
+  ann += "}";
+  const std::string json = R"({"metadata":{"name":")" + name +
+                           R"(","namespace":"ns","annotations":)" + ann +
+                           R"(},"status":{"state":")" + state + R"("}})";
+  doc->Parse(json.c_str());
+  auto o = std::make_shared<kube::CachedObject>();
+  o->namespace_ = "ns";
+  o->name = name;
+  o->doc = doc;
+  return o;
+}
+
+struct Result {
+  std::mutex mu;
+  std::condition_variable cv;
+  int calls = 0;
+  Decision d;
+  kube::ObjectPtr obj;
+  WaiterRegistry::Done Callback() {
+    return [this](const Decision& dd, const kube::ObjectPtr& o) {
+      std::lock_guard lock(mu);
+      ++calls;
+      d = dd;
+      obj = o;
+      cv.notify_all();
+    };
+  }
+  bool WaitCalled(std::chrono::milliseconds t) {
+    std::unique_lock lock(mu);
+    return cv.wait_for(lock, t, [this] { return calls > 0; });
+  }
+};
+
+class WaitersTest : public ::testing::Test {
+ protected:
+  void SetUp() override { reg_.Start(); }
+  void TearDown() override { reg_.Stop(); }
+  std::mutex cache_mu_;
+  std::map<std::string, kube::ObjectPtr> cache_;
+  WaiterRegistry reg_{[this](const std::string& ns, const std::string& name) -> kube::ObjectPtr {
+    std::lock_guard lock(cache_mu_);
+    auto it = cache_.find(ns + "/" + name);
+    return it == cache_.end() ? nullptr : it->second;
+  }};
+  std::chrono::steady_clock::time_point In(std::chrono::milliseconds d) {
+    return std::chrono::steady_clock::now() + d;
+  }
+};
+
+TEST_F(WaitersTest, ConfirmedEventAnswers) {
+  Result r;
+  reg_.Wait("ns", "gs", kOurs, In(10s), r.Callback());
+  EXPECT_EQ(reg_.Waiting(), 1u);
+  reg_.OnUpsert(Object("gs", "Allocating"));
+  EXPECT_EQ(reg_.Waiting(), 1u);
+  reg_.OnUpsert(Object("other", "Allocated", "Confirmed"));
+  EXPECT_EQ(reg_.Waiting(), 1u);
+  reg_.OnUpsert(Object("gs", "Allocated", "Confirmed"));
+  ASSERT_TRUE(r.WaitCalled(1s));
+  EXPECT_EQ(r.d.verdict, Verdict::kAnswer);
+  ASSERT_TRUE(r.obj);
+  EXPECT_EQ(r.obj->name, "gs");
+  EXPECT_EQ(reg_.Waiting(), 0u);
+  reg_.OnUpsert(Object("gs", "Unhealthy"));  // after the answer: nothing more
+  EXPECT_EQ(r.calls, 1);
+}
+
+TEST_F(WaitersTest, CacheAlreadyDecidedAnswersAtOnce) {
+  {
+    std::lock_guard lock(cache_mu_);
+    cache_["ns/gs"] = Object("gs", "Allocated", "Confirmed");
+  }
+  Result r;
+  reg_.Wait("ns", "gs", kOurs, In(10s), r.Callback());
+  ASSERT_TRUE(r.WaitCalled(1s));
+  EXPECT_EQ(r.d.verdict, Verdict::kAnswer);
+  EXPECT_EQ(reg_.Waiting(), 0u);
+}
+
+TEST_F(WaitersTest, DeleteAndUnhealthyRetry) {
+  Result a, b;
+  reg_.Wait("ns", "gs-a", kOurs, In(10s), a.Callback());
+  reg_.Wait("ns", "gs-b", kOurs, In(10s), b.Callback());
+  reg_.OnDelete(Object("gs-a", "Allocating"));
+  reg_.OnUpsert(Object("gs-b", "Unhealthy", "TimedOut"));
+  ASSERT_TRUE(a.WaitCalled(1s));
+  ASSERT_TRUE(b.WaitCalled(1s));
+  EXPECT_EQ(a.d.verdict, Verdict::kRetry);
+  EXPECT_EQ(a.d.reason, "deleted");
+  EXPECT_EQ(b.d.verdict, Verdict::kRetry);
+  EXPECT_NE(b.d.reason.find("timed out"), std::string::npos);
+}
+
+TEST_F(WaitersTest, DeadlineFires) {
+  Result r;
+  reg_.Wait("ns", "gs", kOurs, In(50ms), r.Callback());
+  ASSERT_TRUE(r.WaitCalled(5s));
+  EXPECT_EQ(r.d.verdict, Verdict::kWait);
+  EXPECT_EQ(r.d.reason, "deadline");
+  EXPECT_EQ(reg_.Waiting(), 0u);
+  reg_.OnUpsert(Object("gs", "Allocated", "Confirmed"));
+  EXPECT_EQ(r.calls, 1);
+}
+
+TEST_F(WaitersTest, ManyWaitersOnOneKeyAndStop) {
+  Result rs[5];
+  for (auto& r : rs) reg_.Wait("ns", "gs", kOurs, In(60s), r.Callback());
+  EXPECT_EQ(reg_.Waiting(), 5u);
+  reg_.Stop();
+  for (auto& r : rs) {
+    ASSERT_TRUE(r.WaitCalled(1s));
+    EXPECT_EQ(r.d.reason, "stopped");
+  }
+  Result late;
+  reg_.Wait("ns", "gs", kOurs, In(60s), late.Callback());
+  ASSERT_TRUE(late.WaitCalled(1s));
+  EXPECT_EQ(late.d.reason, "stopped");
+}
+
+}  // namespace
+}  // namespace aw::gateway

@@ -1,0 +1,163 @@
+#include "gateway/io/allocator_client.h"
+
+#include <fmt/format.h>
+
+#include <fstream>
+#include <sstream>
+
+namespace aw::gateway {
+namespace {
+
+Status ReadFile(const std::string& path, std::string_view flag, std::string* out) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return Status::InvalidArgument(fmt::format("--{}: cannot open {}", flag, path));
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  *out = ss.str();
+  return Status::Ok();
+}
+
+}  // namespace
+
+AllocatorClient::AllocatorClient(AllocatorOptions options) : options_(std::move(options)) {}
+
+AllocatorClient::~AllocatorClient() { Stop(); }
+
+Status AllocatorClient::Init() {
+  kube::ClientConfig cfg;
+  std::string_view rest = options_.address;
+  if (!rest.starts_with("https://")) {
+    return Status::InvalidArgument(
+        fmt::format("--allocator-address: {:?} must be an https:// URL", options_.address));
+  }
+  rest.remove_prefix(8);
+  const size_t slash = rest.find('/');
+  std::string_view hostport = rest.substr(0, slash);
+  if (slash != std::string_view::npos) {
+    base_path_ = std::string(rest.substr(slash));
+    while (!base_path_.empty() && base_path_.back() == '/') base_path_.pop_back();
+  }
+  cfg.port = 443;
+  if (hostport.starts_with("[")) {
+    const size_t close = hostport.find(']');
+    if (close == std::string_view::npos) {
+      return Status::InvalidArgument("--allocator-address: unterminated IPv6 literal");
+    }
+    cfg.host = std::string(hostport.substr(1, close - 1));
+    hostport.remove_prefix(close + 1);
+    if (hostport.starts_with(":")) hostport.remove_prefix(1);
+    else hostport = {};
+  } else {
+    const size_t colon = hostport.rfind(':');
+    cfg.host = std::string(hostport.substr(0, colon));
+    hostport = colon == std::string_view::npos ? std::string_view() : hostport.substr(colon + 1);
+  }
+  if (!hostport.empty()) {
+    int port = 0;
+    for (char c : hostport) {
+      if (c < '0' || c > '9' || port > 65535) {
+        return Status::InvalidArgument(
+            fmt::format("--allocator-address: bad port in {:?}", options_.address));
+      }
+      port = port * 10 + (c - '0');
+    }
+    if (port < 1 || port > 65535) {
+      return Status::InvalidArgument(
+          fmt::format("--allocator-address: bad port in {:?}", options_.address));
+    }
+    cfg.port = port;
+  }
+  if (cfg.host.empty()) {
+    return Status::InvalidArgument(
+        fmt::format("--allocator-address: no host in {:?}", options_.address));
+  }
+  cfg.base_path = base_path_;
+  if (!options_.ca_file.empty()) {
+    if (Status s = ReadFile(options_.ca_file, "allocator-ca-file", &cfg.ca_pem); !s.ok()) return s;
+  }
+  if (options_.client_cert_file.empty() != options_.client_key_file.empty()) {
+    return Status::InvalidArgument(
+        "--allocator-client-cert-file and --allocator-client-key-file go together");
+  }
+  if (!options_.client_cert_file.empty()) {
+    if (Status s = ReadFile(options_.client_cert_file, "allocator-client-cert-file",
+                            &cfg.client_cert_pem);
+        !s.ok()) {
+      return s;
+    }
+    if (Status s =
+            ReadFile(options_.client_key_file, "allocator-client-key-file", &cfg.client_key_pem);
+        !s.ok()) {
+      return s;
+    }
+  }
+  cfg.source = "allocator " + options_.address;
+  auto transport = kube::NewHttpsTransport(cfg);
+  if (!transport.ok()) return transport.status().Annotate("allocator client TLS");
+  transport_ = std::move(transport).value();
+  return Status::Ok();
+}
+
+void AllocatorClient::Start() {
+  std::lock_guard lock(mu_);
+  if (!threads_.empty()) return;
+  for (size_t i = 0; i < std::max<size_t>(1, options_.workers); ++i) {
+    threads_.emplace_back([this] { Work(); });
+  }
+}
+
+void AllocatorClient::Stop() {
+  std::deque<Call> dropped;
+  std::vector<std::thread> threads;
+  {
+    std::lock_guard lock(mu_);
+    stopping_ = true;
+    dropped.swap(queue_);
+    threads.swap(threads_);
+  }
+  cv_.notify_all();
+  if (transport_) transport_->Shutdown();
+  for (auto& t : threads) t.join();
+  for (auto& c : dropped) {
+    c.done({Status::Unavailable("the gateway is shutting down"), 0, {}});
+  }
+}
+
+void AllocatorClient::Allocate(std::string body, std::chrono::milliseconds timeout, Done done) {
+  {
+    std::lock_guard lock(mu_);
+    if (!stopping_) {
+      queue_.push_back(Call{std::move(body), timeout, std::move(done)});
+      cv_.notify_one();
+      return;
+    }
+  }
+  done({Status::Unavailable("the gateway is shutting down"), 0, {}});
+}
+
+void AllocatorClient::Work() {
+  for (;;) {
+    Call call;
+    {
+      std::unique_lock lock(mu_);
+      cv_.wait(lock, [this] { return stopping_ || !queue_.empty(); });
+      if (stopping_) return;
+      call = std::move(queue_.front());
+      queue_.pop_front();
+    }
+    kube::HttpRequest req;
+    req.method = "POST";
+    req.path = "/gameserverallocation";
+    req.body = std::move(call.body);
+    req.content_type = "application/json";
+    req.timeout = std::max(std::chrono::milliseconds(1), call.timeout);
+    auto res = transport_->Do(req);
+    if (!res) {
+      call.done({Status::Unavailable(res.error().message), 0, {}});
+      continue;
+    }
+    call.done({Status::Ok(), res.value().status, std::move(res.value().body)});
+  }
+}
+
+}  // namespace aw::gateway

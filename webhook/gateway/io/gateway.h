@@ -1,0 +1,79 @@
+// Gateway: agones-allocator's REST API in front of agones-allocator, answering an allocation only
+// once its GameServer is playable.
+//
+// Promise (per POST /gameserverallocation):
+//   - a malformed AllocationRequest -> 400 {"code":3,...}; a body over the limit -> 413; another
+//     method -> 501 {"code":12,"message":"Method Not Allowed"}; another path -> 404
+//     {"code":5,"message":"Not Found"} (grpc-gateway's answers); /healthz on this port -> "ok";
+//   - the request is forwarded unchanged to the allocator; its errors are answered as it gave
+//     them (status and body); no HTTP answer from it -> 503 {"code":14,...};
+//   - an allocation whose GameServer is not gated is answered at once with the allocator's body;
+//     a gated one waits (WaiterRegistry) until Decide() says kAnswer -> 200 with the allocator's
+//     body, metadata refreshed from the GameServer; kRetry -> allocate again with the same
+//     request while attempts and time remain; the request's deadline (header
+//     X-Allocating-Deadline, annotation allocating.agones.dev/gateway-deadline, else the
+//     default; at most `max_deadline`) bounds everything; out of attempts or time -> 429
+//     {"code":8,"message":"there is no available GameServer to allocate: <what happened>"}.
+//   - every answer is given exactly once, from whatever thread decided it; no thread waits.
+// Metrics: allocating_gateway_requests_total{code}, allocating_gateway_retries_total{reason},
+// allocating_gateway_waiting, allocating_gateway_request_duration_seconds,
+// allocating_gateway_attempts_total{result}.
+#pragma once
+
+#include <prometheus/registry.h>
+
+#include <atomic>
+#include <chrono>
+#include <memory>
+#include <string>
+
+#include "gateway/io/allocator_client.h"
+#include "gateway/io/waiters.h"
+#include "server/connection_server.h"
+
+namespace prometheus {
+class Counter;
+class Gauge;
+class Histogram;
+template <typename T> class Family;
+}  // namespace prometheus
+
+namespace aw::gateway {
+
+struct GatewayOptions {
+  std::chrono::nanoseconds default_deadline = std::chrono::seconds(30);
+  std::chrono::nanoseconds max_deadline = std::chrono::minutes(10);
+  int max_attempts = 3;
+};
+
+class Gateway {
+ public:
+  Gateway(GatewayOptions options, AllocatorClient& allocator, WaiterRegistry& waiters,
+          WaiterRegistry::Lookup lookup, prometheus::Registry& registry);
+  ~Gateway();
+  Gateway(const Gateway&) = delete;
+  Gateway& operator=(const Gateway&) = delete;
+
+  // The ConnectionServer's asynchronous handler.
+  void Handle(const server::HttpRequest& req, server::Responder respond);
+  size_t InFlight() const { return in_flight_.load(); }
+
+ private:
+  struct Call;
+  struct Metrics;
+  void Attempt(const std::shared_ptr<Call>& call);
+  void OnAllocated(const std::shared_ptr<Call>& call, AllocatorAnswer answer);
+  void OnDecided(const std::shared_ptr<Call>& call, const std::string& response_body,
+                 const std::string& gs_name, const Decision& d, const kube::ObjectPtr& obj);
+  void Retry(const std::shared_ptr<Call>& call, const std::string& what);
+  void Finish(const std::shared_ptr<Call>& call, server::HttpResponse res);
+
+  const GatewayOptions options_;
+  AllocatorClient& allocator_;
+  WaiterRegistry& waiters_;
+  const WaiterRegistry::Lookup lookup_;
+  std::unique_ptr<Metrics> metrics_;
+  std::atomic<size_t> in_flight_{0};
+};
+
+}  // namespace aw::gateway

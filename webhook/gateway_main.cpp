@@ -1,0 +1,400 @@
+// allocation-gateway: agones-allocator's REST API in front of agones-allocator that answers an
+// allocation only once its GameServer is confirmed playable (docs/gateway.md). A binary of its
+// own, shipped in the same image as allocating-webhook: it is its own Deployment with its own
+// service account and RBAC (read-only on gameservers), scales with matchmaker traffic rather than
+// with admission, and never takes part in the webhook's leader election.
+//
+// Composition (runtime::Manager groups, started in order, stopped in reverse, all within
+// --shutdown-grace + 5s):
+//   sources  the serving key pair poller (a runnable), the client CA poller and the allocator
+//            workers (services)
+//   health   the plain health/metrics listener (a service)
+//   drain    waits, on stop, for the requests the stopped listener still answers (a service)
+//   cache    the GameServer informer (opted-in servers) and the waiters' timer thread (a runnable:
+//            ready once the informer has synced)
+//   gateway  the gateway's TLS listener (a service)
+// On SIGTERM the listener stops accepting first, then waiting requests get what is left of the
+// grace period, then the cache and the sources stop. Threads, whatever the number of requests:
+// --io-threads + 1 (health) + --allocator-workers + informer 1 + timers 1 + client CA poller 1 +
+// the manager's supervisor and one per runnable (2).
+//
+// Exit codes: 0 after SIGTERM/SIGINT or --help; 1 when start-up fails; 2 on a bad command line.
+
+#include <prometheus/registry.h>
+#include <signal.h>
+#include <sys/resource.h>
+
+#include <chrono>
+#include <atomic>
+#include <cstring>
+#include <cstdio>
+#include <memory>
+#include <mutex>
+#include <stop_token>
+#include <string>
+#include <thread>
+
+#include "gateway/io/allocator_client.h"
+#include "gateway/io/gateway.h"
+#include "gateway/io/waiters.h"
+#include "gate/keys.h"
+#include "kube/client.h"
+#include "kube/config.h"
+#include "kube/informer.h"
+#include "runtime/manager.h"
+#include "runtime/service.h"
+#include "server/cert_reloader.h"
+#include "server/client_ca_reloader.h"
+#include "server/connection_server.h"
+#include "server/health_server.h"
+#include "util/flags.h"
+#include "util/log.h"
+#include "util/status.h"
+
+namespace {
+
+using namespace aw;
+
+constexpr const char* kSummary =
+    "allocation-gateway: agones-allocator's REST API (POST /gameserverallocation) in front of\n"
+    "agones-allocator; answers once the allocated GameServer is confirmed playable (Allocated),\n"
+    "allocating again when it times out, becomes Unhealthy/Shutdown or is deleted.";
+
+struct Flags {
+  std::string bind_address = "0.0.0.0";
+  int port = 8443;
+  int health_port = 8080;
+  std::string tls_cert_file = "/certs/tls.crt";
+  std::string tls_key_file = "/certs/tls.key";
+  std::string client_ca_file = "/client-ca/ca.crt";
+  bool disable_mtls = false;
+  std::chrono::nanoseconds reload_interval = std::chrono::seconds(1);
+  size_t io_threads = 2;
+  size_t max_connections = 4096;
+  size_t max_body_bytes = 1024 * 1024;
+  std::chrono::nanoseconds read_timeout = std::chrono::seconds(10);
+  std::chrono::nanoseconds idle_timeout = std::chrono::seconds(120);
+  gateway::AllocatorOptions allocator;
+  gateway::GatewayOptions gateway;
+  std::string kubeconfig;
+  std::string context;
+  std::string watch_namespace;
+  std::chrono::nanoseconds shutdown_grace = std::chrono::seconds(30);
+  std::string log_level = "info";
+  std::string log_format = "json";
+};
+
+void Register(flags::FlagSet& fs, Flags* f) {
+  fs.String("bind-address", &f->bind_address, "address the gateway and health ports bind to");
+  fs.Int("port", &f->port, "HTTPS port of the allocation API", 1, 65535);
+  fs.Int("health-port", &f->health_port, "plain-HTTP port for /healthz, /readyz, /metrics", 1,
+         65535);
+  fs.String("tls-cert-file", &f->tls_cert_file, "serving certificate (PEM), reloaded on change");
+  fs.String("tls-key-file", &f->tls_key_file, "serving private key (PEM), reloaded on change");
+  fs.String("client-ca-file", &f->client_ca_file,
+            "CA bundle (PEM) that client certificates must chain to (mTLS), reloaded on change");
+  fs.Bool("disable-mtls", &f->disable_mtls,
+          "accept clients without a certificate (like agones-allocator's --disable-mtls)");
+  fs.Duration("cert-reload-interval", &f->reload_interval,
+              "how often the certificate, key and client CA files are re-read",
+              std::chrono::milliseconds(100));
+  fs.Size("io-threads", &f->io_threads, "threads serving the gateway's connections", 1, 64);
+  fs.Size("max-connections", &f->max_connections,
+          "open connections at most (waiting requests included)", 1, 1'000'000);
+  fs.Size("max-body-bytes", &f->max_body_bytes, "largest AllocationRequest body (413 above)", 1,
+          64 * 1024 * 1024);
+  fs.Duration("read-timeout", &f->read_timeout, "whole-request read deadline",
+              std::chrono::milliseconds(100));
+  fs.Duration("idle-timeout", &f->idle_timeout, "keep-alive idle timeout",
+              std::chrono::milliseconds(100));
+  fs.String("allocator-address", &f->allocator.address, "agones-allocator's REST URL (https://)");
+  fs.String("allocator-ca-file", &f->allocator.ca_file,
+            "CA (PEM) of agones-allocator's serving certificate (\"\" = system roots)");
+  fs.String("allocator-client-cert-file", &f->allocator.client_cert_file,
+            "client certificate (PEM) presented to agones-allocator");
+  fs.String("allocator-client-key-file", &f->allocator.client_key_file,
+            "client key (PEM) for --allocator-client-cert-file");
+  fs.Duration("allocator-timeout", &f->allocator.timeout,
+              "per-call socket timeout towards agones-allocator (capped by the request's deadline)",
+              std::chrono::milliseconds(10));
+  fs.Size("allocator-workers", &f->allocator.workers,
+          "threads calling agones-allocator (calls in flight at most)", 1, 256);
+  fs.Duration("deadline", &f->gateway.default_deadline,
+              "default time budget of a request: allocation, waiting and re-allocations",
+              std::chrono::milliseconds(1));
+  fs.Duration("max-deadline", &f->gateway.max_deadline,
+              "largest per-request deadline (X-Allocating-Deadline header or "
+              "allocating.agones.dev/gateway-deadline annotation)",
+              std::chrono::milliseconds(1));
+  fs.Int("max-attempts", &f->gateway.max_attempts,
+         "allocations per request at most (the first one included)", 1, 100);
+  fs.String("kubeconfig", &f->kubeconfig, "kubeconfig file (\"\" = in-cluster config)");
+  fs.String("context", &f->context, "kubeconfig context (\"\" = current-context)");
+  fs.String("namespace", &f->watch_namespace,
+            "watch GameServers in this namespace only (\"\" = all namespaces)");
+  fs.Duration("shutdown-grace", &f->shutdown_grace,
+              "on SIGTERM, how long waiting requests may still be answered");
+  fs.Enum("log-level", &f->log_level, {"debug", "info", "warn", "error"}, "log level");
+  fs.Enum("log-format", &f->log_format, {"json", "text"}, "log format");
+}
+
+// Every asynchronous signal whose default action would end the process is blocked in every
+// thread and received by main with sigwait (as in allocating-webhook): SIGTERM/SIGINT stop
+// gracefully, the others are logged and ignored; SIGPIPE is ignored outright.
+sigset_t BlockAsyncSignals() {
+  sigset_t set;
+  sigemptyset(&set);
+  for (int sig : {SIGTERM, SIGINT, SIGHUP, SIGUSR1, SIGUSR2, SIGALRM, SIGVTALRM, SIGPROF, SIGIO,
+                  SIGPWR, SIGSTKFLT, SIGXCPU, SIGXFSZ}) {
+    sigaddset(&set, sig);
+  }
+  for (int sig = SIGRTMIN; sig <= SIGRTMAX; ++sig) sigaddset(&set, sig);
+  pthread_sigmask(SIG_BLOCK, &set, nullptr);
+  signal(SIGPIPE, SIG_IGN);
+  return set;
+}
+
+std::string SignalName(int sig) {
+  const char* abbrev = sigabbrev_np(sig);
+  return abbrev != nullptr ? std::string("SIG") + abbrev : "signal " + std::to_string(sig);
+}
+
+template <typename Component>
+void MustAdd(runtime::Manager& m, std::unique_ptr<Component> c, runtime::RunnableOptions o) {
+  if (Status st = m.Add(std::move(c), std::move(o)); !st.ok()) {
+    log::error("cannot compose the gateway", {{"error", st.ToString()}});
+    std::_Exit(1);
+  }
+}
+
+// The Kubernetes client configuration: the kubeconfig when given, else in-cluster.
+StatusOr<std::unique_ptr<kube::Client>> BuildClient(const Flags& f) {
+  StatusOr<kube::ClientConfig> cfg =
+      f.kubeconfig.empty() ? kube::LoadInCluster() : kube::LoadKubeconfig(f.kubeconfig, f.context, false);
+  if (!cfg.ok()) return cfg.status().Annotate("Kubernetes client configuration");
+  return kube::NewClient(*cfg);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const sigset_t signals = BlockAsyncSignals();
+  rlimit lim{};
+  if (getrlimit(RLIMIT_NOFILE, &lim) == 0 && lim.rlim_cur < lim.rlim_max) {
+    lim.rlim_cur = lim.rlim_max;
+    setrlimit(RLIMIT_NOFILE, &lim);
+  }
+
+  Flags f;
+  flags::FlagSet fs("allocation-gateway", kSummary);
+  Register(fs, &f);
+  auto parsed = fs.Parse(argc, argv);
+  if (parsed.status == flags::FlagSet::Status::kHelp) {
+    std::fputs(fs.Usage().c_str(), stdout);
+    return 0;
+  }
+  if (parsed.status == flags::FlagSet::Status::kError) {
+    std::fprintf(stderr, "allocation-gateway: %s\nRun with --help for the list of flags.\n",
+                 parsed.message.c_str());
+    return 2;
+  }
+  if (f.gateway.default_deadline > f.gateway.max_deadline) {
+    std::fprintf(stderr, "allocation-gateway: --deadline is above --max-deadline\n");
+    return 2;
+  }
+  if (f.allocator.address.empty()) {
+    std::fprintf(stderr, "allocation-gateway: --allocator-address is required\n");
+    return 2;
+  }
+  log::Level level{};
+  log::Format format{};
+  log::ParseLevel(f.log_level, &level);
+  log::ParseFormat(f.log_format, &format);
+  log::SetLevel(level);
+  log::SetFormat(format);
+
+  auto registry = std::make_shared<prometheus::Registry>();
+  const auto reload = std::chrono::duration_cast<std::chrono::milliseconds>(f.reload_interval);
+
+  // ---- TLS material ----
+  server::CertReloader certs(f.tls_cert_file, f.tls_key_file, *registry, reload);
+  if (Status s = certs.LoadInitial(); !s.ok()) {
+    log::error("cannot load the serving certificate", {{"error", s.ToString()}});
+    return 1;
+  }
+  std::unique_ptr<server::ClientCaReloader> client_ca;
+  if (!f.disable_mtls) {
+    client_ca = std::make_unique<server::ClientCaReloader>(f.client_ca_file, *registry, reload);
+    if (Status s = client_ca->LoadInitial(); !s.ok()) {
+      log::error("cannot load the client CA bundle (--client-ca-file, or --disable-mtls)",
+                 {{"error", s.ToString()}});
+      return 1;
+    }
+  }
+
+  // ---- Allocator client ----
+  gateway::AllocatorClient allocator(f.allocator);
+  if (Status s = allocator.Init(); !s.ok()) {
+    log::error("cannot configure the allocator client", {{"error", s.ToString()}});
+    return 1;
+  }
+
+  // ---- Kubernetes client and the one GameServer informer ----
+  StatusOr<std::unique_ptr<kube::Client>> client = BuildClient(f);
+  if (!client.ok()) {
+    log::error("cannot build the Kubernetes client", {{"error", client.status().ToString()}});
+    return 1;
+  }
+  kube::InformerOptions io;
+  io.name = "gateway-gameservers";
+  io.resource = kube::kGameServers;
+  io.namespace_ = f.watch_namespace;
+  io.label_selector = std::string(keys::kEnabledLabel) + "=true";
+  io.resync = std::chrono::seconds(60);
+  kube::Informer informer(**client, io, registry.get());
+  auto lookup = [&informer](const std::string& ns, const std::string& name) {
+    return informer.Get(ns, name);
+  };
+  gateway::WaiterRegistry waiters(lookup);
+  informer.AddHandler(&waiters);
+
+  gateway::Gateway gw(f.gateway, allocator, waiters, lookup, *registry);
+
+  server::ConnectionOptions co;
+  co.name = "gateway";
+  co.bind_address = f.bind_address;
+  co.port = f.port;
+  co.io_threads = f.io_threads;
+  co.max_connections = f.max_connections;
+  co.limits.max_body_bytes = f.max_body_bytes;
+  co.read_timeout = f.read_timeout;
+  co.idle_timeout = f.idle_timeout;
+  server::ConnectionServer listener(
+      co, [&gw](const server::HttpRequest& req, server::Responder r) { gw.Handle(req, r); },
+      &certs, client_ca.get(), *registry);
+
+  server::HealthServer health(f.bind_address, f.health_port, *registry);
+  health.AddReadinessCheck("informer", [&informer]() -> std::optional<std::string> {
+    if (!informer.HasSynced()) return "GameServer informer not synced";
+    return std::nullopt;
+  });
+  health.AddReadinessCheck("listener", [&listener]() -> std::optional<std::string> {
+    if (!listener.Serving()) return "gateway listener not serving";
+    return std::nullopt;
+  });
+
+  // ---- Composition ----
+  std::atomic<bool> undrained{false};
+  runtime::Manager manager({"sources", "health", "drain", "cache", "gateway"},
+                           f.shutdown_grace + std::chrono::seconds(5));
+  MustAdd(manager,
+          runtime::MakeRunnable("certificates",
+                                [&certs](runtime::RunContext& ctx) { return certs.Run(ctx); }),
+          {.group = "sources"});
+  if (client_ca) {
+    MustAdd(manager,
+            runtime::MakeServiceRunnable(
+                "client-ca",
+                [&client_ca] {
+                  client_ca->Start();
+                  return Status::Ok();
+                },
+                [&client_ca] { client_ca->Stop(); }),
+            {.group = "sources"});
+  }
+  MustAdd(manager,
+          runtime::MakeServiceRunnable(
+              "allocator-client",
+              [&allocator] {
+                allocator.Start();
+                return Status::Ok();
+              },
+              [&allocator] { allocator.Stop(); }),
+          {.group = "sources"});
+  MustAdd(manager,
+          runtime::MakeServiceRunnable(
+              "health", [&health] { return health.Start().Annotate("health listener"); },
+              [&health] { health.Stop(); }),
+          {.group = "health"});
+  // Waiting requests are still answered (with Connection: close) until the stop deadline.
+  MustAdd(manager,
+          runtime::MakeService(
+              "gateway-drain", [] { return Status::Ok(); },
+              [&listener, &undrained](std::chrono::steady_clock::time_point deadline) {
+                const auto left = std::max(std::chrono::steady_clock::duration::zero(),
+                                           deadline - std::chrono::steady_clock::now() -
+                                               std::chrono::seconds(5));
+                if (!listener.WaitStopped(
+                        std::chrono::duration_cast<std::chrono::milliseconds>(left))) {
+                  undrained = true;
+                  return Status::DeadlineExceeded("gateway requests still waiting");
+                }
+                return Status::Ok();
+              }),
+          {.group = "drain"});
+  MustAdd(manager,
+          runtime::MakeRunnable("gameserver-informer",
+                                [&](runtime::RunContext& ctx) {
+                                  waiters.Start();
+                                  informer.Start();
+                                  while (!ctx.stop().stop_requested()) {
+                                    if (informer.WaitForSync(std::chrono::milliseconds(200))) {
+                                      ctx.Ready();
+                                      break;
+                                    }
+                                  }
+                                  runtime::WaitForStop(ctx.stop());
+                                  informer.Stop();
+                                  waiters.Stop();
+                                  return Status::Ok();
+                                }),
+          {.group = "cache"});
+  MustAdd(manager,
+          runtime::MakeServiceRunnable(
+              "gateway-listener", [&listener] { return listener.Start().Annotate("gateway listener"); },
+              [&listener] { listener.Stop(); }),
+          {.group = "gateway"});
+  manager.OnStarted([&] {
+    log::info("allocation-gateway started",
+              {{"port", std::to_string(f.port)},
+               {"health_port", std::to_string(f.health_port)},
+               {"allocator", f.allocator.address},
+               {"mtls", f.disable_mtls ? "false" : "true"}});
+  });
+
+  // ---- Run until SIGTERM/SIGINT or a failure (as allocating-webhook's main) ----
+  const int kWakeSignal = SIGRTMIN;
+  const pthread_t main_thread = pthread_self();
+  std::stop_source stop;
+  std::atomic<bool> finished{false};
+  Status result;
+  std::jthread runner([&] {
+    result = manager.Run(stop.get_token());
+    finished = true;
+    pthread_kill(main_thread, kWakeSignal);
+  });
+  int sig = 0;
+  for (;;) {
+    if (sigwait(&signals, &sig) != 0) continue;
+    if (finished) break;
+    if (sig == SIGTERM || sig == SIGINT) break;
+    log::warn("signal ignored", {{"signal", SignalName(sig)}});
+  }
+  if (!finished) {
+    log::info("shutting down", {{"signal", SignalName(sig)}});
+    stop.request_stop();
+    runner.join();
+    if (undrained || !result.ok()) {
+      log::warn("requests or components still running after --shutdown-grace; exiting",
+                {{"error", result.ToString()}});
+      std::fflush(stderr);
+      std::_Exit(0);
+    }
+    log::info("stopped");
+    return 0;
+  }
+  runner.join();
+  log::error("stopped after a component failed", {{"error", result.ToString()}});
+  std::fflush(stderr);
+  std::_Exit(1);
+}

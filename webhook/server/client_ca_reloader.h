@@ -1,0 +1,61 @@
+// ClientCaReloader: the CA bundle that client certificates are verified against (mutual TLS),
+// loaded from one PEM file and reloaded when it changes.
+//
+// Promise: CurrentCa() always returns the last valid bundle (never a half-written one) and is
+// cheap and thread-safe. A polling thread re-reads the file every `interval` through its path (a
+// Kubernetes Secret volume's `..data` symlink swap is seen) and installs the new bundle when the
+// contents changed and every block in it is a PEM certificate. A bad or missing file is logged and
+// counted once per distinct content, and the old bundle keeps verifying. Metrics:
+//   allocating_webhook_client_ca_reloads_total
+//   allocating_webhook_client_ca_reload_failures_total
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+
+#include <prometheus/counter.h>
+#include <prometheus/registry.h>
+
+#include "server/tls_context.h"
+#include "util/status.h"
+
+namespace aw::server {
+
+class ClientCaReloader final : public ClientCaSource {
+ public:
+  ClientCaReloader(std::string path, prometheus::Registry& registry,
+                   std::chrono::milliseconds interval = std::chrono::seconds(1));
+  ~ClientCaReloader() override;
+  ClientCaReloader(const ClientCaReloader&) = delete;
+  ClientCaReloader& operator=(const ClientCaReloader&) = delete;
+
+  // Loads the bundle once; InvalidArgument/IOError naming the file when it is unusable.
+  Status LoadInitial();
+  void Start();
+  void Stop();  // idempotent; also run by the destructor
+
+  std::shared_ptr<const CaBundle> CurrentCa() const override;
+  // One poll; true when a new bundle was installed. Public for tests.
+  bool PollOnce();
+
+ private:
+  const std::string path_;
+  const std::chrono::milliseconds interval_;
+  prometheus::Counter& reloads_;
+  prometheus::Counter& failures_;
+  std::atomic<std::shared_ptr<const CaBundle>> current_;
+  std::string loaded_;                  // contents of the installed bundle (poll thread only)
+  std::optional<std::string> rejected_; // last rejected contents or read error, counted once
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool stopping_ = false;
+  std::thread thread_;
+};
+
+}  // namespace aw::server
