@@ -1,10 +1,13 @@
 # syntax=docker/dockerfile:1
 # The allocating webhook image: built from Debian bookworm packages (the same ones scripts/setup
-# installs), shipped as a minimal runtime with only the binary and the shared libraries it links
-# (its ldd closure), running as the non-root user 65532. No shell, no package manager at runtime.
+# installs), shipped as a minimal runtime with only the two binaries (allocating-webhook, the
+# entry point, and allocation-gateway, which manifests/components/gateway runs as its command) and
+# the shared libraries they link (their ldd closure), running as the non-root user 65532. No shell,
+# no package manager at runtime.
 #
 #   docker build -t allocating-webhook:dev .
 #   docker run --rm allocating-webhook:dev --help
+#   docker run --rm --entrypoint /usr/local/bin/allocation-gateway allocating-webhook:dev --help
 
 ARG DEBIAN_IMAGE=debian:bookworm
 
@@ -20,19 +23,20 @@ WORKDIR /src
 COPY CMakeLists.txt ./
 COPY webhook/ webhook/
 RUN cmake -S . -B /build -G Ninja -DCMAKE_BUILD_TYPE=Release -DAW_BUILD_TESTS=OFF \
- && cmake --build /build --target allocating-webhook -j"$(nproc)" \
- && strip /build/allocating-webhook
+ && cmake --build /build --target allocating-webhook allocation-gateway -j"$(nproc)" \
+ && strip /build/allocating-webhook /build/allocation-gateway
 
-# Assemble the runtime root (scripts/make-rootfs: the binary, its shared-library closure including
-# the dynamic loader, CA certificates, a passwd/group entry for 65532, /tmp), then prove it is
-# complete by running the binary inside it as that user.
+# Assemble the runtime root (scripts/make-rootfs: the binaries, their shared-library closure
+# including the dynamic loader, CA certificates, a passwd/group entry for 65532, /tmp), then prove
+# it is complete by running both binaries inside it as that user.
 COPY scripts/make-rootfs /usr/local/bin/make-rootfs
-RUN make-rootfs /build/allocating-webhook /rootfs \
- && chroot --userspec=65532:65532 /rootfs /usr/local/bin/allocating-webhook --help > /dev/null
+RUN make-rootfs /build/allocating-webhook /build/allocation-gateway /rootfs \
+ && chroot --userspec=65532:65532 /rootfs /usr/local/bin/allocating-webhook --help > /dev/null \
+ && chroot --userspec=65532:65532 /rootfs /usr/local/bin/allocation-gateway --help > /dev/null
 
 FROM scratch
 COPY --from=build /rootfs/ /
 USER 65532:65532
-# 8443: admission (HTTPS); 8081: /healthz, /readyz, /metrics (plain HTTP).
+# 8443: admission (HTTPS; the gateway: allocations); 8081: /healthz, /readyz, /metrics (plain HTTP).
 EXPOSE 8443 8081
 ENTRYPOINT ["/usr/local/bin/allocating-webhook"]

@@ -28,8 +28,9 @@
 #                 kubeconfig has a `resolver` context)
 #   install-certs two runs are idempotent; the caBundle verifies the served certificate; renewal
 #                 keeps the CA; a CA rotation keeps the old CA in the bundle
-#   image-rootfs  the Dockerfile's runtime root (scripts/make-rootfs) built from the local binary
-#                 ($AW_BIN, default build/allocating-webhook) runs as uid 65532 under chroot: --help,
+#   image-rootfs  the Dockerfile's runtime root (scripts/make-rootfs) built from the local binaries
+#                 ($AW_BIN, default build/allocating-webhook, and allocation-gateway next to it)
+#                 run as uid 65532 under chroot: --help of both,
 #                 then the server with the Deployment's flags answers /healthz, /readyz and HTTPS
 #                 (needs root for chroot; skipped otherwise). No container engine is needed.
 #   rbac-live     the program itself ($AW_BIN) running as the service account (the kubeconfig's
@@ -47,6 +48,14 @@
 #                 components/failure-policy-fail refuses it ("failed calling webhook") and counts
 #                 it in apiserver_admission_webhook_rejection_count; a GameServer without the
 #                 label is never concerned (objectSelector)
+#   gateway       components/gateway composed with the base renders the gateway's Deployment,
+#                 Service, PDB, ServiceAccount and ClusterRole (its args flags of allocation-gateway
+#                 --help, its files on mounted Secrets, the webhook's securityContext), is accepted
+#                 by a server-side dry run and by Pod Security "restricted"; its service account may
+#                 get/list/watch GameServers and nothing else; the binary with the Deployment's
+#                 arguments, as that service account and with the certificate from
+#                 install-certs --gateway, becomes ready, answers a matchmaker with a client
+#                 certificate (400 malformed, 503 allocator down) and refuses one without
 set -uo pipefail
 
 ROOT=$(cd "$(dirname "$0")/../../.." && pwd)
@@ -59,7 +68,7 @@ while (($#)); do
     --kubeconfig=*) KCFG="${1#*=}" ;;
     --only) ONLY="$2"; shift ;;
     --only=*) ONLY="${1#*=}" ;;
-    -h | --help) sed -n '2,49p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h | --help) sed -n '2,58p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "manifests check: unknown argument $1" >&2; exit 2 ;;
   esac
   shift
@@ -529,11 +538,17 @@ check_image_rootfs() {
   local bin="${AW_BIN:-$ROOT/build/allocating-webhook}" rootfs="$WORK/rootfs" tls port health pid ok=0 args
   if [[ ! -x "$bin" ]]; then kube_log "skipped: no webhook binary at $bin"; return 0; fi
   if [[ $(id -u) -ne 0 ]]; then kube_log "skipped: chroot needs root"; return 0; fi
-  "$ROOT/scripts/make-rootfs" "$bin" "$rootfs" >&2 || return 1
-  if ! chroot --userspec=65532:65532 "$rootfs" /usr/local/bin/allocating-webhook --help >/dev/null 2>&1; then
-    kube_log "the binary does not run inside the image root"; return 1
-  fi
-  kube_log "ok: --help runs inside the image root as 65532"
+  local gw b
+  gw=$(gateway_bin)
+  [[ -x "$gw" ]] || { kube_log "no allocation-gateway binary at $gw (the image holds both)"; return 1; }
+  "$ROOT/scripts/make-rootfs" "$bin" "$gw" "$rootfs" >&2 || return 1
+  for b in allocating-webhook allocation-gateway; do
+    if ! chroot --userspec=65532:65532 "$rootfs" /usr/local/bin/$b --help >/dev/null 2>&1; then
+      kube_log "$b does not run inside the image root"; return 1
+    fi
+    kube_log "ok: $b --help runs inside the image root as 65532"
+  done
+
   # The certificate as the Secret volume presents it (group 65532 through fsGroup, mode 0440).
   tls="$rootfs/etc/allocating-webhook/tls"
   mkdir -p "$tls"
@@ -796,6 +811,170 @@ check_failure_policy() {
   return $ok
 }
 
+# --- gateway component -------------------------------------------------------------------------
+
+GW_SA_USER=system:serviceaccount:allocating-system:allocation-gateway
+
+# gateway_bin: the allocation-gateway binary ($AW_GATEWAY_BIN, else next to $AW_BIN).
+gateway_bin() { echo "${AW_GATEWAY_BIN:-$(dirname "${AW_BIN:-$ROOT/build/allocating-webhook}")/allocation-gateway}"; }
+
+# gateway_objects: the base composed with components/gateway (as docs/gateway.md shows), one JSON
+# object per line.
+gateway_objects() {
+  local dir="$WORK/gw-overlay" base comp
+  mkdir -p "$dir"
+  base=$(realpath --relative-to="$dir" "$ROOT/manifests/base")
+  comp=$(realpath --relative-to="$dir" "$ROOT/manifests/components/gateway")
+  printf 'apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources:\n  - %s\ncomponents:\n  - %s\n' \
+    "$base" "$comp" >"$dir/kustomization.yaml"
+  kc kustomize "$dir" | kc create --dry-run=client -o json -f - |
+    jq -c 'if .kind == "List" then .items[] else . end'
+}
+
+# can_gw EXPECT VERB RESOURCE [ARGS...]: kubectl auth can-i as the gateway's service account.
+can_gw() {
+  local expect="$1" got; shift
+  got=$(kc auth can-i --as="$GW_SA_USER" "$@" 2>/dev/null)
+  [[ -n "$got" ]] || got=no
+  if [[ "$got" == "$expect" ]]; then kube_log "ok: gateway can-i $* = $got"
+  else kube_log "RBAC: gateway can-i $* = $got, want $expect"; return 1; fi
+}
+
+# gateway_client_cert DIR: a matchmaker client CA (DIR/client-ca.crt) and a client certificate
+# signed by it (DIR/client.crt, DIR/client.key, extendedKeyUsage clientAuth).
+gateway_client_cert() {
+  local d="$1"
+  openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 1 -subj /CN=matchmaker-ca \
+    -addext basicConstraints=critical,CA:TRUE -addext keyUsage=critical,keyCertSign \
+    -keyout "$d/client-ca.key" -out "$d/client-ca.crt" 2>/dev/null || return 1
+  openssl req -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -subj /CN=matchmaker \
+    -keyout "$d/client.key" -out "$d/client.csr" 2>/dev/null || return 1
+  printf 'extendedKeyUsage=clientAuth\nkeyUsage=critical,digitalSignature\n' >"$d/client.ext"
+  openssl x509 -req -in "$d/client.csr" -CA "$d/client-ca.crt" -CAkey "$d/client-ca.key" -CAcreateserial \
+    -days 1 -extfile "$d/client.ext" -out "$d/client.crt" 2>/dev/null
+}
+
+check_gateway() {
+  local ok=0 objs dep base_dep gw help a flag
+  gw=$(gateway_bin)
+  [[ -x "$gw" ]] || { kube_log "no allocation-gateway binary at $gw"; return 1; }
+  objs=$(gateway_objects) || { kube_log "render failed: base + components/gateway"; return 1; }
+  local kind
+  for kind in ServiceAccount ClusterRole ClusterRoleBinding Service Deployment PodDisruptionBudget; do
+    assert_eq "$kind allocation-gateway rendered" 1 \
+      "$(jq -s --arg k "$kind" '[.[] | select(.kind == $k and .metadata.name == "allocation-gateway")] | length' <<<"$objs")" || ok=1
+  done
+  dep=$(jq -c 'select(.kind == "Deployment" and .metadata.name == "allocation-gateway")' <<<"$objs")
+  base_dep=$(jq -c 'select(.kind == "Deployment" and .metadata.name == "allocating-webhook")' <<<"$objs")
+  assert_eq "gateway command" '["/usr/local/bin/allocation-gateway"]' "$(jq -c '.spec.template.spec.containers[0].command' <<<"$dep")" || ok=1
+  help=$("$gw" --help 2>&1)
+  while read -r a; do
+    flag="${a%%=*}"
+    grep -qE "^  ${flag}\$" <<<"$help" || { kube_log "gateway arg $a is not a flag of allocation-gateway --help"; ok=1; }
+  done < <(jq -r '.spec.template.spec.containers[0].args[]' <<<"$dep")
+  assert_eq "gateway container securityContext = the webhook's" \
+    "$(jq -cS '.spec.template.spec.containers[0].securityContext' <<<"$base_dep")" \
+    "$(jq -cS '.spec.template.spec.containers[0].securityContext' <<<"$dep")" || ok=1
+  assert_eq "gateway pod securityContext = the webhook's" \
+    "$(jq -cS '.spec.template.spec.securityContext' <<<"$base_dep")" "$(jq -cS '.spec.template.spec.securityContext' <<<"$dep")" || ok=1
+  assert_eq "gateway Secrets" "allocation-gateway-allocator-client,allocation-gateway-client-ca,allocation-gateway-tls" \
+    "$(jq -r '[.spec.template.spec.volumes[] | select(.secret) | .secret.secretName] | sort | join(",")' <<<"$dep")" || ok=1
+  # Every file argument lies under a mounted volume.
+  while read -r a; do
+    jq -e --arg f "$a" '[.spec.template.spec.containers[0].volumeMounts[].mountPath] | any(. as $m | $f | startswith($m + "/"))' \
+      <<<"$dep" >/dev/null || { kube_log "gateway file $a is on no mounted volume"; ok=1; }
+  done < <(jq -r '.spec.template.spec.containers[0].args[] | select(test("-file=")) | sub("^[^=]*="; "")' <<<"$dep")
+  assert_eq "gateway Service targets the https port" https \
+    "$(jq -r 'select(.kind == "Service" and .metadata.name == "allocation-gateway") | .spec.ports[0].targetPort' <<<"$objs")" || ok=1
+  assert_eq "gateway Service and PDB select the gateway pods (not the webhook's)" \
+    '{"app.kubernetes.io/name":"allocation-gateway"}|{"app.kubernetes.io/name":"allocation-gateway"}' \
+    "$(jq -sc '[.[] | select(.metadata.name == "allocation-gateway") | select(.kind == "Service") | .spec.selector][0] | tostring' <<<"$objs" | jq -r .)|$(jq -sc '[.[] | select(.metadata.name == "allocation-gateway" and .kind == "PodDisruptionBudget") | .spec.selector.matchLabels][0] | tostring' <<<"$objs" | jq -r .)" || ok=1
+
+  # The API server accepts the composition (strict field validation, no warning).
+  dry_run_apply "$WORK/gw-overlay" || ok=1
+
+  # Pod Security "restricted": the gateway's pod is admitted with no warning.
+  ensure_namespace "$PSA_NS" pod-security.kubernetes.io/enforce=restricted \
+    pod-security.kubernetes.io/enforce-version=latest pod-security.kubernetes.io/warn=restricted || return 1
+  kc -n "$PSA_NS" create serviceaccount allocation-gateway --dry-run=client -o yaml | kc apply -f - >/dev/null || return 1
+  jq --arg ns "$PSA_NS" '{apiVersion: "v1", kind: "Pod",
+      metadata: {name: "allocation-gateway-psa", namespace: $ns, labels: .spec.template.metadata.labels},
+      spec: .spec.template.spec}' <<<"$dep" >"$WORK/gw-pod.json"
+  if kc create --dry-run=server -f "$WORK/gw-pod.json" >/dev/null 2>"$WORK/gw-pod.err" && ! grep -qi warning "$WORK/gw-pod.err"; then
+    kube_log "ok: the gateway's pod is admitted under enforce=restricted with no warning"
+  else
+    kube_log "the gateway's pod is not clean under restricted:"; cat "$WORK/gw-pod.err" >&2; ok=1
+  fi
+
+  # RBAC: read GameServers, nothing else.
+  jq -s '{apiVersion: "v1", kind: "List", items: [.[] | select(.kind == "Namespace" or
+      (.metadata.name == "allocation-gateway" and (.kind | test("^(ServiceAccount|ClusterRole|ClusterRoleBinding)$"))))]}' \
+    <<<"$objs" >"$WORK/gw-rbac.json"
+  kc apply -f "$WORK/gw-rbac.json" >/dev/null || { kube_log "cannot apply the gateway's RBAC"; return 1; }
+  local v
+  for v in get list watch; do can_gw yes "$v" gameservers.agones.dev --all-namespaces || ok=1; done
+  for v in create update patch delete; do can_gw no "$v" gameservers.agones.dev -n default || ok=1; done
+  can_gw no create gameserverallocations.allocation.agones.dev -n default || ok=1
+  can_gw no get secrets -n allocating-system || ok=1
+  can_gw no list fleets.agones.dev -n default || ok=1
+  can_gw no create events -n default || ok=1
+  can_gw no update leases.coordination.k8s.io -n allocating-system || ok=1
+
+  # Live: the binary with the Deployment's arguments (files under a local directory, free loopback
+  # ports), as the gateway's service account (a TokenRequest token), its serving certificate from
+  # install-certs --gateway: its informer syncs with only that RBAC, a matchmaker with a client
+  # certificate gets an answer, one without is refused.
+  local d="$WORK/gw-live" token server port health pid code
+  mkdir -p "$d/tls" "$d/client-ca" "$d/allocator"
+  "$ROOT/certs/install-certs" --kubeconfig "$KCFG" "${ADMIN_CONTEXT[@]}" --gateway --dir "$d/certs" --san 127.0.0.1 >&2 ||
+    { kube_log "install-certs --gateway failed"; return 1; }
+  for v in tls.crt tls.key ca.crt; do
+    kc -n allocating-system get secret allocation-gateway-tls -o "jsonpath={.data.${v//./\\.}}" | base64 -d >"$d/tls/$v"
+  done
+  openssl verify -CAfile "$d/tls/ca.crt" "$d/tls/tls.crt" >/dev/null 2>&1 ||
+    { kube_log "the Secret allocation-gateway-tls does not hold a chain that verifies"; ok=1; }
+  openssl x509 -noout -ext subjectAltName -in "$d/tls/tls.crt" | grep -q 'DNS:allocation-gateway.allocating-system.svc' ||
+    { kube_log "the gateway certificate does not name allocation-gateway.allocating-system.svc"; ok=1; }
+  gateway_client_cert "$d" || { kube_log "cannot make a client certificate"; return 1; }
+  cp "$d/client-ca.crt" "$d/client-ca/ca.crt"
+  token=$(kc -n allocating-system create token allocation-gateway --duration=10m) || { kube_log "no token for the gateway"; return 1; }
+  server=$(kc config view --raw --minify -o 'jsonpath={.clusters[0].cluster.server}')
+  kc config view --raw --minify -o 'jsonpath={.clusters[0].cluster.certificate-authority-data}' | base64 -d >"$d/apiserver-ca.crt"
+  printf 'apiVersion: v1\nkind: Config\nclusters: [{name: c, cluster: {server: "%s", certificate-authority: "%s"}}]\nusers: [{name: gw, user: {token: "%s"}}]\ncontexts: [{name: gw, context: {cluster: c, user: gw}}]\ncurrent-context: gw\n' \
+    "$server" "$d/apiserver-ca.crt" "$token" >"$d/kubeconfig"
+  port=$(free_port) health=$(free_port)
+  local args=()
+  mapfile -t args < <(jq -r '.spec.template.spec.containers[0].args[]' <<<"$dep" |
+    sed -e "s/^--port=.*/--port=$port/" -e "s/^--health-port=.*/--health-port=$health/" \
+        -e "s#/etc/allocation-gateway/#$d/#" -e "s#^--allocator-address=.*#--allocator-address=https://127.0.0.1:$(free_port)#" |
+    grep -v -e '^--allocator-client-' -e '^--allocator-ca-file=')
+  "$gw" "${args[@]}" --bind-address=127.0.0.1 --kubeconfig="$d/kubeconfig" --allocator-timeout=2s >"$WORK/gw-run.log" 2>&1 &
+  pid=$!
+  STARTED_PIDS+=("$pid")
+  if retry_until 20 curl -sf -o /dev/null "http://127.0.0.1:$health/readyz"; then
+    kube_log "ok: the gateway is ready as its service account (GameServer informer synced; args: ${args[*]})"
+  else
+    kube_log "the gateway never became ready"; ok=1
+  fi
+  if grep -qi forbidden "$WORK/gw-run.log"; then kube_log "the gateway's log has a forbidden request"; ok=1; fi
+  code=$(curl -s -o "$WORK/gw-body" -w '%{http_code}' --cacert "$d/tls/ca.crt" --cert "$d/client.crt" --key "$d/client.key" \
+    -H 'Content-Type: application/json' --data '{not json' "https://127.0.0.1:$port/gameserverallocation")
+  assert_eq "a matchmaker with a client certificate: malformed request" 400 "$code" || ok=1
+  code=$(curl -s -o "$WORK/gw-body" -w '%{http_code}' --cacert "$d/tls/ca.crt" --cert "$d/client.crt" --key "$d/client.key" \
+    -H 'Content-Type: application/json' --data '{"namespace":"default"}' "https://127.0.0.1:$port/gameserverallocation")
+  assert_eq "a matchmaker with a client certificate: agones-allocator unreachable" 503 "$code" || ok=1
+  if curl -s -o /dev/null --cacert "$d/tls/ca.crt" -H 'Content-Type: application/json' --data '{}' \
+    "https://127.0.0.1:$port/gameserverallocation"; then
+    kube_log "a client without a certificate got an answer"; ok=1
+  else
+    kube_log "ok: a client without a certificate is refused at the handshake"
+  fi
+  kill -TERM "$pid" 2>/dev/null
+  wait "$pid" 2>/dev/null
+  ((ok == 0)) || tail -20 "$WORK/gw-run.log" >&2
+  return $ok
+}
+
 command -v jq >/dev/null || { echo "manifests check: jq is required" >&2; exit 1; }
 check render check_render
 check dry-run check_dry_run
@@ -806,5 +985,6 @@ check image-rootfs check_image_rootfs
 check rbac-live check_rbac_live
 check example-flow check_example_flow
 check failure-policy check_failure_policy
+check gateway check_gateway
 kube_log "manifests checks: $passed passed, $failed failed${failures[*]:+ (${failures[*]})}"
 ((failed == 0 && passed > 0))

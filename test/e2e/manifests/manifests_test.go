@@ -19,7 +19,7 @@ import (
 func TestMain(m *testing.M) { harness.Main(m) }
 
 var checks = []string{
-	"render", "dry-run", "pod-security", "rbac", "install-certs", "image-rootfs", "rbac-live", "example-flow", "failure-policy",
+	"render", "dry-run", "pod-security", "rbac", "install-certs", "image-rootfs", "rbac-live", "example-flow", "failure-policy", "gateway",
 }
 
 func TestManifests(t *testing.T) {
