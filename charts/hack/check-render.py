@@ -3,7 +3,10 @@
 values it was rendered with, from manifests/ (the kustomize install it must match) and from the
 binary's --help (the flags it accepts).
 
-  charts/hack/check-render.py RENDERED.yaml VALUES.yaml HELP.txt NAMESPACE
+  charts/hack/check-render.py RENDERED.yaml VALUES.yaml HELP.txt NAMESPACE [GATEWAY-HELP.txt]
+
+GATEWAY-HELP.txt is allocation-gateway --help, needed when the values enable the gateway (its
+objects are then checked against manifests/components/gateway and that --help).
 
 VALUES.yaml is the ci/ file the render used (merged here over the chart's values.yaml the way Helm
 merges: maps deep, a null removes the key). Prints one line per failed fact and exits 1 when any
@@ -22,6 +25,11 @@ import yaml
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 CHART = os.path.join(ROOT, "charts", "allocating-webhook")
+
+# Flags the chart sets for the gateway from values other than .Values.gateway.flags.
+GATEWAY_CHART_FLAGS = {"port", "health-port", "tls-cert-file", "tls-key-file", "client-ca-file", "disable-mtls",
+                       "allocator-address", "allocator-client-cert-file", "allocator-client-key-file",
+                       "allocator-ca-file"}
 
 # Flags the chart sets from values other than .Values.flags.
 CHART_FLAGS = {"port", "health-port", "tls-cert-file", "tls-key-file", "trusted-users",
@@ -82,9 +90,10 @@ def none_of(objs, kind):
 
 
 def main():
-    if len(sys.argv) != 5:
+    if len(sys.argv) not in (5, 6):
         sys.exit(__doc__)
-    rendered, values_file, help_file, ns = sys.argv[1:]
+    rendered, values_file, help_file, ns = sys.argv[1:5]
+    gateway_help = sys.argv[5] if len(sys.argv) == 6 else None
     with open(os.path.join(CHART, "values.yaml")) as f:
         defaults = yaml.safe_load(f)
     with open(values_file) as f:
@@ -92,6 +101,10 @@ def main():
     flags_known = help_flags(help_file)
     objs = load_docs(rendered)
     name = v.get("fullnameOverride") or "allocating-webhook"
+    # The gateway's objects carry its own name label; they are checked apart (check_gateway).
+    gwname = v["gateway"]["name"]
+    gw_objs = [o for o in objs if (o["metadata"].get("labels") or {}).get("app.kubernetes.io/name") == gwname]
+    objs = [o for o in objs if o not in gw_objs]
     secret_name = v["certs"].get("secretName") or f"{name}-tls"
 
     base = {}
@@ -334,12 +347,150 @@ def main():
     for o in objs:
         fact(o["kind"] in known, f"unexpected object {o['kind']} {o['metadata']['name']}")
 
+    check_gateway(gw_objs, v, ns, gateway_help, dep, objs)
+
     for f in failures:
         print(f"check-render: {os.path.basename(values_file)}: {f}")
     if failures:
         return 1
     print(f"check-render: {os.path.basename(values_file)}: {checked} facts hold")
     return 0
+
+
+def verify_serving_pair(sec, dns, ips, what):
+    """The kubernetes.io/tls Secret sec holds a CA and a serving certificate for dns/ips signed by it."""
+    fact(sec["type"] == "kubernetes.io/tls", f"{what}: Secret type")
+    with tempfile.TemporaryDirectory() as tmp:
+        for k, fn in (("ca.crt", "ca.pem"), ("tls.crt", "leaf.pem")):
+            with open(os.path.join(tmp, fn), "wb") as f:
+                f.write(base64.b64decode(sec["data"][k]))
+        ca, leaf = os.path.join(tmp, "ca.pem"), os.path.join(tmp, "leaf.pem")
+        ok = subprocess.run(["openssl", "verify", "-purpose", "sslserver", "-CAfile", ca, leaf],
+                            capture_output=True, text=True)
+        fact(ok.returncode == 0, f"{what}: serving certificate does not verify against its ca.crt: {ok.stdout}{ok.stderr}")
+        leaf_text = openssl_text(leaf)
+        san = re.search(r"X509v3 Subject Alternative Name:.*?\n\s*(.*?)\n", leaf_text, re.S)
+        entries = [e.strip() for e in san.group(1).split(",")] if san else []
+        got_dns = {e[4:] for e in entries if e.startswith("DNS:")}
+        got_ips = {e[11:] for e in entries if e.startswith("IP Address:")}
+        fact(got_dns >= set(dns), f"{what}: SAN DNS {sorted(got_dns)} lacks some of {dns}")
+        want_ips = {str(ipaddress.ip_address(i)) for i in ips}
+        fact(got_ips >= want_ips, f"{what}: SAN IPs {sorted(got_ips)} lack some of {sorted(want_ips)}")
+    fact(b"PRIVATE KEY" in base64.b64decode(sec["data"]["tls.key"]), f"{what}: tls.key is not a PEM private key")
+
+
+def check_gateway(objs, v, ns, help_file, webhook_dep, webhook_objs):
+    """The gateway's objects (gateway.enabled) against manifests/components/gateway and its --help."""
+    g = v["gateway"]
+    gw = g["name"]
+    if not g["enabled"]:
+        fact(not objs, f"gateway disabled but rendered {[o['kind'] + ' ' + o['metadata']['name'] for o in objs]}")
+        return
+    if not fact(help_file is not None, "gateway enabled: check-render needs allocation-gateway --help (5th argument)"):
+        return
+    gw_flags = help_flags(help_file)
+    comp = {}
+    cdir = os.path.join(ROOT, "manifests", "components", "gateway")
+    for fn in os.listdir(cdir):
+        if fn.endswith(".yaml") and fn != "kustomization.yaml":
+            for d in load_docs(os.path.join(cdir, fn)):
+                comp[d["kind"]] = d
+    for o in objs:
+        md = o["metadata"]
+        if o["kind"] in ("ClusterRole", "ClusterRoleBinding"):
+            fact("namespace" not in md, f"gateway {o['kind']} has a namespace")
+        else:
+            fact(md.get("namespace") == ns, f"gateway {o['kind']} {md['name']} namespace {md.get('namespace')!r}")
+    fact(set(g["flags"]) | GATEWAY_CHART_FLAGS == gw_flags,
+         f"gateway.flags + chart-set flags != allocation-gateway --help: missing "
+         f"{sorted(gw_flags - set(g['flags']) - GATEWAY_CHART_FLAGS)}, unknown {sorted((set(g['flags']) | GATEWAY_CHART_FLAGS) - gw_flags)}")
+
+    cr = one(objs, "ClusterRole", gw)
+    fact(cr and cr["rules"] == comp["ClusterRole"]["rules"], "gateway ClusterRole rules differ from manifests/components/gateway")
+    crb = one(objs, "ClusterRoleBinding", gw)
+    fact(crb and crb["subjects"] == [{"kind": "ServiceAccount", "name": gw, "namespace": ns}]
+         and crb["roleRef"]["name"] == gw, "gateway ClusterRoleBinding")
+    one(objs, "ServiceAccount", gw)
+    svc = one(objs, "Service", gw)
+    fact(svc and svc["spec"]["selector"] == {"app.kubernetes.io/name": gw}
+         and svc["spec"]["ports"] == [{"name": "https", "port": g["service"]["port"], "targetPort": "https", "protocol": "TCP"}],
+         "gateway Service")
+    if g["podDisruptionBudget"]["enabled"]:
+        pdb = one(objs, "PodDisruptionBudget", gw)
+        fact(pdb and pdb["spec"]["selector"]["matchLabels"] == {"app.kubernetes.io/name": gw}
+             and pdb["spec"]["minAvailable"] == g["podDisruptionBudget"]["minAvailable"], "gateway PDB")
+
+    dep = one(objs, "Deployment", gw)
+    if not dep:
+        return
+    pod, wpod = dep["spec"]["template"]["spec"], webhook_dep["spec"]["template"]["spec"]
+    c, wc = pod["containers"][0], wpod["containers"][0]
+    cc = comp["Deployment"]["spec"]["template"]["spec"]["containers"][0]
+    fact(dep["spec"]["replicas"] == g["replicas"], "gateway replicas")
+    fact(dep["spec"]["selector"]["matchLabels"] == {"app.kubernetes.io/name": gw}, "gateway Deployment selector")
+    fact(pod["serviceAccountName"] == gw, "gateway serviceAccountName")
+    fact(c.get("command") == ["/usr/local/bin/allocation-gateway"], f"gateway command {c.get('command')}")
+    fact(c["image"] == wc["image"], "gateway image differs from the webhook's (one image, two binaries)")
+    fact(pod["securityContext"] == wpod["securityContext"], "gateway pod securityContext differs from the webhook's")
+    fact(c["securityContext"] == wc["securityContext"], "gateway container securityContext differs from the webhook's")
+    fact(c["securityContext"].get("readOnlyRootFilesystem") is True, "gateway root file system is not read-only")
+    for key in ("livenessProbe", "readinessProbe"):
+        fact(c.get(key) == cc.get(key), f"gateway {key} differs from manifests/components/gateway")
+    fact(pod["terminationGracePeriodSeconds"] == g["terminationGracePeriodSeconds"], "gateway terminationGracePeriodSeconds")
+    ports = {p["name"]: p["containerPort"] for p in c["ports"]}
+    fact(ports == {"https": g["ports"]["https"], "health": g["ports"]["health"]}, f"gateway container ports {ports}")
+
+    args = c["args"]
+    parsed = []
+    for a in args:
+        m = re.fullmatch(r"--([a-z0-9-]+)=(.*)", a, re.S)
+        if fact(m is not None, f"gateway arg {a!r} is not --flag=value"):
+            parsed.append((m.group(1), m.group(2)))
+    for n, _ in parsed:
+        fact(n in gw_flags, f"gateway arg --{n} is not a flag of allocation-gateway (--help)")
+    extra = list(g.get("extraArgs") or [])
+    own = parsed[:len(parsed) - len(extra)]
+    got = dict(own)
+    fact(len(got) == len(own), f"gateway: a flag is given twice: {[n for n, _ in own]}")
+    fact(got.get("port") == str(g["ports"]["https"]) and got.get("health-port") == str(g["ports"]["health"]),
+         "gateway --port/--health-port do not follow gateway.ports")
+    fact(got.get("allocator-address") == g["allocator"]["address"], "gateway --allocator-address")
+    fact(("disable-mtls" in got) == bool(g["disableMTLS"]) and ("client-ca-file" in got) != bool(g["disableMTLS"]),
+         "gateway --disable-mtls / --client-ca-file do not follow gateway.disableMTLS")
+    for k, val in g["flags"].items():
+        if val is None or val == "":
+            fact(k not in got, f"gateway --{k} given although its value is empty")
+        else:
+            want = str(val).lower() if isinstance(val, bool) else str(val)
+            fact(got.get(k) == want, f"gateway --{k}={got.get(k)!r}, want {want!r}")
+    mounts = {m["mountPath"]: m["name"] for m in c["volumeMounts"]}
+    for k, val in got.items():
+        if k.endswith("-file"):
+            fact(any(val.startswith(p + "/") for p in mounts), f"gateway --{k}={val} is on no mounted volume")
+    vols = {x["name"]: x.get("secret", {}).get("secretName") for x in pod["volumes"]}
+    want_vols = {"tls": g["certs"].get("secretName") or f"{gw}-tls", "allocator": g["allocator"]["clientSecret"], "tmp": None}
+    if not g["disableMTLS"]:
+        want_vols["client-ca"] = g["clientCASecret"]
+    fact(vols == want_vols, f"gateway volumes {vols}, want {want_vols}")
+
+    mode = v["certs"]["mode"]
+    dns = [f"{gw}.{ns}.svc", f"{gw}.{ns}.svc.cluster.local"] + g["certs"]["extraDNSNames"]
+    secret_name = g["certs"].get("secretName") or f"{gw}-tls"
+    if mode == "generate":
+        sec = one(objs, "Secret", secret_name)
+        if sec:
+            verify_serving_pair(sec, dns, g["certs"]["extraIPs"], "gateway")
+        fact(not [o for o in objs if o["kind"] == "Certificate"], "gateway Certificate in generate mode")
+    elif mode == "cert-manager":
+        crt = one(objs, "Certificate", f"{gw}-serving")
+        wcrt = [o for o in webhook_objs if o["kind"] == "Certificate" and o["metadata"]["name"].endswith("-serving")]
+        fact(crt and crt["spec"]["secretName"] == secret_name and crt["spec"]["dnsNames"] == dns,
+             "gateway Certificate secretName/dnsNames")
+        fact(crt and wcrt and crt["spec"]["issuerRef"] == wcrt[0]["spec"]["issuerRef"],
+             "gateway Certificate not issued like the webhook's")
+        fact(not [o for o in objs if o["kind"] == "Secret"], "gateway Secret in cert-manager mode")
+    else:
+        fact(not [o for o in objs if o["kind"] in ("Secret", "Certificate")], "gateway Secret/Certificate in secret mode")
 
 
 if __name__ == "__main__":

@@ -149,3 +149,97 @@ annotations:
 - {{ . | quote }}
 {{- end }}
 {{- end -}}
+
+{{/* ---- The allocation gateway (gateway.enabled) ---- */}}
+{{- define "aw.gatewayName" -}}
+{{- .Values.gateway.name | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
+{{- define "aw.gatewayLabels" -}}
+app.kubernetes.io/name: {{ include "aw.gatewayName" . }}
+app.kubernetes.io/part-of: agones-allocating-webhook
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
+{{- end -}}
+
+{{- define "aw.gatewaySelectorLabels" -}}
+app.kubernetes.io/name: {{ include "aw.gatewayName" . }}
+{{- end -}}
+
+{{- define "aw.gatewaySecretName" -}}
+{{- default (printf "%s-tls" (include "aw.gatewayName" .)) .Values.gateway.certs.secretName -}}
+{{- end -}}
+
+{{- define "aw.gatewayDnsNames" -}}
+{{- $svc := include "aw.gatewayName" . -}}
+{{- $names := list (printf "%s.%s.svc" $svc .Release.Namespace) (printf "%s.%s.svc.cluster.local" $svc .Release.Namespace) -}}
+{{- concat $names .Values.gateway.certs.extraDNSNames | toJson -}}
+{{- end -}}
+
+{{/* The gateway's TLS material of certs.mode "generate", once per render (.Values._gwtls): the
+Secret in the cluster when complete (upgrades keep it), else a new CA and serving certificate. */}}
+{{- define "aw.gatewayTls" -}}
+{{- if not (hasKey .Values "_gwtls") -}}
+{{- $existing := lookup "v1" "Secret" .Release.Namespace (include "aw.gatewaySecretName" .) -}}
+{{- $data := dict -}}
+{{- if and $existing $existing.data -}}
+{{- $data = $existing.data -}}
+{{- end -}}
+{{- if and (hasKey $data "ca.crt") (hasKey $data "tls.crt") (hasKey $data "tls.key") -}}
+{{- $_ := set .Values "_gwtls" (dict "ca" (index $data "ca.crt") "crt" (index $data "tls.crt") "key" (index $data "tls.key")) -}}
+{{- else -}}
+{{- $ca := genCA (printf "%s-ca" (include "aw.gatewayName" .)) (int .Values.certs.generate.caDays) -}}
+{{- $dns := include "aw.gatewayDnsNames" . | fromJsonArray -}}
+{{- $cert := genSignedCert (first $dns) .Values.gateway.certs.extraIPs $dns (int .Values.certs.generate.days) $ca -}}
+{{- $_ := set .Values "_gwtls" (dict "ca" ($ca.Cert | b64enc) "crt" ($cert.Cert | b64enc) "key" ($cert.Key | b64enc)) -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+
+{{/* The gateway container's arguments: chart-managed flags, then .Values.gateway.flags, then extraArgs. */}}
+{{- define "aw.gatewayArgs" -}}
+{{- $g := .Values.gateway -}}
+- --port={{ $g.ports.https }}
+- --health-port={{ $g.ports.health }}
+- --tls-cert-file=/etc/allocation-gateway/tls/tls.crt
+- --tls-key-file=/etc/allocation-gateway/tls/tls.key
+{{- if $g.disableMTLS }}
+- --disable-mtls=true
+{{- else }}
+- --client-ca-file=/etc/allocation-gateway/client-ca/ca.crt
+{{- end }}
+- --allocator-address={{ $g.allocator.address }}
+- --allocator-client-cert-file=/etc/allocation-gateway/allocator/tls.crt
+- --allocator-client-key-file=/etc/allocation-gateway/allocator/tls.key
+- --allocator-ca-file=/etc/allocation-gateway/allocator/ca.crt
+{{- range $name, $value := $g.flags }}
+{{- if has $name (list "port" "health-port" "tls-cert-file" "tls-key-file" "client-ca-file" "disable-mtls" "allocator-address" "allocator-client-cert-file" "allocator-client-key-file" "allocator-ca-file") }}
+{{- fail (printf "gateway.flags.%s is set by the chart (see values.yaml: gateway.ports, gateway.certs, gateway.clientCASecret, gateway.disableMTLS, gateway.allocator)" $name) }}
+{{- end }}
+{{- if and (not (kindIs "invalid" $value)) (ne (toString $value) "") }}
+{{- if and (kindIs "float64" $value) (eq (float64 (int64 $value)) $value) }}
+{{- $value = int64 $value }}
+{{- end }}
+- {{ printf "--%s=%v" $name $value | quote }}
+{{- end }}
+{{- end }}
+{{- range $g.extraArgs }}
+- {{ . | quote }}
+{{- end }}
+{{- end -}}
+
+{{- define "aw.gatewayValidate" -}}
+{{- if not (hasPrefix "https://" .Values.gateway.allocator.address) -}}
+{{- fail (printf "gateway.allocator.address must start with https:// (agones-allocator serves TLS), not %q" .Values.gateway.allocator.address) -}}
+{{- end -}}
+{{- if not .Values.gateway.allocator.clientSecret -}}
+{{- fail "gateway.allocator.clientSecret is required: a Secret with tls.crt/tls.key (the gateway's client certificate towards agones-allocator) and ca.crt" -}}
+{{- end -}}
+{{- if and (not .Values.gateway.disableMTLS) (not .Values.gateway.clientCASecret) -}}
+{{- fail "gateway.clientCASecret is required unless gateway.disableMTLS: a Secret with ca.crt, the matchmakers' client CA" -}}
+{{- end -}}
+{{- if and (eq .Values.certs.mode "secret") (not .Values.gateway.certs.secretName) -}}
+{{- fail "gateway.certs.secretName is required with certs.mode=secret (the gateway's kubernetes.io/tls Secret)" -}}
+{{- end -}}
+{{- end -}}

@@ -4,6 +4,8 @@
 // the chart's service account) and the chart's Deployment arguments (the local webhook process is
 // started with exactly those flags, only the paths, ports and kubeconfig changed). There is no
 // kubelet: the Deployment's pods never run, the binary runs on 127.0.0.1 as in the other packages.
+// With gateway.enabled the same holds for allocation-gateway (gateway_test.go): its Deployment's
+// arguments, its generated certificate and its RBAC, in front of the stand-in agones-allocator.
 package helm
 
 import (
