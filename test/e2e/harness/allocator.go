@@ -137,11 +137,11 @@ type AllocatorStandin struct {
 	CAFile string // its serving CA
 	// ClientCert/ClientKey: a client certificate it accepts (issued by its client CA).
 	ClientCert, ClientKey string
-	Calls              atomic.Int64 // POST /gameserverallocation requests received
-	srv                *http.Server
-	ln                 net.Listener
-	dyn                dynamic.Interface
-	mu                 sync.Mutex // one allocation at a time, as the allocator's batching does per cache
+	Calls                 atomic.Int64 // POST /gameserverallocation requests received
+	srv                   *http.Server
+	ln                    net.Listener
+	dyn                   dynamic.Interface
+	mu                    sync.Mutex // one allocation at a time, as the allocator's batching does per cache
 	// Delay, when set, is slept before each allocation (an allocator under load).
 	Delay atomic.Int64
 }
