@@ -15,6 +15,7 @@ failed, 0 (with a count of facts checked) otherwise.
 import base64
 import copy
 import ipaddress
+import json
 import os
 import re
 import subprocess
@@ -328,6 +329,19 @@ def main():
         fact(pr and pr["spec"] == bpr["spec"], "PrometheusRule spec differs from manifests/monitoring/prometheusrule.yaml")
     else:
         none_of(objs, "PrometheusRule")
+    if mon["grafanaDashboard"]["enabled"]:
+        cm = one(objs, "ConfigMap", f"{name}-dashboard")
+        with open(os.path.join(ROOT, "manifests", "monitoring", "grafana-dashboard.json")) as f:
+            want = json.load(f)
+        try:
+            got = json.loads(cm["data"]["grafana-dashboard.json"]) if cm else None
+        except (KeyError, ValueError) as e:
+            got = f"unparsable: {e}"
+        fact(got == want, "dashboard ConfigMap differs from manifests/monitoring/grafana-dashboard.json")
+        for k, val in mon["grafanaDashboard"]["labels"].items():
+            fact(cm and cm["metadata"]["labels"].get(k) == val, f"dashboard ConfigMap label {k}")
+    else:
+        none_of(objs, "ConfigMap")
     if v["networkPolicy"]["enabled"]:
         np = one(objs, "NetworkPolicy", name)
         fact(np and np["spec"]["ingress"][0]["from"] == [{"ipBlock": {"cidr": v["networkPolicy"]["apiServerCIDR"]}}],
@@ -343,7 +357,8 @@ def main():
 
     known = {"Deployment", "Service", "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding",
              "PodDisruptionBudget", "MutatingWebhookConfiguration", "ValidatingWebhookConfiguration", "Secret",
-             "Certificate", "Issuer", "PodMonitor", "ServiceMonitor", "PrometheusRule", "NetworkPolicy", "Namespace"}
+             "Certificate", "Issuer", "PodMonitor", "ServiceMonitor", "PrometheusRule", "NetworkPolicy", "Namespace",
+             "ConfigMap"}
     for o in objs:
         fact(o["kind"] in known, f"unexpected object {o['kind']} {o['metadata']['name']}")
 
