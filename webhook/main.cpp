@@ -267,8 +267,13 @@ int main(int argc, char** argv) {
   // standby); its loop only while this replica leads.
   std::unique_ptr<resolver::ResolverService> resolver_service;
   if (controllers.Enabled()) {
-    resolver_service = std::make_unique<resolver::ResolverService>(
-        resolver_flags, policy, controllers.client(), controllers.events(), *registry);
+    auto service = resolver::ResolverService::Create(resolver_flags, policy, controllers.client(),
+                                                     controllers.events(), *registry);
+    if (!service.ok()) {
+      log::error("cannot create the resolver", {{"error", service.status().message()}});
+      return 1;
+    }
+    resolver_service = std::move(*service);
   }
 
   // ---- Composition ---------------------------------------------------------------------------

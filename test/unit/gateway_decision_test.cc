@@ -36,7 +36,8 @@ Decision DecideFor(const Gs& g) {
   rapidjson::Document doc;
   doc.Parse(json.c_str());
   EXPECT_FALSE(doc.HasParseError()) << json;
-  return Decide(&doc, false, kOurs);
+  const auto view = gate::ParseGameServer(doc);
+  return Decide(&view, false, kOurs);
 }
 
 TEST(GatewayDecision, WaitsWhileAllocatingOrNotSeen) {
@@ -114,7 +115,8 @@ TEST(GatewayDecision, BadShapesNeverCrash) {
                            R"({"metadata":{"annotations":{"agones.dev/last-allocated":5}}})"}) {
     rapidjson::Document doc;
     doc.Parse(json);
-    auto d = Decide(&doc, false, kOurs);
+    const auto view = gate::ParseGameServer(doc);
+    auto d = Decide(&view, false, kOurs);
     EXPECT_EQ(d.verdict, Verdict::kWait) << json;
   }
 }

@@ -1,6 +1,7 @@
 // Probes against real local sockets: HTTP 200/503/slow/closed/garbage, TCP open/closed,
 // UDP reply/no reply/port closed, bounded concurrency, and the status-line parser.
 #include <arpa/inet.h>
+#include <sys/resource.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -114,6 +115,16 @@ Result RunProbe(Prober& prober, Target target) {
   return f.get();
 }
 
+// A prober with its event loop running (the test fails at once when the system refuses one).
+std::unique_ptr<SocketProber> MustCreate(ProberOptions options) {
+  auto p = SocketProber::Create(std::move(options));
+  if (!p.ok()) {
+    ADD_FAILURE() << p.status().ToString();
+    std::abort();
+  }
+  return std::move(*p);
+}
+
 ProberOptions Opts(int timeout_ms = 300) {
   ProberOptions o;
   o.timeout = std::chrono::milliseconds(timeout_ms);
@@ -124,7 +135,8 @@ ProberOptions Opts(int timeout_ms = 300) {
 
 TEST(ProbeHttp, Status200IsReady) {
   TinyHttp server("HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok");
-  SocketProber prober(Opts());
+  auto owned = MustCreate(Opts());
+  SocketProber& prober = *owned;
   Result r = RunProbe(prober, {Type::kHttp, "127.0.0.1", server.port(), "/ready?x=1"});
   EXPECT_EQ(r.status, Status::kSuccess) << r.detail;
   std::string req = server.last_request();
@@ -134,13 +146,15 @@ TEST(ProbeHttp, Status200IsReady) {
 
 TEST(ProbeHttp, Status204IsReady) {
   TinyHttp server("HTTP/1.0 204 No Content\r\n\r\n");
-  SocketProber prober(Opts());
+  auto owned = MustCreate(Opts());
+  SocketProber& prober = *owned;
   EXPECT_TRUE(RunProbe(prober, {Type::kHttp, "127.0.0.1", server.port(), "/"}).ok());
 }
 
 TEST(ProbeHttp, Status503IsNotReady) {
   TinyHttp server("HTTP/1.1 503 Service Unavailable\r\n\r\n");
-  SocketProber prober(Opts());
+  auto owned = MustCreate(Opts());
+  SocketProber& prober = *owned;
   Result r = RunProbe(prober, {Type::kHttp, "127.0.0.1", server.port(), "/"});
   EXPECT_EQ(r.status, Status::kFailure);
   EXPECT_EQ(r.detail, "http 503");
@@ -148,28 +162,32 @@ TEST(ProbeHttp, Status503IsNotReady) {
 
 TEST(ProbeHttp, RedirectIsNotReady) {
   TinyHttp server("HTTP/1.1 302 Found\r\nLocation: /x\r\n\r\n");
-  SocketProber prober(Opts());
+  auto owned = MustCreate(Opts());
+  SocketProber& prober = *owned;
   EXPECT_EQ(RunProbe(prober, {Type::kHttp, "127.0.0.1", server.port(), "/"}).status,
             Status::kFailure);
 }
 
 TEST(ProbeHttp, SlowServerTimesOut) {
   TinyHttp server("", /*hold=*/true);
-  SocketProber prober(Opts(100));
+  auto owned = MustCreate(Opts(100));
+  SocketProber& prober = *owned;
   Result r = RunProbe(prober, {Type::kHttp, "127.0.0.1", server.port(), "/"});
   EXPECT_EQ(r.status, Status::kTimeout) << r.detail;
 }
 
 TEST(ProbeHttp, ClosedConnectionIsNotReady) {
   TinyHttp server("");
-  SocketProber prober(Opts());
+  auto owned = MustCreate(Opts());
+  SocketProber& prober = *owned;
   Result r = RunProbe(prober, {Type::kHttp, "127.0.0.1", server.port(), "/"});
   EXPECT_EQ(r.status, Status::kFailure) << r.detail;
 }
 
 TEST(ProbeHttp, GarbageIsNotReady) {
   TinyHttp server("SSH-2.0-OpenSSH\r\n");
-  SocketProber prober(Opts());
+  auto owned = MustCreate(Opts());
+  SocketProber& prober = *owned;
   Result r = RunProbe(prober, {Type::kHttp, "127.0.0.1", server.port(), "/"});
   EXPECT_EQ(r.status, Status::kFailure);
   EXPECT_EQ(r.detail, "malformed HTTP response");
@@ -181,14 +199,16 @@ TEST(ProbeHttp, ClosedPortIsNotReady) {
     Bound b(SOCK_STREAM);
     port = b.port();
   }
-  SocketProber prober(Opts());
+  auto owned = MustCreate(Opts());
+  SocketProber& prober = *owned;
   Result r = RunProbe(prober, {Type::kHttp, "127.0.0.1", port, "/"});
   EXPECT_EQ(r.status, Status::kFailure);
   EXPECT_EQ(r.detail, "connection refused");
 }
 
 TEST(ProbeHttp, BadPathIsAnError) {
-  SocketProber prober(Opts());
+  auto owned = MustCreate(Opts());
+  SocketProber& prober = *owned;
   EXPECT_EQ(RunProbe(prober, {Type::kHttp, "127.0.0.1", 80, "/a b\r\nX: y"}).status,
             Status::kError);
   EXPECT_EQ(RunProbe(prober, {Type::kHttp, "127.0.0.1", 80, "nopath"}).status, Status::kError);
@@ -196,7 +216,8 @@ TEST(ProbeHttp, BadPathIsAnError) {
 
 TEST(ProbeTcp, OpenPortIsReady) {
   Bound listener(SOCK_STREAM);
-  SocketProber prober(Opts());
+  auto owned = MustCreate(Opts());
+  SocketProber& prober = *owned;
   Result r = RunProbe(prober, {Type::kTcp, "127.0.0.1", listener.port(), ""});
   EXPECT_EQ(r.status, Status::kSuccess) << r.detail;
 }
@@ -207,14 +228,16 @@ TEST(ProbeTcp, ClosedPortIsNotReady) {
     Bound b(SOCK_STREAM);
     port = b.port();
   }
-  SocketProber prober(Opts());
+  auto owned = MustCreate(Opts());
+  SocketProber& prober = *owned;
   Result r = RunProbe(prober, {Type::kTcp, "127.0.0.1", port, ""});
   EXPECT_EQ(r.status, Status::kFailure);
 }
 
 TEST(ProbeTcp, Ipv6LoopbackAndHostNames) {
   Bound listener(SOCK_STREAM);
-  SocketProber prober(Opts());
+  auto owned = MustCreate(Opts());
+  SocketProber& prober = *owned;
   // "localhost" may resolve to ::1 first (refused): resolution itself must work.
   EXPECT_NE(RunProbe(prober, {Type::kTcp, "localhost", listener.port(), ""}).status,
             Status::kError);
@@ -238,7 +261,8 @@ TEST(ProbeUdp, ReplyIsReady) {
       ::sendto(server.fd(), "pong", 4, 0, reinterpret_cast<sockaddr*>(&from), len);
     }
   });
-  SocketProber prober(Opts());
+  auto owned = MustCreate(Opts());
+  SocketProber& prober = *owned;
   Result r = RunProbe(prober, {Type::kUdp, "127.0.0.1", server.port(), ""});
   echo.join();
   EXPECT_EQ(r.status, Status::kSuccess) << r.detail;
@@ -247,7 +271,8 @@ TEST(ProbeUdp, ReplyIsReady) {
 
 TEST(ProbeUdp, NoReplyTimesOut) {
   Bound server(SOCK_DGRAM);  // bound, never answers
-  SocketProber prober(Opts(100));
+  auto owned = MustCreate(Opts(100));
+  SocketProber& prober = *owned;
   Result r = RunProbe(prober, {Type::kUdp, "127.0.0.1", server.port(), ""});
   EXPECT_EQ(r.status, Status::kTimeout) << r.detail;
 }
@@ -258,7 +283,8 @@ TEST(ProbeUdp, ClosedPortIsNotReadyOrTimesOut) {
     Bound b(SOCK_DGRAM);
     port = b.port();
   }
-  SocketProber prober(Opts(200));
+  auto owned = MustCreate(Opts(200));
+  SocketProber& prober = *owned;
   Result r = RunProbe(prober, {Type::kUdp, "127.0.0.1", port, ""});
   EXPECT_FALSE(r.ok());
 }
@@ -267,7 +293,8 @@ TEST(Prober, BoundedConcurrencyRunsEveryProbe) {
   TinyHttp server("HTTP/1.1 200 OK\r\n\r\n");
   ProberOptions o = Opts(5000);
   o.max_concurrency = 3;
-  SocketProber prober(o);
+  auto owned = MustCreate(o);
+  SocketProber& prober = *owned;
   constexpr int kProbes = 200;
   std::atomic<int> ok{0};
   std::atomic<int> done{0};
@@ -289,7 +316,8 @@ TEST(Prober, PendingProbesFailWhenStopped) {
   {
     ProberOptions o = Opts(60'000);
     o.max_concurrency = 1;
-    SocketProber prober(o);
+    auto owned = MustCreate(o);
+  SocketProber& prober = *owned;
     for (int i = 0; i < 5; ++i) {
       prober.Probe({Type::kHttp, "127.0.0.1", server.port(), "/"}, [&](Result r) {
         if (r.status == Status::kError) stopped++;
@@ -317,4 +345,30 @@ TEST(StatusLine, Parses) {
 }
 
 }  // namespace
+// With no file descriptor left, Create() cannot make the event loop: it returns the error (which
+// names the prober and the refused call) instead of throwing or returning a prober that cannot run.
+TEST(Prober, NoFileDescriptorLeftIsAStatus) {
+  rlimit saved{};
+  ASSERT_EQ(getrlimit(RLIMIT_NOFILE, &saved), 0);
+  const int lowest = ::dup(0);
+  ASSERT_GE(lowest, 0);
+  ::close(lowest);
+  rlimit low = saved;
+  low.rlim_cur = static_cast<rlim_t>(lowest) + 8;
+  ASSERT_EQ(setrlimit(RLIMIT_NOFILE, &low), 0);
+  std::vector<int> fillers;
+  for (int fd; (fd = ::dup(0)) >= 0;) fillers.push_back(fd);
+  auto got = SocketProber::Create(Opts());
+  for (int fd : fillers) ::close(fd);
+  ASSERT_EQ(setrlimit(RLIMIT_NOFILE, &saved), 0);
+  ASSERT_FALSE(got.ok());
+  EXPECT_EQ(got.status().code(), aw::Status::Code::kIOError) << got.status().ToString();
+  EXPECT_NE(got.status().message().find("prober: eventfd"), std::string::npos) << got.status().ToString();
+  // With descriptors back, the same call succeeds and the prober works.
+  auto again = SocketProber::Create(Opts());
+  ASSERT_TRUE(again.ok()) << again.status().ToString();
+  Result r = RunProbe(**again, {Type::kTcp, "127.0.0.1", 1, "/"});
+  EXPECT_NE(r.status, Status::kSuccess);
+}
+
 }  // namespace aw::probe

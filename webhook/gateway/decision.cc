@@ -8,22 +8,6 @@
 namespace aw::gateway {
 namespace {
 
-using Json = rapidjson::Value;
-
-std::string_view Str(const Json* obj, std::string_view key) {
-  if (obj == nullptr || !obj->IsObject()) return {};
-  auto it = obj->FindMember(rapidjson::StringRef(key.data(), key.size()));
-  if (it == obj->MemberEnd() || !it->value.IsString()) return {};
-  return {it->value.GetString(), it->value.GetStringLength()};
-}
-
-const Json* Obj(const Json* obj, std::string_view key) {
-  if (obj == nullptr || !obj->IsObject()) return nullptr;
-  auto it = obj->FindMember(rapidjson::StringRef(key.data(), key.size()));
-  if (it == obj->MemberEnd() || !it->value.IsObject()) return nullptr;
-  return &it->value;
-}
-
 // -1: `seen` is older than (or missing, or unparsable against) `ours`; 0: equal; 1: newer.
 int CompareAllocation(std::string_view seen, std::string_view ours) {
   if (seen == ours) return 0;
@@ -37,17 +21,17 @@ int CompareAllocation(std::string_view seen, std::string_view ours) {
 
 }  // namespace
 
-Decision Decide(const Json* gs, bool deleted, std::string_view last_allocated) {
+Decision Decide(const gate::GameServerView* gs, bool deleted, std::string_view last_allocated) {
   if (deleted) return {Verdict::kRetry, "deleted"};
-  if (gs == nullptr) return {Verdict::kWait, "not seen yet"};
-  const Json* ann = Obj(Obj(gs, "metadata"), "annotations");
-  const std::string_view state = Str(Obj(gs, "status"), "state");
-  const int cmp = CompareAllocation(Str(ann, keys::kLastAllocated), last_allocated);
+  if (gs == nullptr || !gs->present) return {Verdict::kWait, "not seen yet"};
+  auto annotation = [gs](std::string_view key) { return gs->Annotation(key).value_or(""); };
+  const std::string_view state = gs->state;
+  const int cmp = CompareAllocation(annotation(keys::kLastAllocated), last_allocated);
   if (cmp < 0) return {Verdict::kWait, "the allocation is not seen yet"};
   if (cmp > 0) return {Verdict::kRetry, "allocated again by another request"};
-  const std::string_view allocation = Str(ann, keys::kAllocation);
-  const std::string_view confirmed = Str(ann, keys::kConfirmed);
-  const std::string_view outcome = Str(ann, keys::kOutcome);
+  const std::string_view allocation = gs->allocation;
+  const std::string_view confirmed = annotation(keys::kConfirmed);
+  const std::string_view outcome = annotation(keys::kOutcome);
   if (state == keys::kStateAllocated) {
     if (outcome == keys::kOutcomeConfirmed && !allocation.empty() && confirmed == allocation) {
       return {Verdict::kAnswer, "confirmed"};

@@ -15,11 +15,11 @@
 // the request's deadline has not passed.
 #pragma once
 
-#include <rapidjson/document.h>
-
 #include <chrono>
 #include <string>
 #include <string_view>
+
+#include "gate/gameserver.h"
 
 namespace aw::gateway {
 
@@ -30,8 +30,10 @@ struct Decision {
   std::string reason;
 };
 
-// `gameserver` may be null (not seen yet); `deleted` when the watch reported its deletion.
-Decision Decide(const rapidjson::Value* gameserver, bool deleted, std::string_view last_allocated);
+// `gameserver` (the project's one GameServer view, gate::ParseGameServer) may be null or not
+// present (not seen yet); `deleted` when the watch reported its deletion.
+Decision Decide(const gate::GameServerView* gameserver, bool deleted,
+                std::string_view last_allocated);
 
 bool AttemptsLeft(int attempts_made, int max_attempts, std::chrono::nanoseconds time_left);
 

@@ -11,7 +11,7 @@
 
 #include <cerrno>
 #include <cstring>
-#include <stdexcept>
+#include <system_error>
 #include <unordered_map>
 #include <vector>
 
@@ -81,17 +81,8 @@ void SetPort(Address* addr, uint16_t port) {
 // thread (and by the destructor after that thread has been joined).
 class SocketProber::Loop {
  public:
-  Loop(SocketProber* owner) : owner_(owner) {
-    epoll_fd_ = epoll_create1(EPOLL_CLOEXEC);
-    if (epoll_fd_ < 0) throw std::runtime_error("prober: epoll_create1 failed");
-    epoll_event ev{};
-    ev.events = EPOLLIN;
-    ev.data.u64 = 0;  // 0 = the wake-up eventfd; probes use ids >= 1
-    if (epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, owner_->wake_fd_, &ev) != 0) {
-      ::close(epoll_fd_);
-      throw std::runtime_error("prober: epoll_ctl(eventfd) failed");
-    }
-  }
+  // `epoll_fd` already watches the owner's wake-up eventfd (data 0); owned from here on.
+  Loop(SocketProber* owner, int epoll_fd) : owner_(owner), epoll_fd_(epoll_fd) {}
   ~Loop() {
     for (auto& [id, op] : ops_) {
       if (op.fd >= 0) ::close(op.fd);
@@ -384,12 +375,40 @@ class SocketProber::Loop {
   std::unordered_map<std::string, DnsEntry> dns_;
 };
 
-SocketProber::SocketProber(ProberOptions options) : options_(std::move(options)) {
+StatusOr<std::unique_ptr<SocketProber>> SocketProber::Create(ProberOptions options) {
+  const int wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+  if (wake_fd < 0) return aw::Status::IOError(std::string("prober: eventfd: ") + std::strerror(errno));
+  const int epoll_fd = epoll_create1(EPOLL_CLOEXEC);
+  if (epoll_fd < 0) {
+    const int err = errno;
+    ::close(wake_fd);
+    return aw::Status::IOError(std::string("prober: epoll_create1: ") + std::strerror(err));
+  }
+  epoll_event ev{};
+  ev.events = EPOLLIN;
+  ev.data.u64 = 0;  // 0 = the wake-up eventfd; probes use ids >= 1
+  if (epoll_ctl(epoll_fd, EPOLL_CTL_ADD, wake_fd, &ev) != 0) {
+    const int err = errno;
+    ::close(epoll_fd);
+    ::close(wake_fd);
+    return aw::Status::IOError(std::string("prober: epoll_ctl(eventfd): ") + std::strerror(err));
+  }
+  auto prober = std::make_unique<SocketProber>(PassKey{}, std::move(options), wake_fd, epoll_fd);
+  // std::thread reports a refused thread (EAGAIN) as std::system_error: this is the boundary
+  // where it becomes a Status. Without a thread, the destructor fails nothing and joins nothing.
+  try {
+    SocketProber* p = prober.get();
+    prober->thread_ = std::thread([p] { p->loop_->Run(); });
+  } catch (const std::system_error& e) {
+    return aw::Status::IOError(std::string("prober: cannot start its thread: ") + e.what());
+  }
+  return prober;
+}
+
+SocketProber::SocketProber(PassKey, ProberOptions options, int wake_fd, int epoll_fd)
+    : options_(std::move(options)), wake_fd_(wake_fd) {
   if (options_.max_concurrency == 0) options_.max_concurrency = 1;
-  wake_fd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-  if (wake_fd_ < 0) throw std::runtime_error("prober: eventfd failed");
-  loop_ = std::make_unique<Loop>(this);
-  thread_ = std::thread([this] { loop_->Run(); });
+  loop_ = std::make_unique<Loop>(this, epoll_fd);
 }
 
 SocketProber::~SocketProber() {

@@ -13,6 +13,9 @@
 //     before the timeout; ICMP port-unreachable is a failure.
 //   - Host names (not IP literals) are resolved with getaddrinfo on the prober thread and cached
 //     for 30 s; Agones addresses are normally node IPs, which need no resolution.
+//   - Create() is the only way to make one: when the operating system refuses the event loop
+//     (eventfd, epoll, its thread) it returns that error as a Status; a SocketProber that exists
+//     always runs its loop.
 #pragma once
 
 #include <atomic>
@@ -26,6 +29,7 @@
 #include <thread>
 
 #include "probe/probe.h"
+#include "util/status.h"
 
 namespace aw::probe {
 
@@ -43,8 +47,16 @@ struct ProberOptions {
 };
 
 class SocketProber final : public Prober {
+  struct PassKey {
+    explicit PassKey() = default;
+  };
+
  public:
-  explicit SocketProber(ProberOptions options);
+  // The prober with its event loop running, or kIOError naming the system call that failed.
+  static StatusOr<std::unique_ptr<SocketProber>> Create(ProberOptions options);
+
+  // Use Create(). `wake_fd` (an eventfd) and `epoll_fd` (watching it) are owned from here on.
+  SocketProber(PassKey, ProberOptions options, int wake_fd, int epoll_fd);
   ~SocketProber() override;
   SocketProber(const SocketProber&) = delete;
   SocketProber& operator=(const SocketProber&) = delete;

@@ -44,16 +44,17 @@ Status ValidateResolverFlags(const ResolverFlags& f, const gate::Policy& policy)
 }
 
 struct ResolverService::Parts {
-  Parts(ResolverFlags flags, const gate::Policy& policy, kube::Client& client,
-        kube::EventRecorder& recorder, prometheus::Registry& registry)
+  Parts(std::unique_ptr<probe::SocketProber> socket_prober, ResolverFlags flags,
+        const gate::Policy& policy, kube::Client& client, kube::EventRecorder& recorder,
+        prometheus::Registry& registry)
       : metrics(registry),
         cache(client, &registry, flags.namespace_),
         source(cache),
         patcher(client),
         events(recorder),
-        prober(ProberOpts(flags)),
+        prober(std::move(socket_prober)),
         executor(flags.workers),
-        resolver(Options(flags, policy), source, patcher, events, prober, clock, executor,
+        resolver(Options(flags, policy), source, patcher, events, *prober, clock, executor,
                  &metrics),
         notifier(resolver) {
     cache.AddHandler(&notifier);
@@ -79,16 +80,29 @@ struct ResolverService::Parts {
   KubePatcher patcher;
   KubeEvents events;
   SystemWallClock clock;
-  probe::SocketProber prober;
+  std::unique_ptr<probe::SocketProber> prober;
   ThreadPoolExecutor executor;
   Resolver resolver;
   CacheNotifier notifier;
 };
 
-ResolverService::ResolverService(ResolverFlags flags, const gate::Policy& policy,
+StatusOr<std::unique_ptr<ResolverService>> ResolverService::Create(ResolverFlags flags,
+                                                                   const gate::Policy& policy,
+                                                                   kube::Client& client,
+                                                                   kube::EventRecorder& events,
+                                                                   prometheus::Registry& registry) {
+  auto prober = probe::SocketProber::Create(Parts::ProberOpts(flags));
+  if (!prober.ok()) return prober.status();
+  return std::make_unique<ResolverService>(PassKey{}, std::move(*prober), std::move(flags), policy,
+                                           client, events, registry);
+}
+
+ResolverService::ResolverService(PassKey, std::unique_ptr<probe::SocketProber> prober,
+                                 ResolverFlags flags, const gate::Policy& policy,
                                  kube::Client& client, kube::EventRecorder& events,
                                  prometheus::Registry& registry)
-    : parts_(std::make_unique<Parts>(std::move(flags), policy, client, events, registry)) {}
+    : parts_(std::make_unique<Parts>(std::move(prober), std::move(flags), policy, client, events,
+                                     registry)) {}
 
 ResolverService::~ResolverService() = default;
 

@@ -47,9 +47,21 @@ void RegisterResolverFlags(flags::FlagSet& fs, ResolverFlags* f);
 Status ValidateResolverFlags(const ResolverFlags& f, const gate::Policy& policy);
 
 class ResolverService {
+  struct PassKey {
+    explicit PassKey() = default;
+  };
+
  public:
-  ResolverService(ResolverFlags flags, const gate::Policy& policy, kube::Client& client,
-                  kube::EventRecorder& events, prometheus::Registry& registry);
+  // The service, or the error that refused one of its parts (the prober's event loop).
+  static StatusOr<std::unique_ptr<ResolverService>> Create(ResolverFlags flags,
+                                                           const gate::Policy& policy,
+                                                           kube::Client& client,
+                                                           kube::EventRecorder& events,
+                                                           prometheus::Registry& registry);
+  // Use Create().
+  ResolverService(PassKey, std::unique_ptr<probe::SocketProber> prober, ResolverFlags flags,
+                  const gate::Policy& policy, kube::Client& client, kube::EventRecorder& events,
+                  prometheus::Registry& registry);
   ~ResolverService();
 
   std::unique_ptr<runtime::Service> CacheRunnable();

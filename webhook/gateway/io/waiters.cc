@@ -86,7 +86,10 @@ void WaiterRegistry::Wait(const std::string& ns, const std::string& name,
   // The cache may already hold the allocator's write (or a later one).
   Decision d = Decide(nullptr, false, w->last_allocated);
   kube::ObjectPtr obj = lookup_ ? lookup_(ns, name) : nullptr;
-  if (obj) d = Decide(obj->doc.get(), false, w->last_allocated);
+  if (obj) {
+    const gate::GameServerView view = gate::ParseGameServer(*obj->doc);
+    d = Decide(&view, false, w->last_allocated);
+  }
   if (d.verdict != Verdict::kWait) Finish(w, d, obj);
 }
 
@@ -97,8 +100,10 @@ void WaiterRegistry::Evaluate(const std::string& key, const kube::ObjectPtr& obj
     auto [b, e] = waiters_.equal_range(key);
     for (auto it = b; it != e; ++it) matched.push_back(it->second);
   }
+  if (matched.empty()) return;
+  const gate::GameServerView view = obj ? gate::ParseGameServer(*obj->doc) : gate::GameServerView{};
   for (auto& w : matched) {
-    Decision d = Decide(obj ? obj->doc.get() : nullptr, deleted, w->last_allocated);
+    Decision d = Decide(&view, deleted, w->last_allocated);
     if (d.verdict != Verdict::kWait) Finish(w, d, obj);
   }
 }
