@@ -51,7 +51,8 @@
 #   gateway       components/gateway composed with the base renders the gateway's Deployment,
 #                 Service, PDB, ServiceAccount and ClusterRole (its args flags of allocation-gateway
 #                 --help, its files on mounted Secrets, the webhook's securityContext), is accepted
-#                 by a server-side dry run and by Pod Security "restricted"; its service account may
+#                 by a server-side dry run (also with components/gateway-cert-manager on the
+#                 cert-manager overlay) and by Pod Security "restricted"; its service account may
 #                 get/list/watch GameServers and nothing else; the binary with the Deployment's
 #                 arguments, as that service account and with the certificate from
 #                 install-certs --gateway, becomes ready, answers a matchmaker with a client
@@ -68,7 +69,7 @@ while (($#)); do
     --kubeconfig=*) KCFG="${1#*=}" ;;
     --only) ONLY="$2"; shift ;;
     --only=*) ONLY="${1#*=}" ;;
-    -h | --help) sed -n '2,58p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h | --help) sed -n '2,59p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "manifests check: unknown argument $1" >&2; exit 2 ;;
   esac
   shift
@@ -890,8 +891,27 @@ check_gateway() {
     '{"app.kubernetes.io/name":"allocation-gateway"}|{"app.kubernetes.io/name":"allocation-gateway"}' \
     "$(jq -sc '[.[] | select(.metadata.name == "allocation-gateway") | select(.kind == "Service") | .spec.selector][0] | tostring' <<<"$objs" | jq -r .)|$(jq -sc '[.[] | select(.metadata.name == "allocation-gateway" and .kind == "PodDisruptionBudget") | .spec.selector.matchLabels][0] | tostring' <<<"$objs" | jq -r .)" || ok=1
 
-  # The API server accepts the composition (strict field validation, no warning).
+  # The API server accepts the composition (strict field validation, no warning), also with the
+  # gateway's certificate from cert-manager (overlays/cert-manager + components/gateway-cert-manager,
+  # against the stub CRDs).
   dry_run_apply "$WORK/gw-overlay" || ok=1
+  local cmdir="$WORK/gw-cm-overlay"
+  mkdir -p "$cmdir"
+  printf 'apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources:\n  - %s\ncomponents:\n  - %s\n  - %s\n' \
+    "$(realpath --relative-to="$cmdir" "$ROOT/manifests/overlays/cert-manager")" \
+    "$(realpath --relative-to="$cmdir" "$ROOT/manifests/components/gateway")" \
+    "$(realpath --relative-to="$cmdir" "$ROOT/manifests/components/gateway-cert-manager")" >"$cmdir/kustomization.yaml"
+  if install_cert_manager_stubs; then
+    dry_run_apply "$cmdir" || ok=1
+    local cert
+    cert=$(kc kustomize "$cmdir" | kc create --dry-run=client -o json -f - |
+      jq -c '(if .kind == "List" then .items[] else . end) | select(.kind == "Certificate" and .metadata.name == "allocation-gateway-serving")')
+    assert_eq "gateway Certificate writes the Secret the Deployment mounts" allocation-gateway-tls "$(jq -r .spec.secretName <<<"$cert")" || ok=1
+    assert_eq "gateway Certificate issued by the overlay's CA Issuer" allocating-webhook-ca "$(jq -r .spec.issuerRef.name <<<"$cert")" || ok=1
+    assert_eq "gateway Certificate names its Service" allocation-gateway.allocating-system.svc "$(jq -r '.spec.dnsNames[0]' <<<"$cert")" || ok=1
+  else
+    kube_log "cannot install the cert-manager stub CRDs"; ok=1
+  fi
 
   # Pod Security "restricted": the gateway's pod is admitted with no warning.
   ensure_namespace "$PSA_NS" pod-security.kubernetes.io/enforce=restricted \
