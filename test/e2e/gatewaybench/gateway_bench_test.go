@@ -87,6 +87,7 @@ type bench struct {
 	ctx      context.Context
 	admin    dynamic.Interface
 	gw       *harness.Webhook
+	resolver *harness.Webhook // webhook + resolver
 	alloc    *harness.AllocatorStandin
 	client   *http.Client
 	mu       sync.Mutex
@@ -117,13 +118,18 @@ func TestGatewayBench(t *testing.T) {
 	b := &bench{t: t, cp: cp, ctx: ctx, admin: fastDynamic(t, cp.RESTConfig(t, harness.Admin)),
 		records: map[string]*record{}, phases: map[string]*phase{}}
 
-	wh := cp.StartWebhook(t, harness.WebhookOptions{Name: "resolver", Args: []string{
+	// Admission in one process (quiet), the resolver in another (info: its "promoted" lines time
+	// the Allocated writes), as bench/resolver-burst.
+	admission := cp.StartWebhook(t, harness.WebhookOptions{Name: "admission", Args: []string{
+		"--crd-accepts-allocating=true", "--log-level=warn"}})
+	cp.RegisterWebhooks(t, admission, harness.RegisterOptions{})
+	b.resolver = cp.StartWebhook(t, harness.WebhookOptions{Name: "resolver", Args: []string{
 		"--kubeconfig=" + cp.Kubeconfig, "--context=" + harness.Resolver, "--crd-accepts-allocating=true",
-		"--lease-duration=3s", "--renew-deadline=2s", "--retry-period=500ms", "--log-level=warn",
-		"--resolver-workers=32",
+		// Leader election at its defaults (15s/10s/2s): a loaded machine must not lose the lease
+		// mid-run.
+		"--log-level=info", "--resolver-workers=32",
 	}})
-	cp.RegisterWebhooks(t, wh, harness.RegisterOptions{})
-	waitLeader(t, wh)
+	waitLeader(t, b.resolver)
 	b.alloc = cp.StartAllocatorStandinWith(t, harness.AllocatorStandinOptions{Cached: true})
 	clientCA := harness.NewTestCA(t, filepath.Join(cp.Dir, "gateway-clients"), "matchmaker-ca")
 	b.gw = cp.StartWebhook(t, harness.WebhookOptions{
@@ -169,7 +175,7 @@ func (b *bench) latency(n int, summary map[string]interface{}) {
 	// spread over one second.
 	p := b.newPhase(n, 0, time.Second, nil)
 	names := b.createServers(p.ns, "lat", n, harness.TimeoutKey, "60s")
-	answers := b.allocateAll(p.ns, n, nil)
+	answers := b.allocateAll(p.ns, n, []string{"X-Allocating-Deadline", "60s"})
 	var deltas []time.Duration
 	failed := 0
 	for _, a := range answers {
@@ -194,9 +200,20 @@ func (b *bench) latency(n int, summary map[string]interface{}) {
 		deltas = append(deltas, a.at.Sub(r.allocatedAt))
 	}
 	_ = names
+	// A second reference, reported apart: the resolver's Allocated write (its log line's time,
+	// logged when the PATCH returned), so the watch fan-out to the gateway is inside the figure.
+	writes := resolverWrites(b.resolver.LogPath)
+	var fromWrite []time.Duration
+	for _, a := range answers {
+		if w, ok := writes[p.ns+"/"+a.name]; ok && a.status == 200 {
+			fromWrite = append(fromWrite, a.at.Sub(w))
+		}
+	}
+	summary["latency_answer_minus_resolver_write_ms"] = stats(fromWrite)
 	st := stats(deltas)
-	fmt.Printf("RESULT gateway-latency p50=%.1fms p99=%.1fms max=%.1fms min=%.1fms n=%d failed=%d target_p99<=50ms\n",
-		st["p50"], st["p99"], st["max"], st["min"], len(deltas), failed)
+	sw := stats(fromWrite)
+	fmt.Printf("RESULT gateway-latency p50=%.1fms p99=%.1fms max=%.1fms min=%.1fms n=%d failed=%d target_p99<=50ms (from the resolver's write: p50=%.1fms p99=%.1fms max=%.1fms n=%.0f)\n",
+		st["p50"], st["p99"], st["max"], st["min"], len(deltas), failed, sw["p50"], sw["p99"], sw["max"], sw["n"])
 	summary["latency_answer_minus_allocated_ms"] = st
 	summary["latency_n"] = n
 	summary["latency_failed"] = failed
@@ -211,7 +228,10 @@ func (b *bench) latency(n int, summary map[string]interface{}) {
 func (b *bench) concurrent(n, idleThreads, bound int, summary map[string]interface{}) {
 	t := b.t
 	p := b.newPhase(n, 2*time.Second, 0, nil)
-	b.createServers(p.ns, "con", n, harness.TimeoutKey, "60s")
+	// The request's deadline covers the allocation of all n, the hold and the promotion burst on a
+	// shared 2-core machine; each server's own timeout likewise.
+	b.createServers(p.ns, "con", n, harness.TimeoutKey, "170s")
+	rssBefore, _ := procStatus(b.gw.Pid(), "VmRSS")
 	// Sample the gateway's threads and its waiting gauge during the run.
 	stop := make(chan struct{})
 	var peakThreads, peakWaiting, peakRSS int
@@ -243,7 +263,7 @@ func (b *bench) concurrent(n, idleThreads, bound int, summary map[string]interfa
 		}
 	}()
 	t0 := time.Now()
-	answers := b.allocateAll(p.ns, n, nil)
+	answers := b.allocateAll(p.ns, n, []string{"X-Allocating-Deadline", "180s"})
 	took := time.Since(t0)
 	close(stop)
 	sampler.Wait()
@@ -264,11 +284,11 @@ func (b *bench) concurrent(n, idleThreads, bound int, summary map[string]interfa
 		}
 	}
 	hwmMiB := float64(hwm) / 1024
-	fmt.Printf("RESULT gateway-concurrent n=%d answered_200=%d failed=%d peak_waiting=%d rss_peak=%.1fMiB threads_peak=%d threads_idle=%d threads_bound=%d (io-threads=%d allocator-workers=%d) run=%.1fs target: all 200, rss<64MiB, threads<=bound\n",
-		n, ok, failed, peakWaiting, hwmMiB, peakThreads, idleThreads, bound, ioThreads, allocatorWorkers, took.Seconds())
+	fmt.Printf("RESULT gateway-concurrent n=%d answered_200=%d failed=%d peak_waiting=%d rss_peak=%.1fMiB rss_before=%.1fMiB threads_peak=%d threads_idle=%d threads_bound=%d (io-threads=%d allocator-workers=%d) run=%.1fs target: all 200, rss<64MiB, threads<=bound\n",
+		n, ok, failed, peakWaiting, hwmMiB, float64(rssBefore)/1024, peakThreads, idleThreads, bound, ioThreads, allocatorWorkers, took.Seconds())
 	summary["concurrent"] = map[string]interface{}{
 		"n": n, "answered_200": ok, "failed": failed, "codes": codes, "peak_waiting": peakWaiting,
-		"vmhwm_mib": hwmMiB, "vmrss_peak_mib": float64(peakRSS) / 1024, "threads_peak": peakThreads,
+		"vmhwm_mib": hwmMiB, "vmrss_before_mib": float64(rssBefore) / 1024, "vmrss_peak_mib": float64(peakRSS) / 1024, "threads_peak": peakThreads,
 		"threads_idle": idleThreads, "threads_bound": bound, "run_seconds": took.Seconds(),
 		"request_ms": stats(waits), "promotion_ms": stats(b.promotionLags(p.ns)),
 	}
@@ -293,6 +313,7 @@ func (b *bench) retry(summary map[string]interface{}) {
 	p := b.newPhase(0, 300*time.Millisecond, 0, map[string]bool{"a-never": true})
 	b.createNamed(p.ns, "a-never", harness.TimeoutKey, "2s", harness.OnTimeoutKey, "Unhealthy")
 	b.createNamed(p.ns, "b-good", harness.TimeoutKey, "20s")
+	b.waitAllocatable(p.ns, 2)
 	calls0 := b.alloc.Calls.Load()
 	const deadline = 15 * time.Second
 	answers := b.allocateAll(p.ns, 1, []string{"X-Allocating-Deadline", deadline.String()})
@@ -448,12 +469,15 @@ func (b *bench) createServers(ns, prefix string, n int, annotations ...string) [
 	t0 := time.Now()
 	work := make(chan string)
 	var wg sync.WaitGroup
+	var failed atomic.Int64
 	for w := 0; w < 32; w++ {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			for name := range work {
-				b.createNamed(ns, name, annotations...)
+				if !b.createNamed(ns, name, annotations...) {
+					failed.Add(1)
+				}
 			}
 		}()
 	}
@@ -462,26 +486,37 @@ func (b *bench) createServers(ns, prefix string, n int, annotations ...string) [
 	}
 	close(work)
 	wg.Wait()
-	if b.t.Failed() {
-		b.t.FailNow()
+	if failed.Load() > 0 {
+		b.t.Fatalf("%s: %d GameServers could not be created", ns, failed.Load())
 	}
 	b.t.Logf("%s: %d Ready GameServers created in %v", ns, n, time.Since(t0).Round(time.Millisecond))
+	b.waitAllocatable(ns, n)
 	return names
 }
 
-func (b *bench) createNamed(ns, name string, annotations ...string) {
+// waitAllocatable waits until the stand-in allocator's cache (fed by its watch) holds n Ready
+// servers of ns, as a Fleet's servers are allocatable only once the allocator's informer has them.
+func (b *bench) waitAllocatable(ns string, n int) {
+	if !harness.Poll(60*time.Second, 20*time.Millisecond, func() bool { return b.alloc.CachedReady(ns) >= n }) {
+		b.t.Fatalf("%s: the stand-in allocator's cache has %d of %d Ready servers after 60s", ns, b.alloc.CachedReady(ns), n)
+	}
+}
+
+func (b *bench) createNamed(ns, name string, annotations ...string) bool {
 	c := b.admin.Resource(harness.GameServerGVR).Namespace(ns)
 	created, err := c.Create(b.ctx, harness.NewGameServer(name, true, annotations...), metav1.CreateOptions{})
 	if err != nil {
 		b.t.Errorf("create %s: %v", name, err)
-		return
+		return false
 	}
 	_ = unstructured.SetNestedField(created.Object, "Ready", "status", "state")
 	_ = unstructured.SetNestedField(created.Object, "127.0.0.1", "status", "address")
 	_ = unstructured.SetNestedSlice(created.Object, []interface{}{map[string]interface{}{"name": "default", "port": int64(7654)}}, "status", "ports")
 	if _, err := c.Update(b.ctx, created, metav1.UpdateOptions{}); err != nil {
 		b.t.Errorf("move %s to Ready: %v", name, err)
+		return false
 	}
+	return true
 }
 
 func (b *bench) getGS(ns, name string) *unstructured.Unstructured {
@@ -632,4 +667,24 @@ func procStatus(pid int, field string) (int, error) {
 		}
 	}
 	return 0, fmt.Errorf("%s not in /proc/%d/status", field, pid)
+}
+
+// resolverWrites maps ns/name to the time of the resolver's "promoted to Allocated" log line
+// (written when its PATCH returned).
+func resolverWrites(path string) map[string]time.Time {
+	out := map[string]time.Time{}
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		return out
+	}
+	for _, line := range strings.Split(string(raw), "\n") {
+		var r map[string]string
+		if json.Unmarshal([]byte(line), &r) != nil || r["msg"] != "resolver: promoted to Allocated" {
+			continue
+		}
+		if ts, err := time.Parse(time.RFC3339Nano, r["ts"]); err == nil {
+			out[r["gameserver"]] = ts
+		}
+	}
+	return out
 }

@@ -222,3 +222,20 @@ func (a *AllocatorStandin) serveCached(w http.ResponseWriter, r *http.Request) {
 	}
 	writeGrpcError(w, http.StatusTooManyRequests, 8, "there is no available GameServer to allocate")
 }
+
+// CachedReady is the number of Ready GameServers of ns in the cached stand-in's cache (what it
+// can allocate now; the cache follows the API server through a watch). 0 when not Cached.
+func (a *AllocatorStandin) CachedReady(ns string) int {
+	if a.cache == nil {
+		return 0
+	}
+	a.cache.mu.Lock()
+	defer a.cache.mu.Unlock()
+	n := 0
+	for _, gs := range a.cache.byNS[ns] {
+		if State(gs) == "Ready" {
+			n++
+		}
+	}
+	return n
+}
