@@ -55,9 +55,10 @@ func TestMain(m *testing.M) { harness.Main(m) }
 const (
 	ioThreads        = 2
 	allocatorWorkers = 8
-	// gateway_main.cpp: main, the manager's runner and supervisor, one per runnable
-	// (certificates, informer), health listener, timers, client CA poller, informer watch.
-	fixedThreads = 10
+	// gateway_main.cpp's count besides those two: the health listener, the informer, the
+	// waiters' timers, the client CA poller, the manager's supervisor and runner threads (2),
+	// plus main and its runner: 8, whatever the number of requests.
+	fixedThreads = 8
 )
 
 // Per-namespace behaviour of the game servers (driven by the bench's watch).
@@ -132,8 +133,12 @@ func TestGatewayBench(t *testing.T) {
 	waitLeader(t, b.resolver)
 	b.alloc = cp.StartAllocatorStandinWith(t, harness.AllocatorStandinOptions{Cached: true})
 	clientCA := harness.NewTestCA(t, filepath.Join(cp.Dir, "gateway-clients"), "matchmaker-ca")
+	var gwEnv []string
+	if v := os.Getenv("AW_GATEWAY_BENCH_GW_ENV"); v != "" {
+		gwEnv = strings.Fields(v) // e.g. MALLOC_ARENA_MAX=2, for investigations
+	}
 	b.gw = cp.StartWebhook(t, harness.WebhookOptions{
-		Name: "gateway", Binary: harness.GatewayBinary(), Wait: "readyz",
+		Name: "gateway", Env: gwEnv, Binary: harness.GatewayBinary(), Wait: "readyz",
 		NoDefaults: []string{"trusted-users", "agones-controller-users"},
 		Args: []string{
 			"--kubeconfig=" + cp.Kubeconfig, "--context=" + harness.Resolver,
@@ -235,6 +240,14 @@ func (b *bench) concurrent(n, idleThreads, bound int, summary map[string]interfa
 	// Sample the gateway's threads and its waiting gauge during the run.
 	stop := make(chan struct{})
 	var peakThreads, peakWaiting, peakRSS int
+	type sample struct {
+		T       float64 `json:"t_s"`
+		RSSMiB  float64 `json:"rss_mib"`
+		Waiting int     `json:"waiting"`
+		Open    int     `json:"connections"`
+	}
+	var timeline []sample
+	tStart := time.Now()
 	var sampler sync.WaitGroup
 	sampler.Add(1)
 	go func() {
@@ -245,15 +258,22 @@ func (b *bench) concurrent(n, idleThreads, bound int, summary map[string]interfa
 			if th, err := procStatus(b.gw.Pid(), "Threads"); err == nil && th > peakThreads {
 				peakThreads = th
 			}
-			if rss, err := procStatus(b.gw.Pid(), "VmRSS"); err == nil && rss > peakRSS {
+			rss, _ := procStatus(b.gw.Pid(), "VmRSS")
+			if rss > peakRSS {
 				peakRSS = rss
 			}
 			if i%4 == 0 {
+				waiting, open := -1, -1
 				if code, body, err := b.gw.Get("/metrics"); err == nil && code == 200 {
-					if v, err := strconv.ParseFloat(harness.MetricValue(body, "allocating_gateway_waiting"), 64); err == nil && int(v) > peakWaiting {
-						peakWaiting = int(v)
+					if v, err := strconv.ParseFloat(harness.MetricValue(body, "allocating_gateway_waiting"), 64); err == nil {
+						waiting = int(v)
+						if waiting > peakWaiting {
+							peakWaiting = waiting
+						}
 					}
+					open = labelledValue(body, "allocating_webhook_connections_open", `listener="gateway"`)
 				}
+				timeline = append(timeline, sample{T: time.Since(tStart).Seconds(), RSSMiB: float64(rss) / 1024, Waiting: waiting, Open: open})
 			}
 			select {
 			case <-stop:
@@ -263,10 +283,13 @@ func (b *bench) concurrent(n, idleThreads, bound int, summary map[string]interfa
 		}
 	}()
 	t0 := time.Now()
-	answers := b.allocateAll(p.ns, n, []string{"X-Allocating-Deadline", "180s"})
+	ramp, _ := time.ParseDuration(os.Getenv("AW_GATEWAY_BENCH_RAMP"))
+	answers := b.allocateAllRamp(p.ns, n, ramp, []string{"X-Allocating-Deadline", "180s"})
 	took := time.Since(t0)
+	time.Sleep(500 * time.Millisecond) // one more sample after the last answer
 	close(stop)
 	sampler.Wait()
+	rssAfter, _ := procStatus(b.gw.Pid(), "VmRSS")
 	hwm, _ := procStatus(b.gw.Pid(), "VmHWM")
 	ok, failed := 0, 0
 	codes := map[int]int{}
@@ -284,13 +307,15 @@ func (b *bench) concurrent(n, idleThreads, bound int, summary map[string]interfa
 		}
 	}
 	hwmMiB := float64(hwm) / 1024
-	fmt.Printf("RESULT gateway-concurrent n=%d answered_200=%d failed=%d peak_waiting=%d rss_peak=%.1fMiB rss_before=%.1fMiB threads_peak=%d threads_idle=%d threads_bound=%d (io-threads=%d allocator-workers=%d) run=%.1fs target: all 200, rss<64MiB, threads<=bound\n",
-		n, ok, failed, peakWaiting, hwmMiB, float64(rssBefore)/1024, peakThreads, idleThreads, bound, ioThreads, allocatorWorkers, took.Seconds())
+	fmt.Printf("RESULT gateway-concurrent n=%d answered_200=%d failed=%d peak_waiting=%d rss_peak=%.1fMiB rss_before=%.1fMiB rss_after=%.1fMiB threads_peak=%d threads_idle=%d threads_bound=%d (io-threads=%d allocator-workers=%d) run=%.1fs target: all 200, rss<64MiB, threads<=bound\n",
+		n, ok, failed, peakWaiting, hwmMiB, float64(rssBefore)/1024, float64(rssAfter)/1024, peakThreads, idleThreads, bound, ioThreads, allocatorWorkers, took.Seconds())
 	summary["concurrent"] = map[string]interface{}{
 		"n": n, "answered_200": ok, "failed": failed, "codes": codes, "peak_waiting": peakWaiting,
 		"vmhwm_mib": hwmMiB, "vmrss_before_mib": float64(rssBefore) / 1024, "vmrss_peak_mib": float64(peakRSS) / 1024, "threads_peak": peakThreads,
 		"threads_idle": idleThreads, "threads_bound": bound, "run_seconds": took.Seconds(),
 		"request_ms": stats(waits), "promotion_ms": stats(b.promotionLags(p.ns)),
+		"vmrss_after_mib": float64(rssAfter) / 1024, "ramp_seconds": ramp.Seconds(),
+		"gateway_env": os.Getenv("AW_GATEWAY_BENCH_GW_ENV"), "timeline": timeline,
 	}
 	if failed > 0 {
 		t.Errorf("concurrent figure missed: %d of %d not answered 200 (%v)", failed, n, codes)
@@ -547,10 +572,19 @@ func (a answer) String() string {
 // allocateAll sends n allocations of namespace ns at once (n connections) and returns every
 // answer, with the time it arrived.
 func (b *bench) allocateAll(ns string, n int, headers []string) []answer {
+	return b.allocateAllRamp(ns, n, 0, headers)
+}
+
+// allocateAllRamp starts the n requests evenly over `ramp` (0: all at once).
+func (b *bench) allocateAllRamp(ns string, n int, ramp time.Duration, headers []string) []answer {
 	out := make([]answer, n)
 	var wg sync.WaitGroup
 	body := fmt.Sprintf(`{"namespace":%q,"metadata":{"labels":{"match":"bench"}}}`, ns)
+	t0 := time.Now()
 	for i := 0; i < n; i++ {
+		if ramp > 0 {
+			time.Sleep(time.Until(t0.Add(ramp * time.Duration(i) / time.Duration(n))))
+		}
 		wg.Add(1)
 		go func(i int) {
 			defer wg.Done()
@@ -687,4 +721,18 @@ func resolverWrites(path string) map[string]time.Time {
 		}
 	}
 	return out
+}
+
+// labelledValue is the integer value of the series `name{...label...}` in a /metrics text (-1
+// when absent).
+func labelledValue(exposition, name, label string) int {
+	for _, l := range strings.Split(exposition, "\n") {
+		if strings.HasPrefix(l, name+"{") && strings.Contains(l, label) {
+			f := strings.Fields(l)
+			if v, err := strconv.ParseFloat(f[len(f)-1], 64); err == nil {
+				return int(v)
+			}
+		}
+	}
+	return -1
 }
