@@ -159,7 +159,12 @@ func TestGatewayBench(t *testing.T) {
 
 	summary := map[string]interface{}{"quick": quick}
 	b.latency(nLatency, summary)
+	// Each figure with its own connections: the matchmaker's idle keep-alive connections of the
+	// previous phase are closed (the gateway frees them when the client closes).
+	b.client.CloseIdleConnections()
+	time.Sleep(time.Second)
 	b.concurrent(nConcurrent, idleThreads, bound, summary)
+	b.client.CloseIdleConnections()
 	b.retry(summary)
 	b.confirms.Wait()
 	js, _ := json.MarshalIndent(summary, "", "  ")
@@ -307,8 +312,9 @@ func (b *bench) concurrent(n, idleThreads, bound int, summary map[string]interfa
 		}
 	}
 	hwmMiB := float64(hwm) / 1024
-	fmt.Printf("RESULT gateway-concurrent n=%d answered_200=%d failed=%d peak_waiting=%d rss_peak=%.1fMiB rss_before=%.1fMiB rss_after=%.1fMiB threads_peak=%d threads_idle=%d threads_bound=%d (io-threads=%d allocator-workers=%d) run=%.1fs target: all 200, rss<64MiB, threads<=bound\n",
-		n, ok, failed, peakWaiting, hwmMiB, float64(rssBefore)/1024, float64(rssAfter)/1024, peakThreads, idleThreads, bound, ioThreads, allocatorWorkers, took.Seconds())
+	perConn := (hwmMiB - float64(rssBefore)/1024) * 1024 / float64(n)
+	fmt.Printf("RESULT gateway-concurrent n=%d answered_200=%d failed=%d peak_waiting=%d rss_peak=%.1fMiB rss_before=%.1fMiB rss_after=%.1fMiB per_request=%.0fKiB threads_peak=%d threads_idle=%d threads_bound=%d (io-threads=%d allocator-workers=%d) run=%.1fs target: all 200, rss<64MiB, threads<=bound\n",
+		n, ok, failed, peakWaiting, hwmMiB, float64(rssBefore)/1024, float64(rssAfter)/1024, perConn, peakThreads, idleThreads, bound, ioThreads, allocatorWorkers, took.Seconds())
 	summary["concurrent"] = map[string]interface{}{
 		"n": n, "answered_200": ok, "failed": failed, "codes": codes, "peak_waiting": peakWaiting,
 		"vmhwm_mib": hwmMiB, "vmrss_before_mib": float64(rssBefore) / 1024, "vmrss_peak_mib": float64(peakRSS) / 1024, "threads_peak": peakThreads,
