@@ -51,7 +51,7 @@ func rvOf(u *unstructured.Unstructured) int64 {
 func startAllocatorCache(t testing.TB, cp *ControlPlane) *allocatorCache {
 	t.Helper()
 	cfg := cp.RESTConfig(t, AgonesAllocator)
-	cfg.Timeout = 0 // a watch outlives the harness's 30 s request timeout (writes: a context deadline)
+	cfg.Timeout = 0                 // a watch outlives the harness's 30 s request timeout (writes: a context deadline)
 	cfg.QPS, cfg.Burst = 5000, 5000 // Agones' allocator runs with high client limits too
 	dyn, err := dynamic.NewForConfig(cfg)
 	if err != nil {
