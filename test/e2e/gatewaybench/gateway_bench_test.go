@@ -15,7 +15,9 @@
 //     allocates again and the request succeeds within its deadline.
 //
 // Prints one `RESULT gateway-...` line per figure and fails (non-zero exit) when a figure is
-// missed or the run breaks. AW_GATEWAY_BENCH_QUICK=1: smaller counts (smoke run).
+// missed or the run breaks. AW_GATEWAY_BENCH_QUICK=1: smaller counts (smoke run). Without
+// AW_GATEWAY_BENCH (the e2e suite) it is a smoke run with 10 / 50 allocations whose latency target
+// is reported but not enforced (CI machines are shared); everything else is checked.
 package gatewaybench
 
 import (
@@ -95,15 +97,20 @@ type bench struct {
 	records  map[string]*record // ns/name
 	phases   map[string]*phase
 	confirms sync.WaitGroup
+	smoke    bool // the e2e suite's smoke run: the latency target is reported, not enforced
 }
 
 func TestGatewayBench(t *testing.T) {
-	if os.Getenv("AW_GATEWAY_BENCH") == "" {
-		t.Skip("benchmark: set AW_GATEWAY_BENCH=1 (bench/gateway)")
-	}
+	// Without AW_GATEWAY_BENCH (the e2e suite, test/e2e/run): a smoke run of the same code with
+	// small counts that checks what does not depend on the machine's load (every request answered
+	// 200, the retry, the thread bound, RSS) and reports the latency without enforcing its target.
+	smoke := os.Getenv("AW_GATEWAY_BENCH") == ""
 	quick := os.Getenv("AW_GATEWAY_BENCH_QUICK") != ""
 	nLatency, nConcurrent := 200, 1000
-	if quick {
+	switch {
+	case smoke:
+		nLatency, nConcurrent = 10, 50
+	case quick:
 		nLatency, nConcurrent = 20, 100
 	}
 	if v, err := strconv.Atoi(os.Getenv("AW_GATEWAY_BENCH_LATENCY_N")); err == nil && v > 0 {
@@ -157,7 +164,8 @@ func TestGatewayBench(t *testing.T) {
 	bound := ioThreads + allocatorWorkers + fixedThreads
 	t.Logf("gateway pid %d: %d threads at idle (bound from its flags: %d)", b.gw.Pid(), idleThreads, bound)
 
-	summary := map[string]interface{}{"quick": quick}
+	summary := map[string]interface{}{"quick": quick, "smoke": smoke}
+	b.smoke = smoke
 	b.latency(nLatency, summary)
 	// Each figure with its own connections: the matchmaker's idle keep-alive connections of the
 	// previous phase are closed (the gateway frees them when the client closes).
@@ -228,8 +236,13 @@ func (b *bench) latency(n int, summary map[string]interface{}) {
 	summary["latency_n"] = n
 	summary["latency_failed"] = failed
 	summary["latency_promotion_ms"] = stats(b.promotionLags(p.ns))
-	if len(deltas) != n || st["p99"] > 50 {
-		t.Errorf("latency figure missed: p99 %.1f ms (target <= 50 ms), %d of %d measured", st["p99"], len(deltas), n)
+	if len(deltas) != n {
+		t.Errorf("latency: %d of %d measured", len(deltas), n)
+	}
+	if st["p99"] > 50 && b.smoke {
+		t.Logf("smoke run: latency p99 %.1f ms above the 50 ms target (not enforced here; bench/gateway enforces it)", st["p99"])
+	} else if st["p99"] > 50 {
+		t.Errorf("latency figure missed: p99 %.1f ms (target <= 50 ms)", st["p99"])
 	}
 }
 
