@@ -144,11 +144,18 @@ type AllocatorStandin struct {
 	mu                    sync.Mutex // one allocation at a time, as the allocator's batching does per cache
 	// Delay, when set, is slept before each allocation (an allocator under load).
 	Delay atomic.Int64
+	cache *allocatorCache // AllocatorStandinOptions.Cached
 }
 
 // StartAllocatorStandin serves the stand-in on a free port of 127.0.0.1, writing GameServers as
 // AgonesAllocator (the allocator's service account). Its certificates live in cp.Dir/allocator.
 func (cp *ControlPlane) StartAllocatorStandin(t testing.TB) *AllocatorStandin {
+	t.Helper()
+	return cp.StartAllocatorStandinWith(t, AllocatorStandinOptions{})
+}
+
+// StartAllocatorStandinWith is StartAllocatorStandin with options (allocator_cached.go).
+func (cp *ControlPlane) StartAllocatorStandinWith(t testing.TB, opts AllocatorStandinOptions) *AllocatorStandin {
 	t.Helper()
 	dir := filepath.Join(cp.Dir, "allocator", fmt.Sprintf("%d", webhookSeq.Add(1)))
 	serving := NewTestCA(t, filepath.Join(dir, "serving"), "agones-allocator-ca")
@@ -166,7 +173,12 @@ func (cp *ControlPlane) StartAllocatorStandin(t testing.TB) *AllocatorStandin {
 	}
 	a.URL = "https://" + a.ln.Addr().String()
 	mux := http.NewServeMux()
-	mux.HandleFunc("/gameserverallocation", a.serve)
+	if opts.Cached {
+		a.cache = startAllocatorCache(t, cp)
+		mux.HandleFunc("/gameserverallocation", a.serveCached)
+	} else {
+		mux.HandleFunc("/gameserverallocation", a.serve)
+	}
 	a.srv = &http.Server{
 		Handler: mux,
 		TLSConfig: &tls.Config{

@@ -1,0 +1,241 @@
+package harness
+
+// The stand-in allocator's cached mode (AllocatorStandinOptions.Cached), for load runs such as
+// bench/gateway: like agones-allocator, it picks from a watch-fed cache of GameServers (Agones:
+// the allocation cache fed by its informer) instead of a LIST per request, and allocations run
+// concurrently (Agones: a batch of updates in parallel), each server reserved while its UPDATE is
+// in flight. The write is the same: ApplyAllocation on the cached copy, one full UPDATE (a stale
+// copy is a 409 and the next candidate is tried, as Agones does), then the allocator's Event
+// (asynchronous, as Agones' recorder). The default mode is unchanged.
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/dynamic"
+)
+
+// AllocatorStandinOptions configures StartAllocatorStandinWith.
+type AllocatorStandinOptions struct {
+	// Cached: pick from a watch-fed cache and allocate concurrently (see allocator_cached.go);
+	// false: a LIST per request and one allocation at a time (StartAllocatorStandin).
+	Cached bool
+}
+
+type allocatorCache struct {
+	dyn      dynamic.Interface // AgonesAllocator, high QPS: the cache's watch and the stand-in's writes
+	mu       sync.Mutex
+	byNS     map[string]map[string]*unstructured.Unstructured
+	reserved map[string]bool // ns/name with an UPDATE in flight
+	synced   chan struct{}
+}
+
+func rvOf(u *unstructured.Unstructured) int64 {
+	v, _ := strconv.ParseInt(u.GetResourceVersion(), 10, 64)
+	return v
+}
+
+// startAllocatorCache lists and watches every GameServer as AgonesAllocator until the test ends;
+// it returns once the first list is in.
+func startAllocatorCache(t testing.TB, cp *ControlPlane) *allocatorCache {
+	t.Helper()
+	cfg := cp.RESTConfig(t, AgonesAllocator)
+	cfg.Timeout = 0                 // a watch outlives the harness's 30 s request timeout (writes: a context deadline)
+	cfg.QPS, cfg.Burst = 5000, 5000 // Agones' allocator runs with high client limits too
+	dyn, err := dynamic.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &allocatorCache{dyn: dyn, byNS: map[string]map[string]*unstructured.Unstructured{}, reserved: map[string]bool{},
+		synced: make(chan struct{})}
+	ctx, cancel := context.WithCancel(context.Background())
+	stopped := make(chan struct{})
+	t.Cleanup(func() { cancel(); <-stopped })
+	go func() {
+		defer close(stopped)
+		gsc := dyn.Resource(GameServerGVR)
+		first := true
+		for ctx.Err() == nil {
+			list, err := gsc.List(ctx, metav1.ListOptions{})
+			if err != nil {
+				time.Sleep(100 * time.Millisecond)
+				continue
+			}
+			c.mu.Lock()
+			c.byNS = map[string]map[string]*unstructured.Unstructured{}
+			for i := range list.Items {
+				c.putLocked(&list.Items[i])
+			}
+			c.mu.Unlock()
+			if first {
+				close(c.synced)
+				first = false
+			}
+			w, err := gsc.Watch(ctx, metav1.ListOptions{ResourceVersion: list.GetResourceVersion(), AllowWatchBookmarks: true})
+			if err != nil {
+				continue
+			}
+			for ev := range w.ResultChan() {
+				u, ok := ev.Object.(*unstructured.Unstructured)
+				if !ok {
+					continue
+				}
+				switch ev.Type {
+				case watch.Added, watch.Modified:
+					c.mu.Lock()
+					c.putLocked(u)
+					c.mu.Unlock()
+				case watch.Deleted:
+					c.mu.Lock()
+					delete(c.byNS[u.GetNamespace()], u.GetName())
+					c.mu.Unlock()
+				}
+			}
+			w.Stop()
+		}
+	}()
+	select {
+	case <-c.synced:
+	case <-time.After(30 * time.Second):
+		t.Fatal("stand-in allocator: GameServer cache not synced within 30s")
+	}
+	return c
+}
+
+// putLocked stores u unless the cache already holds a newer version (the stand-in stores its own
+// UPDATE's answer before the watch delivers it).
+func (c *allocatorCache) putLocked(u *unstructured.Unstructured) {
+	m := c.byNS[u.GetNamespace()]
+	if m == nil {
+		m = map[string]*unstructured.Unstructured{}
+		c.byNS[u.GetNamespace()] = m
+	}
+	if old := m[u.GetName()]; old != nil && rvOf(old) > rvOf(u) {
+		return
+	}
+	m[u.GetName()] = u
+}
+
+// take reserves the first (by name) Ready, not deleting, not reserved GameServer of ns matching
+// one of the selectors and returns a copy to write; nil when there is none.
+func (c *allocatorCache) take(req allocationRequest) *unstructured.Unstructured {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var best *unstructured.Unstructured
+	for name, gs := range c.byNS[req.Namespace] {
+		if State(gs) != "Ready" || gs.GetDeletionTimestamp() != nil || c.reserved[req.Namespace+"/"+name] {
+			continue
+		}
+		if best != nil && best.GetName() < name {
+			continue
+		}
+		match := len(req.GameServerSelectors) == 0
+		for _, sel := range req.GameServerSelectors {
+			if labels.SelectorFromSet(sel.MatchLabels).Matches(labels.Set(gs.GetLabels())) {
+				match = true
+				break
+			}
+		}
+		if match {
+			best = gs
+		}
+	}
+	if best == nil {
+		return nil
+	}
+	c.reserved[req.Namespace+"/"+best.GetName()] = true
+	return best.DeepCopy()
+}
+
+// release ends a reservation; got, when not nil, is the UPDATE's answer (stored at once).
+func (c *allocatorCache) release(ns, name string, got *unstructured.Unstructured) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	delete(c.reserved, ns+"/"+name)
+	if got != nil {
+		c.putLocked(got)
+	}
+}
+
+func (a *AllocatorStandin) serveCached(w http.ResponseWriter, r *http.Request) {
+	a.Calls.Add(1)
+	if r.Method != http.MethodPost {
+		writeGrpcError(w, http.StatusNotImplemented, 12, "Method Not Allowed")
+		return
+	}
+	body, err := io.ReadAll(r.Body)
+	if err != nil {
+		writeGrpcError(w, http.StatusBadRequest, 3, err.Error())
+		return
+	}
+	var req allocationRequest
+	if err := json.Unmarshal(body, &req); err != nil {
+		writeGrpcError(w, http.StatusBadRequest, 3, err.Error())
+		return
+	}
+	if req.Namespace == "" {
+		req.Namespace = "default"
+	}
+	if d := time.Duration(a.Delay.Load()); d > 0 {
+		time.Sleep(d)
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), 30*time.Second)
+	defer cancel()
+	var alloc Allocation
+	if req.Metadata != nil {
+		alloc.Labels, alloc.Annotations = req.Metadata.Labels, req.Metadata.Annotations
+	}
+	for attempt := 0; attempt < 5; attempt++ {
+		gs := a.cache.take(req)
+		if gs == nil {
+			writeGrpcError(w, http.StatusTooManyRequests, 8, "there is no available GameServer to allocate")
+			return
+		}
+		ApplyAllocation(gs, alloc.Labels, alloc.Annotations, time.Now())
+		got, err := a.cache.dyn.Resource(GameServerGVR).Namespace(req.Namespace).Update(ctx, gs, metav1.UpdateOptions{})
+		a.cache.release(req.Namespace, gs.GetName(), got)
+		if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
+			continue
+		}
+		if err != nil {
+			writeGrpcError(w, http.StatusInternalServerError, 13, err.Error())
+			return
+		}
+		go func() {
+			ectx, ecancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer ecancel()
+			_ = RecordEvent(ectx, a.cache.dyn, got, "Normal", State(got), "Allocated", AllocatorEventComponent)
+		}()
+		writeResponse(w, got)
+		return
+	}
+	writeGrpcError(w, http.StatusTooManyRequests, 8, "there is no available GameServer to allocate")
+}
+
+// CachedReady is the number of Ready GameServers of ns in the cached stand-in's cache (what it
+// can allocate now; the cache follows the API server through a watch). 0 when not Cached.
+func (a *AllocatorStandin) CachedReady(ns string) int {
+	if a.cache == nil {
+		return 0
+	}
+	a.cache.mu.Lock()
+	defer a.cache.mu.Unlock()
+	n := 0
+	for _, gs := range a.cache.byNS[ns] {
+		if State(gs) == "Ready" {
+			n++
+		}
+	}
+	return n
+}
