@@ -226,33 +226,8 @@ def main():
     if mode == "generate":
         sec = one(objs, "Secret", secret_name)
         if sec:
-            fact(sec["type"] == "kubernetes.io/tls", "Secret type")
-            ca_b64 = sec["data"]["ca.crt"]
-            fact(all(b == ca_b64 for b in bundles), "caBundle of some webhook != the generated Secret's ca.crt")
-            with tempfile.TemporaryDirectory() as tmp:
-                for k, fn in (("ca.crt", "ca.pem"), ("tls.crt", "leaf.pem")):
-                    with open(os.path.join(tmp, fn), "wb") as f:
-                        f.write(base64.b64decode(sec["data"][k]))
-                ca, leaf = os.path.join(tmp, "ca.pem"), os.path.join(tmp, "leaf.pem")
-                ok = subprocess.run(["openssl", "verify", "-purpose", "sslserver", "-CAfile", ca, leaf],
-                                    capture_output=True, text=True)
-                fact(ok.returncode == 0, f"serving certificate does not verify against the caBundle: {ok.stdout}{ok.stderr}")
-                ca_text = openssl_text(ca)
-                fact("CA:TRUE" in ca_text, "the caBundle certificate is not a CA")
-                leaf_text = openssl_text(leaf)
-                san = re.search(r"X509v3 Subject Alternative Name:.*?\n\s*(.*?)\n", leaf_text, re.S)
-                entries = [e.strip() for e in san.group(1).split(",")] if san else []
-                got_dns = {e[4:] for e in entries if e.startswith("DNS:")}
-                got_ips = {e[11:] for e in entries if e.startswith("IP Address:")}
-                fact(got_dns >= set(dns), f"SAN DNS {sorted(got_dns)} lacks some of {dns}")
-                want_ips = {str(ipaddress.ip_address(i)) for i in v["certs"]["extraIPs"]}
-                fact(got_ips >= want_ips, f"SAN IPs {sorted(got_ips)} lack some of {sorted(want_ips)}")
-                secs = (v["certs"]["generate"]["days"] - 2) * 86400
-                end = subprocess.run(["openssl", "x509", "-noout", "-checkend", str(secs), "-in", leaf],
-                                     capture_output=True, text=True)
-                fact(end.returncode == 0, "serving certificate lifetime shorter than certs.generate.days")
-            key = base64.b64decode(sec["data"]["tls.key"])
-            fact(b"PRIVATE KEY" in key, "tls.key is not a PEM private key")
+            fact(all(b == sec["data"]["ca.crt"] for b in bundles), "caBundle of some webhook != the generated Secret's ca.crt")
+            verify_serving_pair(sec, dns, v["certs"]["extraIPs"], v["certs"]["generate"]["days"], "webhook")
         none_of(objs, "Certificate")
     elif mode == "cert-manager":
         fact(all(b is None for b in bundles), "caBundle set in cert-manager mode (cainjector owns it)")
@@ -372,8 +347,9 @@ def main():
     return 0
 
 
-def verify_serving_pair(sec, dns, ips, what):
-    """The kubernetes.io/tls Secret sec holds a CA and a serving certificate for dns/ips signed by it."""
+def verify_serving_pair(sec, dns, ips, days, what):
+    """The kubernetes.io/tls Secret sec holds a CA and a serving certificate signed by it, for dns/ips, valid
+    for about `days` days."""
     fact(sec["type"] == "kubernetes.io/tls", f"{what}: Secret type")
     with tempfile.TemporaryDirectory() as tmp:
         for k, fn in (("ca.crt", "ca.pem"), ("tls.crt", "leaf.pem")):
@@ -383,6 +359,7 @@ def verify_serving_pair(sec, dns, ips, what):
         ok = subprocess.run(["openssl", "verify", "-purpose", "sslserver", "-CAfile", ca, leaf],
                             capture_output=True, text=True)
         fact(ok.returncode == 0, f"{what}: serving certificate does not verify against its ca.crt: {ok.stdout}{ok.stderr}")
+        fact("CA:TRUE" in openssl_text(ca), f"{what}: the ca.crt certificate is not a CA")
         leaf_text = openssl_text(leaf)
         san = re.search(r"X509v3 Subject Alternative Name:.*?\n\s*(.*?)\n", leaf_text, re.S)
         entries = [e.strip() for e in san.group(1).split(",")] if san else []
@@ -391,6 +368,9 @@ def verify_serving_pair(sec, dns, ips, what):
         fact(got_dns >= set(dns), f"{what}: SAN DNS {sorted(got_dns)} lacks some of {dns}")
         want_ips = {str(ipaddress.ip_address(i)) for i in ips}
         fact(got_ips >= want_ips, f"{what}: SAN IPs {sorted(got_ips)} lack some of {sorted(want_ips)}")
+        end = subprocess.run(["openssl", "x509", "-noout", "-checkend", str((days - 2) * 86400), "-in", leaf],
+                             capture_output=True, text=True)
+        fact(end.returncode == 0, f"{what}: serving certificate lifetime shorter than certs.generate.days")
     fact(b"PRIVATE KEY" in base64.b64decode(sec["data"]["tls.key"]), f"{what}: tls.key is not a PEM private key")
 
 
@@ -494,7 +474,7 @@ def check_gateway(objs, v, ns, help_file, webhook_dep, webhook_objs):
     if mode == "generate":
         sec = one(objs, "Secret", secret_name)
         if sec:
-            verify_serving_pair(sec, dns, g["certs"]["extraIPs"], "gateway")
+            verify_serving_pair(sec, dns, g["certs"]["extraIPs"], v["certs"]["generate"]["days"], "gateway")
         fact(not [o for o in objs if o["kind"] == "Certificate"], "gateway Certificate in generate mode")
     elif mode == "cert-manager":
         crt = one(objs, "Certificate", f"{gw}-serving")
