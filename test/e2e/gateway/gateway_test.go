@@ -5,13 +5,10 @@ package gateway
 
 import (
 	"bytes"
-	"crypto/tls"
-	"crypto/x509"
 	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
-	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -60,7 +57,7 @@ func setup(t *testing.T) *env {
 		e.gw = startGateway(t, cp, e.alloc, e.clientCA.CAFile)
 		e.servingCA = e.gw.CAFile
 		crt, key := e.clientCA.Issue(t, "director", "director", false)
-		e.client = clientWith(t, e.servingCA, crt, key)
+		e.client = harness.HTTPSClient(t, e.servingCA, crt, key)
 		shared = e
 	})
 	if shared == nil {
@@ -113,25 +110,6 @@ func startGateway(t *testing.T, cp *harness.ControlPlane, a *harness.AllocatorSt
 		Name: "gateway", Binary: harness.GatewayBinary(), Args: args, Wait: "readyz",
 		NoDefaults: []string{"trusted-users", "agones-controller-users"},
 	})
-}
-
-func clientWith(t *testing.T, caFile, certFile, keyFile string) *http.Client {
-	t.Helper()
-	pem, err := os.ReadFile(caFile)
-	if err != nil {
-		t.Fatal(err)
-	}
-	roots := x509.NewCertPool()
-	roots.AppendCertsFromPEM(pem)
-	cfg := &tls.Config{RootCAs: roots, MinVersion: tls.VersionTLS12}
-	if certFile != "" {
-		pair, err := tls.LoadX509KeyPair(certFile, keyFile)
-		if err != nil {
-			t.Fatal(err)
-		}
-		cfg.Certificates = []tls.Certificate{pair}
-	}
-	return &http.Client{Timeout: 60 * time.Second, Transport: &http.Transport{TLSClientConfig: cfg}}
 }
 
 func waitLeader(t *testing.T, wh *harness.Webhook) {
@@ -397,8 +375,8 @@ func testBadClientCert(t *testing.T) {
 	other := harness.NewTestCA(t, filepath.Join(e.cp.Dir, "other-ca"), "not-trusted")
 	crt, key := other.Issue(t, "intruder", "intruder", false)
 	for name, c := range map[string]*http.Client{
-		"foreign certificate": clientWith(t, e.servingCA, crt, key),
-		"no certificate":      clientWith(t, e.servingCA, "", ""),
+		"foreign certificate": harness.HTTPSClient(t, e.servingCA, crt, key),
+		"no certificate":      harness.HTTPSClient(t, e.servingCA, "", ""),
 	} {
 		a, err := e.post(t, c, fmt.Sprintf(`{"namespace":%q}`, e.ns))
 		if err == nil {

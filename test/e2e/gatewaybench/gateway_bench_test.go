@@ -23,8 +23,6 @@ package gatewaybench
 import (
 	"bytes"
 	"context"
-	"crypto/tls"
-	"crypto/x509"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -641,18 +639,8 @@ func (b *bench) post(body string, headers []string) answer {
 }
 
 func mtlsClient(t *testing.T, caFile, certFile, keyFile string) *http.Client {
-	pem, err := os.ReadFile(caFile)
-	if err != nil {
-		t.Fatal(err)
-	}
-	roots := x509.NewCertPool()
-	roots.AppendCertsFromPEM(pem)
-	pair, err := tls.LoadX509KeyPair(certFile, keyFile)
-	if err != nil {
-		t.Fatal(err)
-	}
 	return &http.Client{Timeout: 120 * time.Second, Transport: &http.Transport{
-		TLSClientConfig:     &tls.Config{RootCAs: roots, Certificates: []tls.Certificate{pair}, MinVersion: tls.VersionTLS12},
+		TLSClientConfig:     harness.ClientTLS(t, caFile, certFile, keyFile),
 		MaxIdleConns:        4096,
 		MaxIdleConnsPerHost: 4096,
 		TLSHandshakeTimeout: 30 * time.Second,

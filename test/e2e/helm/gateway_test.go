@@ -3,8 +3,6 @@ package helm
 import (
 	"bytes"
 	"context"
-	"crypto/tls"
-	"crypto/x509"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -145,7 +143,7 @@ func TestHelmGateway(t *testing.T) {
 	// A matchmaker with a client certificate from the CA in the client-ca Secret; the gateway's
 	// serving certificate is the chart-generated one (verified against its ca.crt).
 	crt, key := clientCA.Issue(t, "director", "director", false)
-	client := httpsClient(t, filepath.Join(root, "tls", "ca.crt"), crt, key)
+	client := harness.HTTPSClient(t, filepath.Join(root, "tls", "ca.crt"), crt, key)
 
 	ns := cp.Namespace(t)
 	sdk := cp.SDK(t, ns)
@@ -213,28 +211,7 @@ func TestHelmGateway(t *testing.T) {
 	}
 
 	// No client certificate: refused at the handshake.
-	if r := post(httpsClient(t, filepath.Join(root, "tls", "ca.crt"), "", "")); r.err == nil {
+	if r := post(harness.HTTPSClient(t, filepath.Join(root, "tls", "ca.crt"), "", "")); r.err == nil {
 		t.Fatalf("a client without a certificate got HTTP %d %s", r.status, r.raw)
 	}
-}
-
-func httpsClient(t *testing.T, caFile, certFile, keyFile string) *http.Client {
-	t.Helper()
-	pem, err := os.ReadFile(caFile)
-	if err != nil {
-		t.Fatal(err)
-	}
-	roots := x509.NewCertPool()
-	if !roots.AppendCertsFromPEM(pem) {
-		t.Fatalf("%s holds no certificate", caFile)
-	}
-	cfg := &tls.Config{RootCAs: roots, MinVersion: tls.VersionTLS12}
-	if certFile != "" {
-		pair, err := tls.LoadX509KeyPair(certFile, keyFile)
-		if err != nil {
-			t.Fatal(err)
-		}
-		cfg.Certificates = []tls.Certificate{pair}
-	}
-	return &http.Client{Timeout: 60 * time.Second, Transport: &http.Transport{TLSClientConfig: cfg}}
 }
