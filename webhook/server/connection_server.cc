@@ -9,7 +9,6 @@
 #include <boost/asio.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
-#include <boost/beast/ssl.hpp>
 #include <exception>
 #include <iterator>
 #include <thread>
@@ -17,6 +16,7 @@
 
 #include "server/bounded_body.h"
 #include "server/connection_registry.h"
+#include "server/tls_stream.h"
 #include "util/log.h"
 
 namespace aw::server {
@@ -30,9 +30,10 @@ using tcp = net::ip::tcp;
 using Clock = std::chrono::steady_clock;
 
 using PlainStream = beast::tcp_stream;
-using TlsStream = beast::ssl_stream<beast::tcp_stream>;
 
-constexpr size_t kFirstReadBytes = 4096;  // first read of a request, into an empty buffer
+// The first read of a request, into an empty buffer: small, because an idle keep-alive connection
+// holds this buffer while it waits (the rest of the request follows in larger reads).
+constexpr size_t kFirstReadBytes = 1024;
 constexpr size_t kReadChunk = 64 * 1024;  // Beast's largest single read
 constexpr size_t kLingerChunk = 16 * 1024;
 constexpr size_t kMaxLingerBytes = 4 * 1024 * 1024;
@@ -179,8 +180,7 @@ class Session final : public Connection, public std::enable_shared_from_this<Ses
     if constexpr (kTls) {
       phase_ = ConnPhase::kHandshake;
       lowest().expires_after(ToClock(opts_.handshake_timeout));
-      stream_.async_handshake(ssl::stream_base::server,
-                              beast::bind_front_handler(&Session::OnHandshake, self()));
+      stream_.async_handshake(beast::bind_front_handler(&Session::OnHandshake, self()));
     } else {
       WaitRequest();
     }
@@ -347,6 +347,9 @@ class Session final : public Connection, public std::enable_shared_from_this<Ses
       return it == req.end() ? std::string_view() : std::string_view(it->value());
     };
     keep_alive_ = req.keep_alive();
+    // The parser owns the head and body now: a connection waiting for its answer keeps no read
+    // buffer (unless the client already pipelined its next request).
+    buffer_.shrink_to_fit();
     if (srv_.async_handler) return DispatchAsync(in, req.version());
     HttpResponse out;
     std::optional<std::string> failure;  // an exception escaped the handler
