@@ -2,9 +2,7 @@
 // real TLS sockets on 127.0.0.1 (a Boost.Asio/Beast client; certificates made in memory).
 #include <gtest/gtest.h>
 #include <openssl/evp.h>
-#include <openssl/pem.h>
 #include <openssl/x509.h>
-#include <openssl/x509v3.h>
 #include <prometheus/registry.h>
 
 #include <atomic>
@@ -29,6 +27,7 @@
 #include "server/connection_server.h"
 #include "server/tls_context.h"
 #include "server/tls_keypair.h"
+#include "test_certs.h"
 
 namespace aw::server {
 namespace {
@@ -39,64 +38,8 @@ namespace beast = boost::beast;
 namespace http = boost::beast::http;
 using tcp = net::ip::tcp;
 
-// Frees what OpenSslFree (tls_keypair.h) does not cover.
-struct LocalFree {
-  void operator()(BIO* b) const { BIO_free(b); }
-  void operator()(X509_EXTENSION* e) const { X509_EXTENSION_free(e); }
-};
-
-std::string ToPem(auto write) {
-  std::unique_ptr<BIO, LocalFree> bio(BIO_new(BIO_s_mem()));
-  write(bio.get());
-  char* data = nullptr;
-  long len = BIO_get_mem_data(bio.get(), &data);
-  return std::string(data, static_cast<size_t>(len));
-}
-
-// An ECDSA P-256 certificate for `cn`, signed by `issuer` (self-signed when null).
-struct Cert {
-  std::unique_ptr<EVP_PKEY, OpenSslFree> key;
-  std::unique_ptr<X509, OpenSslFree> x509;
-  std::string cert_pem() const {
-    return ToPem([&](BIO* b) { PEM_write_bio_X509(b, x509.get()); });
-  }
-  std::string key_pem() const {
-    return ToPem(
-        [&](BIO* b) { PEM_write_bio_PrivateKey(b, key.get(), nullptr, nullptr, 0, nullptr, nullptr); });
-  }
-};
-
-void AddExt(X509* cert, X509* issuer, int nid, const char* value) {
-  X509V3_CTX ctx;
-  X509V3_set_ctx_nodb(&ctx);
-  X509V3_set_ctx(&ctx, issuer, cert, nullptr, nullptr, 0);
-  std::unique_ptr<X509_EXTENSION, LocalFree> ext(X509V3_EXT_conf_nid(nullptr, &ctx, nid, value));
-  ASSERT_TRUE(ext);
-  X509_add_ext(cert, ext.get(), -1);
-}
-
-Cert MakeCert(const std::string& cn, const Cert* issuer, bool ca, const char* eku = nullptr) {
-  static std::atomic<long> serial{1};
-  Cert c;
-  c.key.reset(EVP_EC_gen("P-256"));
-  c.x509.reset(X509_new());
-  X509* x = c.x509.get();
-  X509_set_version(x, 2);
-  ASN1_INTEGER_set(X509_get_serialNumber(x), serial++);
-  X509_gmtime_adj(X509_getm_notBefore(x), -60);
-  X509_gmtime_adj(X509_getm_notAfter(x), 3600);
-  X509_set_pubkey(x, c.key.get());
-  X509_NAME_add_entry_by_txt(X509_get_subject_name(x), "CN", MBSTRING_ASC,
-                             reinterpret_cast<const unsigned char*>(cn.c_str()), -1, -1, 0);
-  X509* issuer_x = issuer ? issuer->x509.get() : x;
-  X509_set_issuer_name(x, X509_get_subject_name(issuer_x));
-  AddExt(x, issuer_x, NID_basic_constraints, ca ? "critical,CA:TRUE" : "critical,CA:FALSE");
-  if (ca) AddExt(x, issuer_x, NID_key_usage, "critical,keyCertSign,digitalSignature");
-  if (eku) AddExt(x, issuer_x, NID_ext_key_usage, eku);
-  if (!ca && !eku) AddExt(x, issuer_x, NID_subject_alt_name, "IP:127.0.0.1");
-  X509_sign(x, issuer ? issuer->key.get() : c.key.get(), EVP_sha256());
-  return c;
-}
+using testing::Cert;
+using testing::MakeCert;
 
 struct FixedKeyPair final : KeyPairSource {
   std::shared_ptr<const KeyPair> pair;
@@ -196,6 +139,7 @@ class AsyncMtlsTest : public ::testing::Test {
       o.bind_address = "127.0.0.1";
       o.port = 20000 + static_cast<int>((::getpid() * 7 + attempt * 131) % 30000);
       o.io_threads = 2;
+      o.max_concurrent_handshakes = handshake_limit_;
       server_ = std::make_unique<ConnectionServer>(o, handler, &keypair_, mtls ? &cas_ : nullptr,
                                                    registry_);
       if (server_->Start().ok()) return o.port;
@@ -211,6 +155,7 @@ class AsyncMtlsTest : public ::testing::Test {
   std::unique_ptr<ConnectionServer> server_;
   std::vector<std::thread> answerers_;
   std::mutex mu_;
+  size_t handshake_limit_ = 64;
 };
 
 // The answer comes later, from another thread; no thread of the server waits for it.
@@ -332,6 +277,47 @@ TEST_F(AsyncMtlsTest, ReplacedCaAppliesToNewHandshakes) {
   auto res = c.Request("/");
   ASSERT_TRUE(res) << c.error;
   EXPECT_EQ(res->body(), "ok");
+}
+
+}  // namespace
+}  // namespace aw::server
+
+namespace aw::server {
+namespace {
+
+// With one handshake at a time, clients connecting together are served one after the other.
+TEST_F(AsyncMtlsTest, HandshakesBeyondTheLimitWaitTheirTurnAndAllSucceed) {
+  handshake_limit_ = 1;
+  const int port = Start(Echo(), true);
+  constexpr int kClients = 16;
+  std::atomic<int> ok{0};
+  std::vector<std::thread> clients;
+  for (int i = 0; i < kClients; ++i) {
+    clients.emplace_back([&] {
+      Client c(port, &good_);
+      auto res = c.Request("/");
+      if (res && res->body() == "ok") ++ok;
+    });
+  }
+  for (auto& t : clients) t.join();
+  EXPECT_EQ(ok.load(), kClients);
+}
+
+// A connection that sends nothing does not take the only handshake slot from the next client.
+TEST_F(AsyncMtlsTest, ASilentConnectionHoldsNoHandshakeSlot) {
+  handshake_limit_ = 1;
+  const int port = Start(Echo(), true);
+  net::io_context ioc;
+  tcp::socket silent(ioc);
+  silent.connect(tcp::endpoint(net::ip::make_address("127.0.0.1"), static_cast<unsigned short>(port)));
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  const auto start = std::chrono::steady_clock::now();
+  Client c(port, &good_);
+  auto res = c.Request("/");
+  ASSERT_TRUE(res) << c.error;
+  EXPECT_EQ(res->body(), "ok");
+  // Well before the silent connection's 5 s handshake timeout would have freed a slot.
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(2));
 }
 
 }  // namespace

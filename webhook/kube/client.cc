@@ -136,9 +136,7 @@ Result<ListResult> Client::ListAll(const Resource& r, std::string_view ns, ListO
     auto items = d.FindMember("items");
     if (items != d.MemberEnd() && items->value.IsArray()) {
       for (auto& it : items->value.GetArray()) {
-        auto doc = std::make_shared<rapidjson::Document>();
-        doc->CopyFrom(it, doc->GetAllocator());
-        out.items.push_back(std::move(doc));
+        out.items.push_back(CopyToDocument(it, 4096));
       }
     }
     std::string cont;

@@ -3,7 +3,25 @@
 #include <rapidjson/stringbuffer.h>
 #include <rapidjson/writer.h>
 
+#include <algorithm>
+
 namespace aw::kube {
+namespace {
+
+// A document and the pool it allocates from, freed together.
+struct PooledDocument {
+  explicit PooledDocument(size_t chunk) : pool(chunk), doc(&pool) {}
+  rapidjson::MemoryPoolAllocator<> pool;
+  rapidjson::Document doc;
+};
+
+}  // namespace
+
+JsonPtr CopyToDocument(const rapidjson::Value& value, size_t chunk_bytes) {
+  auto owner = std::make_shared<PooledDocument>(std::clamp<size_t>(chunk_bytes, 1024, 64 * 1024));
+  owner->doc.CopyFrom(value, owner->pool);
+  return JsonPtr(owner, &owner->doc);
+}
 
 bool LineFramer::Feed(std::string_view chunk, const std::function<void(std::string_view)>& emit) {
   if (failed_) return false;
@@ -96,8 +114,8 @@ StatusOr<WatchEvent> ParseWatchEvent(std::string_view line) {
   } else {
     return Status::InvalidArgument("unknown watch event type " + std::string(type));
   }
-  ev.object = std::make_shared<rapidjson::Document>();
-  ev.object->CopyFrom(o->value, ev.object->GetAllocator());
+  // The object's text is about the size of its copy (values and strings).
+  ev.object = CopyToDocument(o->value, line.size());
   return ev;
 }
 

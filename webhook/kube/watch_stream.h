@@ -22,6 +22,11 @@ namespace aw::kube {
 
 using JsonPtr = std::shared_ptr<rapidjson::Document>;
 
+// A standalone copy of `value` whose memory pool grows in chunks of about `chunk_bytes` (clamped
+// to 1-64 KiB) instead of rapidjson's default 64 KiB first chunk: a cache holding thousands of
+// objects, each replaced at every change, keeps only what they need.
+JsonPtr CopyToDocument(const rapidjson::Value& value, size_t chunk_bytes);
+
 class LineFramer {
  public:
   explicit LineFramer(size_t max_line = 32 * 1024 * 1024) : max_line_(max_line) {}

@@ -16,6 +16,7 @@
 
 #include "server/bounded_body.h"
 #include "server/connection_registry.h"
+#include "server/handshake_gate.h"
 #include "server/tls_stream.h"
 #include "util/log.h"
 
@@ -100,6 +101,7 @@ struct ConnectionServer::Impl {
         metrics(registry, opts.name),
         conns(std::max<size_t>(1, opts.max_connections)),
         ioc(static_cast<int>(std::max<size_t>(1, opts.io_threads))),
+        handshakes(opts.max_concurrent_handshakes),
         acceptor(net::make_strand(ioc)),
         retry_timer(acceptor.get_executor()) {}
 
@@ -119,6 +121,7 @@ struct ConnectionServer::Impl {
   ConnectionRegistry conns;
   std::optional<ssl::context> ssl_ctx;
   net::io_context ioc;
+  HandshakeGate handshakes;  // its queue owns waiting sessions: destroyed before the io_context
   tcp::acceptor acceptor;
   net::steady_timer retry_timer;
   std::vector<std::thread> threads;
@@ -176,17 +179,52 @@ class Session final : public Connection, public std::enable_shared_from_this<Ses
     return buffer_.size() > 0 || lowest().socket().available(ec) > 0;
   }
 
+  // TLS: wait (holding only a small read buffer) for the client's first bytes, then for a turn
+  // at the listener's HandshakeGate, then handshake; all within handshake_timeout of the accept.
   void Begin() {
     if constexpr (kTls) {
       phase_ = ConnPhase::kHandshake;
-      lowest().expires_after(ToClock(opts_.handshake_timeout));
-      stream_.async_handshake(beast::bind_front_handler(&Session::OnHandshake, self()));
+      handshake_deadline_ = Clock::now() + ToClock(opts_.handshake_timeout);
+      lowest().expires_at(handshake_deadline_);
+      stream_.async_wait_input(beast::bind_front_handler(&Session::OnHelloBytes, self()));
     } else {
       WaitRequest();
     }
   }
 
+  void OnHelloBytes(beast::error_code ec) {
+    if (closed_) return;
+    if (ec) {
+      if (ec == beast::error::timeout) srv_.metrics.timeout_handshake.Increment();
+      return Close();
+    }
+    // While it waits, the gate's queue owns the session (no operation of it is pending).
+    const bool now = srv_.handshakes.Enter([s = self()]() {
+      net::post(s->stream_.get_executor(), [s] { s->StartHandshake(); });
+      return true;
+    });
+    if (now) StartHandshake();
+  }
+
+  // Holds a HandshakeGate slot from here until the handshake ends or the connection closes.
+  void StartHandshake() {
+    holds_handshake_slot_ = true;
+    if (closed_) return ReleaseHandshakeSlot();
+    if (Clock::now() >= handshake_deadline_) {  // its turn came too late
+      srv_.metrics.timeout_handshake.Increment();
+      return Close();
+    }
+    stream_.async_handshake(beast::bind_front_handler(&Session::OnHandshake, self()));
+  }
+
+  void ReleaseHandshakeSlot() {
+    if (!holds_handshake_slot_) return;
+    holds_handshake_slot_ = false;
+    srv_.handshakes.Leave();
+  }
+
   void OnHandshake(beast::error_code ec) {
+    ReleaseHandshakeSlot();
     if (closed_) return;
     if (ec) {
       if (ec == beast::error::timeout) srv_.metrics.timeout_handshake.Increment();
@@ -472,6 +510,7 @@ class Session final : public Connection, public std::enable_shared_from_this<Ses
   }
 
   void Close() {
+    ReleaseHandshakeSlot();
     if (closed_) return;
     closed_ = true;
     lowest().close();
@@ -486,6 +525,8 @@ class Session final : public Connection, public std::enable_shared_from_this<Ses
   std::optional<http::request_parser<BoundedBody>> parser_;
   http::response<http::string_body> res_;
   Clock::time_point deadline_;
+  Clock::time_point handshake_deadline_;
+  bool holds_handshake_slot_ = false;
   ConnPhase phase_ = ConnPhase::kHandshake;
   size_t served_ = 0;
   size_t lingered_ = 0;

@@ -5,7 +5,9 @@
 //   - a small fixed set of io threads (`io_threads`) runs every connection asynchronously: no
 //     thread is held by a slow or silent client, and a client costs only its socket, its TLS state
 //     and a read buffer bounded by the head limit;
-//   - a TLS handshake must finish within `handshake_timeout`; a request, from its first byte to its
+//   - a TLS handshake must finish within `handshake_timeout` of the accept; at most
+//     `max_concurrent_handshakes` run at once (the others wait, in order, holding no TLS state),
+//     and a connection that has sent nothing holds no slot; a request, from its first byte to its
 //     last (head and body), within `read_timeout`; a response must be taken by the client within
 //     `write_timeout`; a keep-alive connection idle for `idle_timeout` is closed. A timed-out
 //     connection is closed without an answer;
@@ -83,6 +85,9 @@ struct ConnectionOptions {
   int backlog = 4096;  // the kernel caps it at net.core.somaxconn
   size_t io_threads = 2;
   size_t max_connections = 1024;
+  // TLS handshakes in progress at once (HandshakeGate): a connection whose ClientHello has
+  // arrived waits for a turn beyond this, holding only its socket, within handshake_timeout.
+  size_t max_concurrent_handshakes = 64;
   RequestLimits limits;
   std::chrono::nanoseconds handshake_timeout = std::chrono::seconds(5);
   std::chrono::nanoseconds read_timeout = std::chrono::seconds(10);

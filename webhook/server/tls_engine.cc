@@ -58,7 +58,7 @@ int TlsEngine::BioWrite(BIO* bio, const char* data, int len) {
   BIO_clear_retry_flags(bio);
   auto* self = static_cast<TlsEngine*>(BIO_get_data(bio));
   if (len <= 0) return 0;
-  self->out_.append(data, static_cast<size_t>(len));
+  self->out_.insert(self->out_.end(), data, data + len);
   return len;
 }
 
@@ -159,12 +159,12 @@ net::mutable_buffer TlsEngine::PrepareInput() {
 
 void TlsEngine::CommitInput(size_t n) { in_len_ += std::min(n, in_cap_ - in_len_); }
 
-void TlsEngine::ReleaseIdle() {
-  if (in_pos_ == in_len_) {
+void TlsEngine::ReleaseIdle(bool failed) {
+  if (in_pos_ == in_len_ || failed) {
     in_.reset();
     in_cap_ = in_pos_ = in_len_ = 0;
   }
-  if (out_.empty()) std::string().swap(out_);
+  if (out_.empty()) std::vector<char>().swap(out_);
 }
 
 }  // namespace aw::server

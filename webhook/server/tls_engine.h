@@ -26,6 +26,7 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace aw::server {
 
@@ -49,7 +50,7 @@ class TlsEngine {
   Step Write(const void* data, size_t size);
 
   // Ciphertext to send, in order. OutputSent() drops all of it (sent, or the connection failed).
-  std::string_view Output() const { return out_; }
+  std::string_view Output() const { return std::string_view(out_.data(), out_.size()); }
   void OutputSent() { out_.clear(); }
 
   // Space for the next ciphertext from the peer: sized to what OpenSSL last asked for (at least a
@@ -58,9 +59,12 @@ class TlsEngine {
   boost::asio::mutable_buffer PrepareInput();
   void CommitInput(size_t n);
 
-  // Frees the input and output buffers when they hold nothing.
-  void ReleaseIdle();
+  // Frees the input and output buffers when they hold nothing; with `failed` (the connection is
+  // of no further use) the input also when it still holds bytes.
+  void ReleaseIdle(bool failed = false);
 
+  // Ciphertext received and not yet taken by OpenSSL.
+  size_t BufferedInput() const { return in_len_ - in_pos_; }
   // Bytes buffered here (input not yet taken, output not yet sent), and their capacity.
   size_t BufferedBytes() const { return (in_len_ - in_pos_) + out_.size(); }
   size_t BufferCapacity() const { return in_cap_ + out_.capacity(); }
@@ -83,7 +87,7 @@ class TlsEngine {
   size_t in_pos_ = 0;
   size_t in_len_ = 0;
   size_t wanted_ = 0;  // the largest read OpenSSL asked for that found no input
-  std::string out_;    // ciphertext to send
+  std::vector<char> out_;  // ciphertext to send
 };
 
 }  // namespace aw::server

@@ -20,7 +20,10 @@
 //     cancel() with net::error::operation_aborted (the TLS state stays usable: the operation may
 //     be started again);
 //   - errors: TLS failures in Asio's ssl category (as ssl::stream reports them); the peer's
-//     close_notify, or its end of the TCP stream, is net::error::eof;
+//     close_notify, or its end of the TCP stream (FIN), is net::error::eof; socket errors as the
+//     socket gives them (a reset: connection_reset);
+//   - between operations the stream buffers nothing (BufferCapacity() == 0) unless the peer
+//     sent more than the last operation took; after a failed operation, never;
 //   - async_write_some takes at most kMaxWriteBytes of plaintext per call;
 //   - not movable (the engine's BIO points into it).
 #pragma once
@@ -64,6 +67,14 @@ class TlsStream {
     return boost::asio::async_compose<Token, void(boost::system::error_code)>(
         Op<Kind::kHandshake, boost::asio::mutable_buffer>{*this, {}}, token, next_);
   }
+  // Completes (void(error_code)) once ciphertext from the peer is here to be processed (at once if
+  // some is buffered already): e.g. a ClientHello before async_handshake. Only a small read
+  // buffer is held meanwhile.
+  template <class Token>
+  auto async_wait_input(Token&& token) {
+    return boost::asio::async_compose<Token, void(boost::system::error_code)>(
+        Op<Kind::kWaitInput, boost::asio::mutable_buffer>{*this, {}}, token, next_);
+  }
   // Completion: void(error_code, size_t bytes_read).
   template <class MutableBuffers, class Token>
   auto async_read_some(const MutableBuffers& buffers, Token&& token) {
@@ -79,7 +90,7 @@ class TlsStream {
   }
 
  private:
-  enum class Kind { kHandshake, kRead, kWrite };
+  enum class Kind { kHandshake, kWaitInput, kRead, kWrite };
   using Step = TlsEngine::Step;
   using Want = TlsEngine::Want;
 
@@ -114,7 +125,7 @@ class TlsStream {
           break;
         case State::kPosted:
           if (owner) s.busy_ = false;
-          if constexpr (K == Kind::kHandshake) {
+          if constexpr (K == Kind::kHandshake || K == Kind::kWaitInput) {
             return self.complete(step.ec);
           } else {
             return self.complete(step.ec, step.bytes);
@@ -135,6 +146,8 @@ class TlsStream {
     Step Run() {
       if constexpr (K == Kind::kHandshake) {
         return s.engine_.Handshake();
+      } else if constexpr (K == Kind::kWaitInput) {
+        return s.engine_.BufferedInput() > 0 ? Step{} : Step{Want::kInput, 0, {}};
       } else if constexpr (K == Kind::kRead) {
         for (auto it = boost::asio::buffer_sequence_begin(buffers);
              it != boost::asio::buffer_sequence_end(buffers); ++it) {
@@ -174,7 +187,8 @@ class TlsStream {
 
     template <class Self>
     void Finish(Self& self, boost::system::error_code ec, size_t n) {
-      if (owner) s.engine_.ReleaseIdle();
+      // After an error other than a cancel the connection is over: nothing is kept for it.
+      if (owner) s.engine_.ReleaseIdle(ec && ec != boost::asio::error::operation_aborted);
       step.ec = ec;
       step.bytes = ec ? 0 : n;
       if (!did_io) {  // never complete from inside the initiating call
@@ -183,7 +197,7 @@ class TlsStream {
         return boost::asio::post(s.next_.get_executor(), std::move(self));
       }
       if (owner) s.busy_ = false;
-      if constexpr (K == Kind::kHandshake) {
+      if constexpr (K == Kind::kHandshake || K == Kind::kWaitInput) {
         self.complete(ec);
       } else {
         self.complete(ec, step.bytes);

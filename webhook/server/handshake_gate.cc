@@ -1,0 +1,44 @@
+#include "server/handshake_gate.h"
+
+#include <utility>
+
+namespace aw::server {
+
+bool HandshakeGate::Enter(Resume resume) {
+  std::lock_guard lock(mu_);
+  if (active_ < limit_) {
+    ++active_;
+    return true;
+  }
+  waiting_.push_back(std::move(resume));
+  return false;
+}
+
+void HandshakeGate::Leave() {
+  for (;;) {
+    Resume next;
+    {
+      std::lock_guard lock(mu_);
+      if (waiting_.empty()) {
+        if (active_ > 0) --active_;
+        return;
+      }
+      next = std::move(waiting_.front());
+      waiting_.pop_front();
+    }
+    // The slot stays counted as held while it is handed over.
+    if (next && next()) return;
+  }
+}
+
+size_t HandshakeGate::Active() const {
+  std::lock_guard lock(mu_);
+  return active_;
+}
+
+size_t HandshakeGate::Waiting() const {
+  std::lock_guard lock(mu_);
+  return waiting_.size();
+}
+
+}  // namespace aw::server
