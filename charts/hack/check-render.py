@@ -80,6 +80,19 @@ def help_flags(path):
     return names
 
 
+def parse_args(args, known, label, binary):
+    """The (flag, value) pairs of a container's `--flag=value` args; a fact for each arg that is not
+    of that form or names a flag the binary's --help does not list."""
+    parsed = []
+    for a in args:
+        m = re.fullmatch(r"--([a-z0-9-]+)=(.*)", a, re.S)
+        if fact(m is not None, f"{label}arg {a!r} is not --flag=value"):
+            parsed.append((m.group(1), m.group(2)))
+    for n, _ in parsed:
+        fact(n in known, f"{label}arg --{n} is not a flag of {binary} (--help)")
+    return parsed
+
+
 def one(objs, kind, name=None):
     found = [o for o in objs if o["kind"] == kind and (name is None or o["metadata"]["name"] == name)]
     fact(len(found) == 1, f"want exactly one {kind} {name or ''}, got {len(found)}")
@@ -154,13 +167,7 @@ def main():
     fact(pod["terminationGracePeriodSeconds"] == v["terminationGracePeriodSeconds"], "terminationGracePeriodSeconds")
 
     args = c["args"]
-    parsed = []
-    for a in args:
-        m = re.fullmatch(r"--([a-z0-9-]+)=(.*)", a, re.S)
-        if fact(m is not None, f"arg {a!r} is not --flag=value"):
-            parsed.append((m.group(1), m.group(2)))
-    for n, _ in parsed:
-        fact(n in flags_known, f"arg --{n} is not a flag of the binary (--help)")
+    parsed = parse_args(args, flags_known, "", "the binary")
     extra = [x for x in v.get("extraArgs") or []]
     fact(args[len(args) - len(extra):] == extra if extra else True, "extraArgs are not the last args")
     own = parsed[:len(parsed) - len(extra)]
@@ -436,13 +443,7 @@ def check_gateway(objs, v, ns, help_file, webhook_dep, webhook_objs):
     fact(ports == {"https": g["ports"]["https"], "health": g["ports"]["health"]}, f"gateway container ports {ports}")
 
     args = c["args"]
-    parsed = []
-    for a in args:
-        m = re.fullmatch(r"--([a-z0-9-]+)=(.*)", a, re.S)
-        if fact(m is not None, f"gateway arg {a!r} is not --flag=value"):
-            parsed.append((m.group(1), m.group(2)))
-    for n, _ in parsed:
-        fact(n in gw_flags, f"gateway arg --{n} is not a flag of allocation-gateway (--help)")
+    parsed = parse_args(args, gw_flags, "gateway ", "allocation-gateway")
     extra = list(g.get("extraArgs") or [])
     own = parsed[:len(parsed) - len(extra)]
     got = dict(own)
