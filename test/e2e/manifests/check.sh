@@ -868,6 +868,10 @@ check_gateway() {
   dep=$(jq -c 'select(.kind == "Deployment" and .metadata.name == "allocation-gateway")' <<<"$objs")
   base_dep=$(jq -c 'select(.kind == "Deployment" and .metadata.name == "allocating-webhook")' <<<"$objs")
   assert_eq "gateway command" '["/usr/local/bin/allocation-gateway"]' "$(jq -c '.spec.template.spec.containers[0].command' <<<"$dep")" || ok=1
+  # One image, two binaries: the component must not name another tag than the base's webhook (on
+  # a real node the gateway pulled allocating-webhook:latest while the webhook ran :dev).
+  assert_eq "gateway image = the webhook's" "$(jq -r '.spec.template.spec.containers[0].image' <<<"$base_dep")" \
+    "$(jq -r '.spec.template.spec.containers[0].image' <<<"$dep")" || ok=1
   help=$("$gw" --help 2>&1)
   while read -r a; do
     flag="${a%%=*}"
