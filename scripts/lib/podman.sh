@@ -19,6 +19,7 @@ AW_PODMAN_DIR="${AW_PODMAN_DIR:-$_aw_podman_root/build/podman}"
 AW_PODMAN_DRIVER="${AW_PODMAN_DRIVER:-overlay}"
 # /run is a tmpfs: podman's run state must not survive a reboot. One directory per storage root.
 AW_PODMAN_RUN="/run/aw-podman-$(printf '%s' "$AW_PODMAN_DIR" | sha256sum | cut -c1-12)"
+# shellcheck disable=SC2034  # used by the scripts that source this file
 PODMAN_ULIMITS=(--ulimit nofile=4096:4096 --ulimit nproc=4096:4096)
 
 mkdir -p "$AW_PODMAN_DIR/storage" "$AW_PODMAN_DIR/tmp" "$AW_PODMAN_RUN/storage" "$AW_PODMAN_RUN/libpod"
