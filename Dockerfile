@@ -13,24 +13,35 @@ ARG DEBIAN_IMAGE=debian:bookworm
 
 FROM ${DEBIAN_IMAGE} AS build
 ARG DEBIAN_FRONTEND=noninteractive
-RUN apt-get update \
+# apt's downloaded packages and lists are cache mounts (BuildKit and podman/buildah both keep them
+# between builds), so when this layer is rebuilt (a new base image, a changed package list) apt
+# downloads only what changed; nothing of them lands in the layer.
+RUN --mount=type=cache,id=aw-apt-archives,target=/var/cache/apt,sharing=locked \
+    --mount=type=cache,id=aw-apt-lists,target=/var/lib/apt/lists,sharing=locked \
+    rm -f /etc/apt/apt.conf.d/docker-clean \
+ && echo 'Binary::apt::APT::Keep-Downloaded-Packages "true";' >/etc/apt/apt.conf.d/keep-downloads \
+ && apt-get update \
  && apt-get install -y --no-install-recommends \
       build-essential cmake ninja-build pkg-config ca-certificates \
       libboost1.81-dev libssl-dev rapidjson-dev libfmt-dev \
-      prometheus-cpp-dev libyaml-cpp-dev \
- && rm -rf /var/lib/apt/lists/*
+      prometheus-cpp-dev libyaml-cpp-dev
 WORKDIR /src
 COPY CMakeLists.txt ./
 COPY webhook/ webhook/
-RUN cmake -S . -B /build -G Ninja -DCMAKE_BUILD_TYPE=Release -DAW_BUILD_TESTS=OFF \
+# The CMake build tree is a cache mount too: a rebuild after a source change recompiles only what
+# changed. The stripped binaries are copied out of it to /out (a cache mount is not in the layer).
+RUN --mount=type=cache,id=aw-cmake-build,target=/build \
+    cmake -S . -B /build -G Ninja -DCMAKE_BUILD_TYPE=Release -DAW_BUILD_TESTS=OFF \
  && cmake --build /build --target allocating-webhook allocation-gateway -j"$(nproc)" \
- && strip /build/allocating-webhook /build/allocation-gateway
+ && mkdir -p /out \
+ && strip -o /out/allocating-webhook /build/allocating-webhook \
+ && strip -o /out/allocation-gateway /build/allocation-gateway
 
 # Assemble the runtime root (scripts/make-rootfs: the binaries, their shared-library closure
 # including the dynamic loader, CA certificates, a passwd/group entry for 65532, /tmp), then prove
 # it is complete by running both binaries inside it as that user.
 COPY scripts/make-rootfs /usr/local/bin/make-rootfs
-RUN make-rootfs /build/allocating-webhook /build/allocation-gateway /rootfs \
+RUN make-rootfs /out/allocating-webhook /out/allocation-gateway /rootfs \
  && chroot --userspec=65532:65532 /rootfs /usr/local/bin/allocating-webhook --help > /dev/null \
  && chroot --userspec=65532:65532 /rootfs /usr/local/bin/allocation-gateway --help > /dev/null
 
