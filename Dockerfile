@@ -15,12 +15,13 @@ FROM ${DEBIAN_IMAGE} AS build
 ARG DEBIAN_FRONTEND=noninteractive
 # apt's downloaded packages and lists are cache mounts (BuildKit and podman/buildah both keep them
 # between builds), so when this layer is rebuilt (a new base image, a changed package list) apt
-# downloads only what changed; nothing of them lands in the layer.
+# downloads only what changed; nothing of them lands in the layer. (No list clean-up: apt would
+# delete the lock file podman keeps in the lists cache.)
 RUN --mount=type=cache,id=aw-apt-archives,target=/var/cache/apt,sharing=locked \
     --mount=type=cache,id=aw-apt-lists,target=/var/lib/apt/lists,sharing=locked \
     rm -f /etc/apt/apt.conf.d/docker-clean \
  && echo 'Binary::apt::APT::Keep-Downloaded-Packages "true";' >/etc/apt/apt.conf.d/keep-downloads \
- && apt-get update \
+ && apt-get update -o APT::Get::List-Cleanup=0 \
  && apt-get install -y --no-install-recommends \
       build-essential cmake ninja-build pkg-config ca-certificates \
       libboost1.81-dev libssl-dev rapidjson-dev libfmt-dev \
