@@ -5,7 +5,8 @@
 # the shared libraries they link (their ldd closure), running as the non-root user 65532. No shell,
 # no package manager at runtime.
 #
-#   docker build -t allocating-webhook:dev .
+#   docker build -t allocating-webhook:dev .        (BuildKit, the default since Docker 23: cache mounts)
+#   scripts/image                                  (podman, no Docker or registry: README.md)
 #   docker run --rm allocating-webhook:dev --help
 #   docker run --rm --entrypoint /usr/local/bin/allocation-gateway allocating-webhook:dev --help
 
