@@ -108,19 +108,6 @@ source "$ROOT/scripts/lib/scenario.sh"
 
 SA_USER=system:serviceaccount:allocating-system:allocating-webhook
 
-# The webhook accepts agones.dev/sdk-allocating-ready only from the GameServer's own SDK identity
-# (issue 9): use_sdk_identity NS gives namespace NS a ServiceAccount agones-sdk with Agones' SDK
-# rights (gameservers list/watch/patch), as Agones' Helm chart does in its game-server namespaces;
-# scripts/lib/kube.sh's sdk_set_annotation then writes as that service account.
-use_sdk_identity() {
-  local ns="$1"
-  kc -n "$ns" create serviceaccount agones-sdk --dry-run=client -o yaml | kc apply -f - >/dev/null || return 1
-  kc -n "$ns" create role agones-sdk --verb=list,watch,patch --resource=gameservers.agones.dev \
-    --dry-run=client -o yaml | kc apply -f - >/dev/null || return 1
-  kc -n "$ns" create rolebinding agones-sdk-access --role=agones-sdk \
-    --user="system:serviceaccount:$ns:agones-sdk" --dry-run=client -o yaml | kc apply -f - >/dev/null
-}
-
 passed=0
 failed=0
 failures=()
@@ -681,17 +668,6 @@ webhook_knows_crd() {
   curl -sf "http://127.0.0.1:$WEBHOOK_HEALTH/metrics" | grep -q '^allocating_webhook_crd_accepts_allocating 1'
 }
 
-# example_gameserver NAME UDP_PORT: a GameServer made from the example Fleet's template.
-example_gameserver() {
-  kc kustomize "$ROOT/manifests/examples" | kc create --dry-run=client -o json -f - |
-    jq -c 'if .kind == "List" then .items[] else . end | select(.kind == "Fleet")' |
-    jq --arg ns "$EXAMPLE_NS" --arg name "$1" '{apiVersion: "agones.dev/v1", kind: "GameServer",
-      metadata: {name: $name, namespace: $ns,
-        labels: ((.spec.template.metadata.labels // {}) + {"agones.dev/fleet": .metadata.name}),
-        annotations: (.spec.template.metadata.annotations // {})},
-      spec: .spec.template.spec}'
-}
-
 check_example_flow() {
   local bin="${AW_BIN:-$ROOT/build/allocating-webhook}" tls="$WORK/flow-tls" ok=0 name="example-$RANDOM"
   local echo_pid udp_port gs now id
@@ -718,7 +694,7 @@ while True:
     retry_until 30 webhook_knows_crd || { kube_log "the webhook never saw the CRD accept Allocating"; return 1; }
     kube_log "ok: webhook registered from overlays/local; the CRD accepts Allocating"
     kc create namespace "$EXAMPLE_NS" --dry-run=client -o yaml | kc apply -f - >/dev/null
-    example_gameserver "$name" >"$WORK/gs.json"
+    example_gameserver "$EXAMPLE_NS" "$name" >"$WORK/gs.json"
     kc create -f "$WORK/gs.json" >/dev/null || { kube_log "the example GameServer was refused"; return 1; }
     # Agones marks it Ready with its address and port.
     kubectl --kubeconfig "$KCFG" --context agones-controller -n "$EXAMPLE_NS" patch gameservers.agones.dev "$name" \
@@ -769,8 +745,8 @@ check_failure_policy() {
   dead=$(free_port)  # nothing listens there: the webhook is "down"
   kc delete mutatingwebhookconfiguration,validatingwebhookconfiguration allocating-webhook --ignore-not-found >/dev/null
   kc create namespace "$FP_NS" --dry-run=client -o yaml | kc apply -f - >/dev/null
-  EXAMPLE_NS="$FP_NS" example_gameserver "$opted" | kc create -f - >/dev/null || return 1
-  EXAMPLE_NS="$FP_NS" example_gameserver "$plain" |
+  example_gameserver "$FP_NS" "$opted" | kc create -f - >/dev/null || return 1
+  example_gameserver "$FP_NS" "$plain" |
     jq 'del(.metadata.labels["allocating.agones.dev/enabled"]) |
         .metadata.annotations |= with_entries(select(.key | startswith("allocating.agones.dev/") | not))' |
     kc create -f - >/dev/null || return 1
@@ -839,20 +815,6 @@ can_gw() {
   [[ -n "$got" ]] || got=no
   if [[ "$got" == "$expect" ]]; then kube_log "ok: gateway can-i $* = $got"
   else kube_log "RBAC: gateway can-i $* = $got, want $expect"; return 1; fi
-}
-
-# gateway_client_cert DIR: a matchmaker client CA (DIR/client-ca.crt) and a client certificate
-# signed by it (DIR/client.crt, DIR/client.key, extendedKeyUsage clientAuth).
-gateway_client_cert() {
-  local d="$1"
-  openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 1 -subj /CN=matchmaker-ca \
-    -addext basicConstraints=critical,CA:TRUE -addext keyUsage=critical,keyCertSign \
-    -keyout "$d/client-ca.key" -out "$d/client-ca.crt" 2>/dev/null || return 1
-  openssl req -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -subj /CN=matchmaker \
-    -keyout "$d/client.key" -out "$d/client.csr" 2>/dev/null || return 1
-  printf 'extendedKeyUsage=clientAuth\nkeyUsage=critical,digitalSignature\n' >"$d/client.ext"
-  openssl x509 -req -in "$d/client.csr" -CA "$d/client-ca.crt" -CAkey "$d/client-ca.key" -CAcreateserial \
-    -days 1 -extfile "$d/client.ext" -out "$d/client.crt" 2>/dev/null
 }
 
 check_gateway() {
