@@ -23,6 +23,8 @@ const std::string kV1s(kV1);
 Obj Ready() { return Obj("gameserver-ready"); }
 Obj Allocating() { return Obj("gameserver-allocating"); }
 Obj Promoted() { return Obj("gameserver-promoted"); }
+// An Allocating server of a Fleet whose template chose on-scale-down: Hold.
+Obj AllocatingHold() { return Allocating().Ann(keys::kOnScaleDown, "Hold"); }
 Obj AllocatorWrite() {
   return Ready().State("Allocated").Ann(keys::kLastAllocated, kLastAllocatedNew);
 }
@@ -211,28 +213,76 @@ TEST(AgonesForged, RejectModeStillDeniesTheAllocation) {
   EXPECT_EQ(r.code, 403);
 }
 
-// --- defect 3: scale-down protection holds without failing the controller ---
+// --- defect 3 and issue 24: the controller's Shutdown of an Allocating server never fails ---
 
-TEST(AgonesScaleDown, ControllerShutdownOfAllocatingIsHeld) {
+// The default (on-scale-down: Shutdown): applied, as for a Ready server, so a rolling update is not
+// held up by the server (Agones counts it in shutdownReplicas until it is deleted); the abandoned
+// allocation is recorded as outcome ScaledDown, with since/allocation naming it.
+TEST(AgonesScaleDown, ControllerShutdownOfAllocatingIsAppliedByDefault) {
   Obj n = Allocating().State("Shutdown");
   Response first;
   Obj patched = MutateAndApply(kV1s, "UPDATE", kController, n, Allocating(), {}, &first);
+  EXPECT_TRUE(first.allowed);
+  EXPECT_FALSE(first.raw.shutdown_held);
+  EXPECT_TRUE(first.raw.scaled_down);
+  EXPECT_EQ(patched.GetState(), "Shutdown");
+  EXPECT_EQ(patched.GetAnn(keys::kOutcome), "ScaledDown");
+  EXPECT_EQ(patched.GetAnn(keys::kSince), Allocating().GetAnn(keys::kSince));
+  EXPECT_EQ(patched.GetAnn(keys::kAllocation), Allocating().GetAnn(keys::kAllocation));
+  EXPECT_EQ(patched.GetAnn(keys::kShutdownRequested), std::nullopt);
+  EXPECT_TRUE(Validate("UPDATE", kController, patched, Allocating()).allowed);
+  // Reinvoked on its own patch: nothing more to do.
+  EXPECT_EQ(Mutate(patched, Allocating(), kController).patch, "");
+  // "shutdown" is matched case-insensitively, like every enumerated value.
+  Obj lower = Allocating().Ann(keys::kOnScaleDown, "shutdown");
+  EXPECT_TRUE(Mutate(Obj(lower).State("Shutdown"), lower, kController).raw.scaled_down);
+  // Nobody else may write the outcome: it is the resolver's, or the webhook's on this path.
+  Obj forged = Allocating().State("Shutdown").Ann(keys::kOutcome, "ScaledDown");
+  for (auto user : {kStranger, kSdk, kAllocator}) {
+    Response r = Validate("UPDATE", user, forged, Allocating());
+    EXPECT_FALSE(r.allowed) << user;
+    EXPECT_NE(r.message.find(std::string(keys::kOutcome)), std::string::npos) << r.message;
+  }
+  // Nor another value, not even by the controller.
+  Response other =
+      Validate("UPDATE", kController, Allocating().State("Shutdown").Ann(keys::kOutcome, "Confirmed"),
+               Allocating());
+  EXPECT_FALSE(other.allowed);
+  EXPECT_NE(other.message.find("ScaledDown"), std::string::npos) << other.message;
+}
+
+// on-scale-down is read from the old object: the Shutdown write itself cannot choose.
+TEST(AgonesScaleDown, TheSettingIsTheServersNotTheWritersAndIsValidated) {
+  Obj n = Allocating().State("Shutdown").Ann(keys::kOnScaleDown, "Hold");
+  EXPECT_TRUE(Mutate(n, Allocating(), kController).raw.scaled_down);
+  Obj bad = Ready().Ann(keys::kOnScaleDown, "Later");
+  Response r = Validate("CREATE", kStranger, bad, std::nullopt);
+  EXPECT_FALSE(r.allowed);
+  EXPECT_NE(r.message.find(std::string(keys::kOnScaleDown)), std::string::npos) << r.message;
+}
+
+
+
+TEST(AgonesScaleDown, ControllerShutdownOfAllocatingIsHeldWithHold) {
+  Obj n = AllocatingHold().State("Shutdown");
+  Response first;
+  Obj patched = MutateAndApply(kV1s, "UPDATE", kController, n, AllocatingHold(), {}, &first);
   EXPECT_TRUE(first.allowed);
   EXPECT_TRUE(first.raw.shutdown_held);
   EXPECT_EQ(patched.GetState(), "Allocating");
   EXPECT_EQ(patched.GetAnn(keys::kSince), Allocating().GetAnn(keys::kSince));
   EXPECT_EQ(patched.GetAnn(keys::kAllocation), Allocating().GetAnn(keys::kAllocation));
   EXPECT_TRUE(AnyContains(first.warnings, "scale-down protection"));
-  EXPECT_TRUE(Validate("UPDATE", kController, patched, Allocating()).allowed);
+  EXPECT_TRUE(Validate("UPDATE", kController, patched, AllocatingHold()).allowed);
   // The controller's full update may also carry a dropped label: it is kept.
-  Obj n2 = Allocating().State("Shutdown").NoLabel(keys::kEnabledLabel);
-  Obj patched2 = MutateAndApply(kV1s, "UPDATE", kController, n2, Allocating());
+  Obj n2 = AllocatingHold().State("Shutdown").NoLabel(keys::kEnabledLabel);
+  Obj patched2 = MutateAndApply(kV1s, "UPDATE", kController, n2, AllocatingHold());
   EXPECT_EQ(GetLabel(patched2, keys::kEnabledLabel), "true");
 }
 
 TEST(AgonesScaleDown, TheHeldShutdownIsRecordedAndAppliedWhenTheServerLeavesTheCycle) {
-  Obj held = MutateAndApply(kV1s, "UPDATE", kController, Allocating().State("Shutdown"),
-                            Allocating());
+  Obj held = MutateAndApply(kV1s, "UPDATE", kController, AllocatingHold().State("Shutdown"),
+                            AllocatingHold());
   EXPECT_EQ(held.GetAnn(keys::kShutdownRequested), kNowStr);
   // Held again (the controller's cache is in memory: a restarted one may ask again): unchanged.
   Obj again = MutateAndApply(kV1s, "UPDATE", kController, Obj(held).State("Shutdown"), held);
@@ -317,9 +367,13 @@ TEST(AgonesScaleDown, OthersShutDownAtOnce) {
 TEST(AgonesScaleDown, ControllerIdentityComesFromPolicy) {
   CallOptions opts;
   opts.policy.agones_controller_users = {"system:serviceaccount:agones:custom"};
-  Obj n = Allocating().State("Shutdown");
-  EXPECT_FALSE(Mutate(n, Allocating(), kController, opts).raw.shutdown_held);
-  EXPECT_TRUE(Mutate(n, Allocating(), "system:serviceaccount:agones:custom", opts).raw.shutdown_held);
+  Obj n = AllocatingHold().State("Shutdown");
+  EXPECT_FALSE(Mutate(n, AllocatingHold(), kController, opts).raw.shutdown_held);
+  EXPECT_TRUE(
+      Mutate(n, AllocatingHold(), "system:serviceaccount:agones:custom", opts).raw.shutdown_held);
+  Obj d = Allocating().State("Shutdown");
+  EXPECT_FALSE(Mutate(d, Allocating(), kController, opts).raw.scaled_down);
+  EXPECT_TRUE(Mutate(d, Allocating(), "system:serviceaccount:agones:custom", opts).raw.scaled_down);
 }
 
 TEST(AgonesScaleDown, ValidationDoesNotDenyTheController) {

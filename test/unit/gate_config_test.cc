@@ -135,7 +135,29 @@ TEST(GateConfig, LookupFunctionOverload) {
       },
       Policy{});
   EXPECT_EQ(r.config.timeout, std::chrono::minutes(2));
-  EXPECT_EQ(ConfigAnnotationKeys().size(), 8u);
+  EXPECT_EQ(ConfigAnnotationKeys().size(), 9u);
+}
+
+TEST(GateConfig, OnScaleDown) {
+  auto parse = [](std::optional<std::string_view> v) {
+    return ParseGateConfig(
+        [v](std::string_view k) -> std::optional<std::string_view> {
+          if (k == keys::kOnScaleDown) return v;
+          return std::nullopt;
+        },
+        Policy{});
+  };
+  EXPECT_EQ(parse(std::nullopt).config.on_scale_down, OnScaleDown::kShutdown);
+  EXPECT_EQ(parse("Hold").config.on_scale_down, OnScaleDown::kHold);
+  EXPECT_EQ(parse("hold").config.on_scale_down, OnScaleDown::kHold);
+  EXPECT_EQ(parse("SHUTDOWN").config.on_scale_down, OnScaleDown::kShutdown);
+  GateConfigResult bad = parse("Drain");
+  EXPECT_EQ(bad.config.on_scale_down, OnScaleDown::kShutdown);
+  ASSERT_EQ(bad.errors.size(), 1u);
+  EXPECT_EQ(bad.error_keys[0], keys::kOnScaleDown);
+  EXPECT_NE(bad.errors[0].find("\"Drain\" is not one of Shutdown, Hold"), std::string::npos)
+      << bad.errors[0];
+  EXPECT_EQ(OnScaleDownName(OnScaleDown::kHold), "Hold");
 }
 
 }  // namespace

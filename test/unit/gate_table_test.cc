@@ -47,8 +47,15 @@ TEST(GateTable, RowsOfTheReadme) {
   in.writer = Writer::kOther;  // an untrusted promotion is turned back
   EXPECT_EQ(DecideGate(in).state, StateWrite::kAllocating);
   in = GateInput{.opted_in = true, .old_phase = Phase::kAllocating, .new_phase = Phase::kShutdown,
-                 .writer = Writer::kAgonesController, .crd_accepts = true, .has_since = true};
+                 .writer = Writer::kAgonesController, .crd_accepts = true, .has_since = true,
+                 .hold_scale_down = true};
   EXPECT_EQ(DecideGate(in).cycle, CycleEdit::kHold);
+  in.hold_scale_down = false;  // the default, on-scale-down: Shutdown
+  EXPECT_EQ(DecideGate(in).cycle, CycleEdit::kScaledDown);
+  EXPECT_EQ(DecideGate(in).state, StateWrite::kAsWritten);
+  in.writer = Writer::kOther;  // anyone else's Shutdown: the server leaves the cycle, cleaned
+  EXPECT_EQ(DecideGate(in).cycle, CycleEdit::kClear);
+  in.writer = Writer::kAgonesController;
   in.deleting = true;
   EXPECT_EQ(DecideGate(in).cycle, CycleEdit::kClear);
   in = GateInput{.opted_in = true, .old_phase = Phase::kAllocated, .new_phase = Phase::kOutside,
@@ -67,6 +74,20 @@ TEST(GateTable, OwnedAndResolverRules) {
   o.new_phase = Phase::kOutside;
   EXPECT_EQ(DecideOwned(o).verdict, OwnedVerdict::kAllow);
   EXPECT_EQ(OwnedKeyOf("other"), 0);
+  // outcome on the controller's scale-down: only the gate's value.
+  OwnedInput sd{.key = OwnedKeyOf("allocating.agones.dev/outcome"), .change = OwnedChange::kSet,
+                .old_phase = Phase::kAllocating, .new_phase = Phase::kShutdown,
+                .writer = Writer::kAgonesController};
+  EXPECT_EQ(DecideOwned(sd).verdict, OwnedVerdict::kCheckValue);
+  sd.writer = Writer::kOther;
+  EXPECT_EQ(DecideOwned(sd).verdict, OwnedVerdict::kDeny);
+  // The resolver records a scale-down, even of a server that is being deleted.
+  ResolveInput gone{.deleting = true, .phase = Phase::kShutdown, .scaled_down = true};
+  EXPECT_EQ(DecideResolve(gone).verdict, ResolveVerdict::kRecord);
+  gone.phase = Phase::kAllocating;  // outcome left over on an Allocating server: not a record
+  gone.opted_in = true;
+  gone.deleting = false;
+  EXPECT_NE(DecideResolve(gone).verdict, ResolveVerdict::kRecord);
   ResolveInput r{.opted_in = true, .phase = Phase::kAllocating, .ready = true,
                  .past_deadline = true};
   EXPECT_EQ(DecideResolve(r).verdict, ResolveVerdict::kPromote);

@@ -327,6 +327,61 @@ TEST_F(LoopTest, MovedOutByOthersIsDropped) {
   EXPECT_EQ(Current()->state, "Shutdown");
 }
 
+// Issue 24: the webhook let the Agones controller's scale-down of a held server through
+// (outcome ScaledDown): nothing is patched, the outcome is recorded once per allocation (Event,
+// metric, duration), whether the resolver sees the Shutdown or only the deletion.
+TEST_F(LoopTest, ScaleDownLetThroughIsRecordedOnce) {
+  Put(Spec());
+  Settle();
+  EXPECT_EQ(resolver_->Tracked(), 1u);
+  GsSpec s = Spec({{std::string(keys::kOutcome), "ScaledDown"}});
+  s.state = "Shutdown";
+  s.rv = "101";
+  clock_.now = T0() + 2500ms;
+  Put(s);
+  Settle();
+  EXPECT_EQ(resolver_->Tracked(), 0u);
+  EXPECT_TRUE(patcher_.patches.empty());
+  ASSERT_EQ(events_.events.size(), 1u);
+  EXPECT_EQ(events_.events[0].type, EventType::kNormal);
+  EXPECT_EQ(events_.events[0].reason, "AllocatingScaledDown");
+  EXPECT_NE(events_.events[0].message.find("2.5s"), std::string::npos) << events_.events[0].message;
+  EXPECT_NE(events_.events[0].message.find(Current()->allocation), std::string::npos);
+  // Seen again (being deleted now, a resync, the deletion itself): not recorded again.
+  s.rv = "102";
+  s.deleting = true;
+  Put(s);
+  resolver_->NotifyAll();
+  Settle();
+  resolver_->NotifyDeleted("default", "gs-1", std::make_shared<const GameServerView>(View(s)));
+  source_.Remove("default/gs-1");
+  Settle();
+  EXPECT_EQ(events_.events.size(), 1u);
+  EXPECT_NE(Metrics().find("allocating_webhook_resolver_scaled_down_total 1"), std::string::npos);
+  EXPECT_NE(Metrics().find("allocating_webhook_allocating_duration_seconds_count{outcome=\"ScaledDown\"} 1"),
+            std::string::npos);
+}
+
+TEST_F(LoopTest, ScaleDownSeenOnlyAsADeletionIsRecordedFromTheLastKnownObject) {
+  GsSpec s = Spec({{std::string(keys::kOutcome), "ScaledDown"}});
+  s.state = "Shutdown";
+  clock_.now = T0() + 1s;
+  // The object went before the resolver ever looked at it.
+  resolver_->NotifyDeleted("default", "gs-1", std::make_shared<const GameServerView>(View(s)));
+  Settle();
+  ASSERT_EQ(events_.events.size(), 1u);
+  EXPECT_EQ(events_.events[0].reason, "AllocatingScaledDown");
+  // A deletion of a server that was not scaled down records nothing; nor does a plain Shutdown.
+  GsSpec other = Spec();
+  other.name = "gs-2";
+  other.state = "Shutdown";
+  resolver_->NotifyDeleted("default", "gs-2", std::make_shared<const GameServerView>(View(other)));
+  resolver_->NotifyDeleted("default", "gs-3", nullptr);
+  Settle();
+  EXPECT_EQ(events_.events.size(), 1u);
+  EXPECT_TRUE(patcher_.patches.empty());
+}
+
 TEST_F(LoopTest, NeverPromotesTwiceWhileTheCacheLags) {
   patcher_.auto_apply = false;  // the cache keeps showing the pre-patch object
   Put(Spec({{kReady, util::FormatRfc3339Nano(T0())}}));

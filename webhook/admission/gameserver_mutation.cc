@@ -225,6 +225,12 @@ Decision MutateGameServer(const ReviewRequest& req, const Context& ctx) {
     in.has_since = n.Annotation(keys::kSince).has_value();
     in.shutdown_requested =
         o.Annotation(keys::kShutdownRequested) || n.Annotation(keys::kShutdownRequested);
+    if (in.old_phase == gate::Phase::kAllocating && in.new_phase == gate::Phase::kShutdown) {
+      // The old object's setting: the template's choice when the server was allocated (a
+      // Shutdown write cannot change what it gets).
+      in.hold_scale_down = gate::ParseGateConfig(o.annotations, ctx.policy).config.on_scale_down ==
+                           gate::OnScaleDown::kHold;
+    }
   }
   const gate::GateRule& rule = gate::DecideGate(in);
   if (!in.opted_in) return Decision::Allow("not opted in");
@@ -258,6 +264,11 @@ Decision MutateGameServer(const ReviewRequest& req, const Context& ctx) {
     case gate::CycleEdit::kHold:
       StayInCycle(o, n, now, &e.ann);
       if (!o.Annotation(keys::kShutdownRequested)) e.ann.Set(keys::kShutdownRequested, now);
+      break;
+    case gate::CycleEdit::kScaledDown:
+      e.ann.Set(keys::kOutcome, keys::kOutcomeScaledDown);
+      e.ann.Remove(keys::kConfirmed);
+      e.ann.Remove(keys::kShutdownRequested);
       break;
     case gate::CycleEdit::kClear:
       for (std::string_view k : keys::kOwnedAnnotations) e.ann.Remove(k);
@@ -314,6 +325,19 @@ Decision MutateGameServer(const ReviewRequest& req, const Context& ctx) {
         "it is resolved within its {}, and is shut down when it leaves the allocation cycle ({})",
         name, keys::kTimeout, keys::kShutdownRequested));
     return finish(std::move(d), keys::kStateAllocating);
+  }
+  if (rule.cycle == gate::CycleEdit::kScaledDown) {
+    // Scale-down or rolling update (on-scale-down: Shutdown, the default): the Agones controller's
+    // Shutdown of a server that is still being prepared for a match is applied, as it is for a
+    // Ready server: nobody has been sent to it yet (players are sent at Allocated). Holding it
+    // would stall the rollout: the controller counts a server it shut down in shutdownReplicas
+    // until the object is deleted. `outcome: ScaledDown` records the abandoned allocation (the
+    // resolver turns it into an Event and a metric); since/allocation stay to name it.
+    Decision d = Decision::Allow(
+        "scale-down of an Allocating server applied (on-scale-down: Shutdown): allocation " +
+        std::string(o.allocation) + " abandoned before it was confirmed");
+    d.scaled_down = true;
+    return finish(std::move(d), std::nullopt);
   }
   if (in.new_phase == gate::Phase::kAllocating) {
     return finish(Decision::Allow("Allocating"), std::nullopt);

@@ -58,7 +58,15 @@ std::string CheckOwnedChange(std::string_view key, const GameServerView& o,
     return fmt::format("{} is written only by the webhook when the GameServer enters Allocating",
                        key);
   }
-  // kCheckValue: since / allocation as the gate writes them.
+  // kCheckValue: outcome, since and allocation as the gate writes them.
+  if (key == keys::kOutcome) {
+    if (*nv != keys::kOutcomeScaledDown) {
+      return fmt::format("{}: \"{}\" is written only by the resolver; the webhook writes only "
+                         "\"{}\" on a scale-down",
+                         key, util::Clip(*nv, 100), keys::kOutcomeScaledDown);
+    }
+    return "";
+  }
   if (key == keys::kSince) {
     auto t = util::ParseRfc3339(*nv);
     if (!t) return fmt::format("{}: \"{}\" is not an RFC 3339 time", key, util::Clip(*nv, 100));

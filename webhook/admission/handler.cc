@@ -129,6 +129,7 @@ HandlerResult Handle(Route route, std::string_view body, const Context& ctx) {
     result.fail_open = d.fail_open;
     result.neutralised = std::move(d.neutralised);
     result.shutdown_held = d.shutdown_held;
+    result.scaled_down = d.scaled_down;
     result.shutdown_deferred = d.shutdown_deferred;
     result.reason = std::move(d.reason);
     return result;

@@ -57,6 +57,7 @@ struct HandlerResult {
   bool fail_open = false;  // allowed unchanged only because the CRD does not accept Allocating
   std::vector<std::string> neutralised;  // keys reverted instead of denying (Decision::neutralised)
   bool shutdown_held = false;            // a controller Shutdown kept Allocating
+  bool scaled_down = false;              // a controller Shutdown of an Allocating server applied
   bool shutdown_deferred = false;        // leaving the cycle became Shutdown (deferred scale-down)
   // For structured logs.
   std::string uid;

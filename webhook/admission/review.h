@@ -73,9 +73,12 @@ struct Decision {
   // Keys (annotations, or the opt-in label) that the writer may not set and that this decision
   // reverted instead of denying the update (forged keys in an allocation's metadata).
   std::vector<std::string> neutralised;
-  // The Agones controller's Shutdown of an Allocating server was not applied (scale-down
-  // protection).
+  // The Agones controller's Shutdown of an Allocating server was not applied (on-scale-down:
+  // Hold).
   bool shutdown_held = false;
+  // The Agones controller's Shutdown of an Allocating server was applied, its allocation
+  // abandoned before it was confirmed (on-scale-down: Shutdown, outcome ScaledDown).
+  bool scaled_down = false;
   // A server leaving the allocation cycle was moved to Shutdown instead (deferred scale-down).
   bool shutdown_deferred = false;
   std::string reason;

@@ -95,6 +95,10 @@ std::string_view GateModeName(GateMode v) {
   return v == GateMode::kReject ? "reject" : "rewrite";
 }
 
+std::string_view OnScaleDownName(OnScaleDown v) {
+  return v == OnScaleDown::kHold ? "Hold" : "Shutdown";
+}
+
 std::string_view ProbeTypeName(ProbeType v) {
   switch (v) {
     case ProbeType::kHttp: return "http";
@@ -122,8 +126,9 @@ std::string CanNeverConfirmMessage() {
 
 const std::vector<std::string_view>& ConfigAnnotationKeys() {
   static const std::vector<std::string_view> k = {
-      keys::kTimeout,   keys::kOnTimeout, keys::kMode,      keys::kRequireAnnotation,
-      keys::kProbePort, keys::kProbeType, keys::kProbePath, keys::kProbePeriod};
+      keys::kTimeout,   keys::kOnTimeout, keys::kMode,      keys::kOnScaleDown,
+      keys::kRequireAnnotation, keys::kProbePort, keys::kProbeType, keys::kProbePath,
+      keys::kProbePeriod};
   return k;
 }
 
@@ -159,6 +164,16 @@ GateConfigResult ParseGateConfig(const AnnotationLookup& lookup, const Policy& p
     } else {
       r.error_keys.emplace_back(keys::kMode);
       r.errors.push_back(BadValue(keys::kMode, *v, "is not one of rewrite, reject"));
+    }
+  }
+  if (auto v = lookup(keys::kOnScaleDown)) {
+    if (EqualsIgnoreCase(*v, "Shutdown")) {
+      c.on_scale_down = OnScaleDown::kShutdown;
+    } else if (EqualsIgnoreCase(*v, "Hold")) {
+      c.on_scale_down = OnScaleDown::kHold;
+    } else {
+      r.error_keys.emplace_back(keys::kOnScaleDown);
+      r.errors.push_back(BadValue(keys::kOnScaleDown, *v, "is not one of Shutdown, Hold"));
     }
   }
   if (auto v = lookup(keys::kRequireAnnotation)) {

@@ -7,7 +7,7 @@
 //   allocating.agones.dev/timeout: "90x" is not a duration (e.g. 30s, 1m30s)
 // Warnings describe settings that are valid but have no effect. CanNeverConfirm() is true when the
 // readiness annotation is not required and no probe is configured: such a server can only time out.
-// Enumerated values (mode, on-timeout, probe-type, require-annotation) are matched
+// Enumerated values (mode, on-timeout, on-scale-down, probe-type, require-annotation) are matched
 // case-insensitively. Shared by the admission webhook and the resolver; pure, thread-safe.
 #pragma once
 
@@ -26,10 +26,13 @@ namespace aw::gate {
 
 enum class OnTimeout { kUnhealthy, kAllocated, kShutdown };
 enum class GateMode { kRewrite, kReject };
+// What the Agones controller's Shutdown of an Allocating server does (scale-down, rolling update).
+enum class OnScaleDown { kShutdown, kHold };
 enum class ProbeType { kHttp, kTcp, kUdp };
 
 std::string_view OnTimeoutName(OnTimeout v);  // "Unhealthy" | "Allocated" | "Shutdown"
 std::string_view GateModeName(GateMode v);    // "rewrite" | "reject"
+std::string_view OnScaleDownName(OnScaleDown v);  // "Shutdown" | "Hold"
 std::string_view ProbeTypeName(ProbeType v);  // "http" | "tcp" | "udp"
 
 // The probe-port annotation: a GameServer port name (resolved through status.ports) or a number.
@@ -44,6 +47,7 @@ struct GateConfig {
   std::chrono::nanoseconds timeout{};
   OnTimeout on_timeout = OnTimeout::kUnhealthy;
   GateMode mode = GateMode::kRewrite;
+  OnScaleDown on_scale_down = OnScaleDown::kShutdown;
   bool require_annotation = true;
   std::optional<ProbePort> probe_port;  // no probe when absent
   ProbeType probe_type = ProbeType::kHttp;

@@ -44,8 +44,13 @@ constexpr std::array kGateRules = {
              .keep_opted_in = true, .what = "unconfirmed promotion: rewritten back"},
     GateRule{.row = "6", .old_phase = kAllocating, .new_phase = kShutdown, .writer = kController,
              .crd_accepts = Cond::kYes, .deleting = Cond::kNo, .has_since = Cond::kYes,
-             .state = StateWrite::kAllocating, .cycle = CycleEdit::kHold,
-             .keep_opted_in = true, .what = "scale-down protection: Shutdown held"},
+             .hold_scale_down = Cond::kYes, .state = StateWrite::kAllocating,
+             .cycle = CycleEdit::kHold, .keep_opted_in = true,
+             .what = "scale-down, on-scale-down Hold: Shutdown held"},
+    GateRule{.row = "6", .old_phase = kAllocating, .new_phase = kShutdown, .writer = kController,
+             .deleting = Cond::kNo, .shutdown_requested = Cond::kNo,
+             .cycle = CycleEdit::kScaledDown,
+             .what = "scale-down of an unconfirmed allocation: applied, outcome ScaledDown"},
     GateRule{.row = "4", .old_phase = kAllocating, .new_phase = kAllocating,
              .cycle = CycleEdit::kStay, .keep_opted_in = true, .what = "stays Allocating"},
     GateRule{.row = "4", .old_phase = kNotAllocating, .new_phase = kAllocating,
@@ -82,6 +87,9 @@ constexpr std::array kOwnedRules = {
               .writer = kController, .was_absent = Cond::kYes, .verdict = OwnedVerdict::kAllow,
               .what = "scale-down protection"},
     OwnedRule{.keys = kShutdownBit, .what = "written only by the webhook"},
+    OwnedRule{.keys = kOutcomeBit, .old_phase = kAllocating, .new_phase = kShutdown,
+              .writer = kController, .verdict = OwnedVerdict::kCheckValue,
+              .what = "scale-down of an unconfirmed allocation"},
     OwnedRule{.keys = kConfirmedBit | kOutcomeBit, .what = "written only by the resolver"},
     OwnedRule{.keys = kSinceBit | kAllocationBit, .old_phase = kNotAllocating,
               .new_phase = kAllocating, .verdict = OwnedVerdict::kCheckValue,
@@ -93,6 +101,8 @@ constexpr std::array kOwnedRules = {
 };
 
 constexpr std::array kResolveRules = {
+    ResolveRule{.scaled_down = Cond::kYes, .phase = kShutdown, .verdict = ResolveVerdict::kRecord,
+                .what = "scale-down let through by the webhook: record the outcome once"},
     ResolveRule{.opted_in = Cond::kNo, .verdict = ResolveVerdict::kIgnore, .what = "not opted in"},
     ResolveRule{.deleting = Cond::kYes, .verdict = ResolveVerdict::kIgnore,
                 .what = "being deleted"},
@@ -171,6 +181,7 @@ std::string_view CycleEditText(CycleEdit c) {
     case CycleEdit::kEnterDirectly: return "enter directly";
     case CycleEdit::kStay: return "stay";
     case CycleEdit::kHold: return "hold";
+    case CycleEdit::kScaledDown: return "scaled down";
     case CycleEdit::kClear: return "clear";
   }
   return "-";
@@ -212,6 +223,7 @@ std::string_view ResolveVerdictText(ResolveVerdict v) {
     case ResolveVerdict::kWait: return "wait";
     case ResolveVerdict::kPromote: return "promote";
     case ResolveVerdict::kTimeOut: return "time out";
+    case ResolveVerdict::kRecord: return "record";
   }
   return "wait";
 }
@@ -239,7 +251,8 @@ const GateRule& DecideGate(const GateInput& in) {
         Matches(r.crd_accepts, in.crd_accepts) &&
         Matches(r.reject_mode, in.mode == GateMode::kReject) &&
         Matches(r.deleting, in.deleting) && Matches(r.has_since, in.has_since) &&
-        Matches(r.shutdown_requested, in.shutdown_requested)) {
+        Matches(r.shutdown_requested, in.shutdown_requested) &&
+        Matches(r.hold_scale_down, in.hold_scale_down)) {
       return r;
     }
   }
@@ -272,7 +285,8 @@ std::span<const ResolveRule> ResolveRules() { return kResolveRules; }
 
 const ResolveRule& DecideResolve(const ResolveInput& in) {
   for (const ResolveRule& r : kResolveRules) {
-    if (Matches(r.opted_in, in.opted_in) && Matches(r.deleting, in.deleting) &&
+    if (Matches(r.scaled_down, in.scaled_down) && Matches(r.opted_in, in.opted_in) &&
+        Matches(r.deleting, in.deleting) &&
         In(in.phase, r.phase) && Matches(r.ready, in.ready) &&
         Matches(r.past_deadline, in.past_deadline)) {
       return r;
@@ -307,6 +321,7 @@ std::string RenderGateTable() {
     AddCond(&when, r.deleting, "being deleted", "not being deleted");
     AddCond(&when, r.has_since, "has since", "no since");
     AddCond(&when, r.shutdown_requested, "shutdown-requested", "no shutdown-requested");
+    AddCond(&when, r.hold_scale_down, "on-scale-down Hold", "on-scale-down Shutdown");
     std::vector<std::string> also;
     if (r.neutralise) also.emplace_back("neutralise forged keys");
     if (r.keep_opted_in) also.emplace_back("keep label");
@@ -334,11 +349,13 @@ std::string RenderOwnedTable() {
 
 std::string RenderResolveTable() {
   std::string out =
-      "| # | opted in | being deleted | state | ready | past deadline | verdict | what |\n"
-      "|---|---|---|---|---|---|---|---|\n";
+      "| # | outcome ScaledDown | opted in | being deleted | state | ready | past deadline | "
+      "verdict | what |\n"
+      "|---|---|---|---|---|---|---|---|---|\n";
   int i = 0;
   for (const ResolveRule& r : kResolveRules) {
-    out += fmt::format("| {} | {} | {} | {} | {} | {} | {} | {} |\n", ++i, CondText(r.opted_in),
+    out += fmt::format("| {} | {} | {} | {} | {} | {} | {} | {} | {} |\n", ++i,
+                       CondText(r.scaled_down), CondText(r.opted_in),
                        CondText(r.deleting), PhasesText(r.phase), CondText(r.ready),
                        CondText(r.past_deadline), ResolveVerdictText(r.verdict), r.what);
   }

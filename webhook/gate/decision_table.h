@@ -58,6 +58,7 @@ struct GateInput {
   bool deleting = false;   // the new object has a deletionTimestamp
   bool has_since = false;  // the new object carries `since`
   bool shutdown_requested = false;  // the old or the new object carries `shutdown-requested`
+  bool hold_scale_down = false;  // the new object's on-scale-down is Hold
 };
 
 enum class Verdict : uint8_t { kAllow, kFailOpen, kDeny };
@@ -72,6 +73,8 @@ enum class CycleEdit : uint8_t {
                        // confirmed/outcome/shutdown-requested removed
   kStay,               // since/allocation restored when dropped (from the old object)
   kHold,               // kStay, and shutdown-requested = now unless the old object has it
+  kScaledDown,         // outcome = ScaledDown; since/allocation kept (they name the abandoned
+                       // allocation); confirmed/shutdown-requested removed
   kClear,              // since, allocation, confirmed, outcome, shutdown-requested removed
 };
 
@@ -88,6 +91,7 @@ struct GateRule {
   Cond deleting = Cond::kAny;
   Cond has_since = Cond::kAny;
   Cond shutdown_requested = Cond::kAny;
+  Cond hold_scale_down = Cond::kAny;
   Verdict verdict = Verdict::kAllow;
   StateWrite state = StateWrite::kAsWritten;
   CycleEdit cycle = CycleEdit::kNone;
@@ -115,8 +119,8 @@ OwnedKeys OwnedKeyOf(std::string_view key);
 
 enum class OwnedChange : uint8_t { kRemove, kSet };
 // Allowed outright, allowed when the value is the one the gate writes (since: an RFC 3339 time
-// close to the webhook's clock; allocation: the fresh agones.dev/last-allocated, else since), or
-// denied.
+// close to the webhook's clock; allocation: the fresh agones.dev/last-allocated, else since;
+// outcome: ScaledDown), or denied.
 enum class OwnedVerdict : uint8_t { kAllow, kCheckValue, kDeny };
 
 struct OwnedInput {
@@ -150,11 +154,15 @@ struct ResolveInput {
   Phase phase = Phase::kOutside;
   bool ready = false;          // every configured check passes
   bool past_deadline = false;  // now >= since (or first seen) + timeout
+  bool scaled_down = false;    // outcome ScaledDown (the webhook let a scale-down through)
 };
 
-enum class ResolveVerdict : uint8_t { kIgnore, kWait, kPromote, kTimeOut };
+// kRecord: the allocation ended without the resolver (a scale-down the webhook let through):
+// record its outcome (Event, metric, log) once.
+enum class ResolveVerdict : uint8_t { kIgnore, kWait, kPromote, kTimeOut, kRecord };
 
 struct ResolveRule {
+  Cond scaled_down = Cond::kAny;
   Cond opted_in = Cond::kAny;
   Cond deleting = Cond::kAny;
   Phases phase = kAnyPhase;

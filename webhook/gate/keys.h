@@ -16,6 +16,9 @@ inline constexpr std::string_view kEnabledLabel = "allocating.agones.dev/enabled
 inline constexpr std::string_view kTimeout = "allocating.agones.dev/timeout";
 inline constexpr std::string_view kOnTimeout = "allocating.agones.dev/on-timeout";
 inline constexpr std::string_view kMode = "allocating.agones.dev/mode";
+// What the Agones controller's Shutdown of an Allocating server does (scale-down, rolling update):
+// "Shutdown" (default: applied, outcome ScaledDown) or "Hold" (kept Allocating until resolved).
+inline constexpr std::string_view kOnScaleDown = "allocating.agones.dev/on-scale-down";
 inline constexpr std::string_view kRequireAnnotation = "allocating.agones.dev/require-annotation";
 inline constexpr std::string_view kProbePort = "allocating.agones.dev/probe-port";
 inline constexpr std::string_view kProbeType = "allocating.agones.dev/probe-type";
@@ -33,8 +36,8 @@ inline constexpr std::string_view kAllocation = "allocating.agones.dev/allocatio
 inline constexpr std::string_view kConfirmed = "allocating.agones.dev/confirmed";
 inline constexpr std::string_view kOutcome = "allocating.agones.dev/outcome";
 // Set by the webhook when it held back the Agones controller's Shutdown of an Allocating server
-// (scale-down protection): the RFC 3339 time of that request. The Shutdown is then applied when
-// the server leaves the allocation cycle (docs/design.md, scale-down protection).
+// (on-scale-down: Hold): the RFC 3339 time of that request. The Shutdown is then applied when
+// the server leaves the allocation cycle (docs/design.md, scale-down).
 inline constexpr std::string_view kShutdownRequested = "allocating.agones.dev/shutdown-requested";
 
 // Every project-owned annotation, in a stable order.
@@ -53,5 +56,8 @@ inline constexpr std::string_view kStateError = "Error";
 // Outcome annotation values.
 inline constexpr std::string_view kOutcomeConfirmed = "Confirmed";
 inline constexpr std::string_view kOutcomeTimedOut = "TimedOut";
+// Written by the webhook when it lets the Agones controller's Shutdown of an Allocating server
+// through (on-scale-down: Shutdown): the allocation was abandoned before it was confirmed.
+inline constexpr std::string_view kOutcomeScaledDown = "ScaledDown";
 
 }  // namespace aw::keys

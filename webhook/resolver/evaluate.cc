@@ -5,12 +5,22 @@
 
 namespace aw::resolver {
 
+bool IsScaledDown(const GameServerView& gs) {
+  gate::ResolveInput in;
+  in.opted_in = gs.OptedIn();
+  in.deleting = gs.deleting;
+  in.phase = gate::PhaseOf(gs.state);
+  in.scaled_down = gs.Annotation(keys::kOutcome) == keys::kOutcomeScaledDown;
+  return gate::DecideResolve(in).verdict == gate::ResolveVerdict::kRecord;
+}
+
 std::string_view VerdictName(Verdict v) {
   switch (v) {
     case Verdict::kIgnore: return "ignore";
     case Verdict::kWait: return "wait";
     case Verdict::kPromote: return "promote";
     case Verdict::kTimeOut: return "timeout";
+    case Verdict::kScaledDown: return "scaled_down";
   }
   return "unknown";
 }
@@ -83,7 +93,13 @@ Evaluation Evaluate(const GameServerView& gs, const gate::GateConfig& config,
   in.opted_in = gs.OptedIn();
   in.deleting = gs.deleting;
   in.phase = gate::PhaseOf(gs.state);
+  in.scaled_down = gs.Annotation(keys::kOutcome) == keys::kOutcomeScaledDown;
   const gate::ResolveRule& pre = gate::DecideResolve(in);
+  if (pre.verdict == gate::ResolveVerdict::kRecord) {
+    ev.verdict = Verdict::kScaledDown;
+    ev.reason = "scaled down while Allocating";
+    return ev;
+  }
   if (pre.verdict == gate::ResolveVerdict::kIgnore) {
     ev.reason = !in.opted_in ? "not opted in"
                 : in.deleting ? "being deleted"
@@ -124,6 +140,7 @@ Evaluation Evaluate(const GameServerView& gs, const gate::GateConfig& config,
     case gate::ResolveVerdict::kTimeOut: ev.verdict = Verdict::kTimeOut; break;
     case gate::ResolveVerdict::kWait: ev.verdict = Verdict::kWait; break;
     case gate::ResolveVerdict::kIgnore: ev.verdict = Verdict::kIgnore; break;
+    case gate::ResolveVerdict::kRecord: ev.verdict = Verdict::kScaledDown; break;
   }
   return ev;
 }

@@ -11,6 +11,9 @@
 //     probe-port is set). Readiness wins over a deadline that passed at the same moment.
 //   - kTimeOut: not ready and now >= deadline (since + timeout): apply config.on_timeout (Shutdown
 //     instead of Unhealthy when the gate held the server's Shutdown: shutdown-requested).
+//   - kScaledDown: state Shutdown with outcome ScaledDown: the webhook let the Agones controller's
+//     scale-down of the Allocating server through (on-scale-down: Shutdown); only its outcome is
+//     left to record (IsScaledDown() is the same test on its own).
 //   - kWait: otherwise; `probe` says what to probe next (when a probe is configured and its
 //     target resolves) and `deadline` when to give up.
 // `failed` always lists the checks that do not pass, in words fit for a Warning Event.
@@ -28,7 +31,7 @@
 
 namespace aw::resolver {
 
-enum class Verdict { kIgnore, kWait, kPromote, kTimeOut };
+enum class Verdict { kIgnore, kWait, kPromote, kTimeOut, kScaledDown };
 std::string_view VerdictName(Verdict v);
 
 // A probe result remembered by the resolver, with what it was for.
@@ -46,6 +49,9 @@ struct Evaluation {
   std::vector<std::string> failed;     // checks that do not pass (empty for kPromote)
   std::string reason;                  // for kIgnore: why
 };
+
+// The scale-down row of the resolver's table alone (Evaluate() would answer kScaledDown).
+bool IsScaledDown(const GameServerView& gs);
 
 // The readiness-annotation check alone: empty when it passes, else why not.
 std::optional<std::string> ReadinessAnnotationProblem(const GameServerView& gs);

@@ -46,7 +46,10 @@ void CacheNotifier::OnUpsert(const kube::ObjectPtr& obj) {
 }
 
 void CacheNotifier::OnDelete(const kube::ObjectPtr& last_known) {
-  if (last_known) resolver_.Notify(last_known->namespace_, last_known->name);
+  if (!last_known) return;
+  std::shared_ptr<const GameServerView> view;
+  if (last_known->doc) view = std::make_shared<const GameServerView>(ParseGameServer(*last_known->doc));
+  resolver_.NotifyDeleted(last_known->namespace_, last_known->name, std::move(view));
 }
 
 void CacheNotifier::OnSynced() { resolver_.NotifyAll(); }

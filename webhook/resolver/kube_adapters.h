@@ -3,7 +3,8 @@
 // Promise:
 //   CacheSource     GameServerSource over the watch-backed GameServer cache; parsed views are
 //                   memoised per resourceVersion (one parse per object change). Loop thread only.
-//   CacheNotifier   InformerHandler forwarding every change to Resolver::Notify and every
+//   CacheNotifier   InformerHandler forwarding every change to Resolver::Notify (a deletion with
+//                   its last known object, to NotifyDeleted) and every
 //                   (re)sync to NotifyAll; it only queues, so the informer thread never waits.
 //   KubePatcher     Patcher on Client::Patch (application/json-patch+json). 409, and 422 (a failed
 //                   `test` op; unless the message names a schema or admission refusal), are

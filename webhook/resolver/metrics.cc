@@ -23,6 +23,13 @@ Metrics::Metrics(prometheus::Registry& registry) {
                      .Help("Allocating GameServers promoted to Allocated after confirmation")
                      .Register(registry)
                      .Add({});
+  scaled_down_ = &prometheus::BuildCounter()
+                      .Name("allocating_webhook_resolver_scaled_down_total")
+                      .Help("Allocating GameServers shut down by an Agones scale-down or rolling "
+                            "update before they were confirmed (outcome ScaledDown), as the "
+                            "resolver recorded them")
+                      .Register(registry)
+                      .Add({});
   timeouts_ = &prometheus::BuildCounter()
                    .Name("allocating_webhook_resolver_timeouts_total")
                    .Help("Allocating GameServers resolved by their on-timeout action")

@@ -6,6 +6,7 @@
 //   allocating_webhook_probes_total{type,result}               counter
 //   allocating_webhook_resolver_promotions_total               counter
 //   allocating_webhook_resolver_timeouts_total{action}         counter
+//   allocating_webhook_resolver_scaled_down_total              counter
 //   allocating_webhook_resolver_conflicts_total                counter
 //   allocating_webhook_resolver_patch_errors_total{status}     counter
 #pragma once
@@ -28,6 +29,7 @@ class Metrics {
   void ObserveDuration(std::string_view outcome, double seconds);
   void CountProbe(std::string_view type, std::string_view result);
   void CountPromotion() { promotions_->Increment(); }
+  void CountScaledDown() { scaled_down_->Increment(); }
   void CountTimeout(std::string_view action);
   void CountConflict() { conflicts_->Increment(); }
   void CountPatchError(std::string_view status);
@@ -37,6 +39,7 @@ class Metrics {
   prometheus::Family<prometheus::Histogram>* duration_;
   prometheus::Family<prometheus::Counter>* probes_;
   prometheus::Counter* promotions_;
+  prometheus::Counter* scaled_down_;
   prometheus::Family<prometheus::Counter>* timeouts_;
   prometheus::Counter* conflicts_;
   prometheus::Family<prometheus::Counter>* patch_errors_;

@@ -39,9 +39,11 @@ struct Resolver::Inbox {
   runtime::WorkQueueState queue;  // keys to reconcile, now or at a due time
   std::vector<ProbeDone> probes;
   std::vector<PatchDone> patches;
+  std::vector<std::shared_ptr<const GameServerView>> deleted;  // last known views
 
   bool HasWork() const {
-    return stop || all || queue.Ready() > 0 || !probes.empty() || !patches.empty();
+    return stop || all || queue.Ready() > 0 || !probes.empty() || !patches.empty() ||
+           !deleted.empty();
   }
 };
 
@@ -125,13 +127,24 @@ void Resolver::NotifyAll() {
   inbox_->cv.notify_one();
 }
 
+void Resolver::NotifyDeleted(const std::string& ns, const std::string& name,
+                             std::shared_ptr<const GameServerView> last_known) {
+  std::lock_guard<std::mutex> lock(inbox_->mu);
+  if (!inbox_->accepting) return;
+  if (last_known) inbox_->deleted.push_back(std::move(last_known));
+  inbox_->queue.Add(ns + "/" + name);
+  inbox_->cv.notify_one();
+}
+
 void Resolver::Reset() {
   entries_.clear();
+  scaled_down_.clear();
   next_resync_ = TimePoint{};
   std::lock_guard<std::mutex> lock(inbox_->mu);
   inbox_->queue.Clear();
   inbox_->probes.clear();
   inbox_->patches.clear();
+  inbox_->deleted.clear();
   inbox_->all = true;
   inbox_->stop = false;
   inbox_->accepting = true;
@@ -203,12 +216,21 @@ TimePoint Resolver::Step() {
   bool all = false;
   std::vector<ProbeDone> probes;
   std::vector<PatchDone> patches;
+  std::vector<std::shared_ptr<const GameServerView>> deleted;
   {
     std::lock_guard<std::mutex> lock(inbox_->mu);
     all = inbox_->all;
     inbox_->all = false;
     probes.swap(inbox_->probes);
     patches.swap(inbox_->patches);
+    deleted.swap(inbox_->deleted);
+  }
+  // A scale-down whose object went before the resolver saw it is recorded from the last known
+  // object; either way the record is forgotten with the object.
+  for (const auto& gs : deleted) {
+    const std::string key = gs->Key();
+    if (IsScaledDown(*gs)) RecordScaledDown(key, *gs, now);
+    ForgetScaledDown(key);
   }
   // Completions update the server's state and queue its key; a resync queues every key.
   for (auto& p : patches) OnPatchDone(std::move(p), now);
@@ -244,6 +266,7 @@ void Resolver::Resync() {
   for (const auto& gs : source_.List()) {
     if (gs) keys.push_back(gs->Key());
   }
+  for (const auto& [key, allocation] : scaled_down_) keys.push_back(key);  // forgotten when gone
   for (const auto& [key, e] : entries_) keys.push_back(key);  // also those gone from the source
   std::lock_guard<std::mutex> lock(inbox_->mu);
   for (const auto& key : keys) inbox_->queue.Add(key);
@@ -263,13 +286,51 @@ void Resolver::Drop(const std::string& key, const char* why) {
   entries_.erase(it);
 }
 
+void Resolver::RecordScaledDown(const std::string& key, const GameServerView& gs, TimePoint now) {
+  auto [it, inserted] = scaled_down_.try_emplace(key, gs.allocation);
+  if (!inserted) {
+    if (it->second == gs.allocation) return;  // recorded already
+    it->second = gs.allocation;
+  }
+  const auto held = gs.since ? now - *gs.since : Clock::duration::zero();
+  const double held_seconds = std::max(std::chrono::duration<double>(held).count(), 0.0);
+  if (metrics_) {
+    metrics_->CountScaledDown();
+    metrics_->ObserveDuration(keys::kOutcomeScaledDown, held_seconds);
+  }
+  log::info("resolver: scaled down while Allocating",
+            {{"gameserver", key},
+             {"allocation", gs.allocation},
+             {"allocating_seconds", std::to_string(held_seconds)}});
+  std::string message =
+      "Shut down by the Agones controller (scale-down or rolling update) " + Seconds(held) +
+      " after entering Allocating, before it was confirmed playable (allocation " +
+      gs.allocation + ", " + std::string(keys::kOnScaleDown) +
+      ": Shutdown); no players had been sent to it";
+  auto view = std::make_shared<GameServerView>(gs);
+  EventRecorder& events = events_;
+  executor_.Post([view, message = std::move(message), &events] {
+    events.Record(*view, EventType::kNormal, "AllocatingScaledDown", message);
+  });
+}
+
+void Resolver::ForgetScaledDown(const std::string& key) { scaled_down_.erase(key); }
+
 std::optional<TimePoint> Resolver::Reconcile(const std::string& key, TimePoint now) {
   auto it = entries_.find(key);
   if (it != entries_.end() && it->second.patch_in_flight) return std::nullopt;  // requeued on completion
   auto [ns, name] = SplitKey(key);
   std::shared_ptr<const GameServerView> gs = source_.Get(ns, name);
   if (!gs) {
+    ForgetScaledDown(key);
     Drop(key, "deleted");
+    return std::nullopt;
+  }
+  if (IsScaledDown(*gs)) {
+    // The webhook let the Agones controller's scale-down through (on-scale-down: Shutdown):
+    // nothing is left to resolve, only the outcome to record.
+    RecordScaledDown(key, *gs, now);
+    entries_.erase(key);
     return std::nullopt;
   }
   if (it != entries_.end() && !it->second.resolved_rv.empty() &&
@@ -313,6 +374,7 @@ std::optional<TimePoint> Resolver::Reconcile(const std::string& key, TimePoint n
 
   switch (ev.verdict) {
     case Verdict::kIgnore:
+    case Verdict::kScaledDown:  // recorded above, before any entry was made
       Drop(key, ev.reason.c_str());
       return std::nullopt;
     case Verdict::kPromote:

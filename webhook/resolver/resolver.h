@@ -12,6 +12,10 @@
 //   - Conflicts are re-decided on the next view of the object (or after a short backoff); a server
 //     deleted or moved out of Allocating by someone else is dropped; a view with the
 //     resourceVersion the resolver already resolved is ignored, so nothing is promoted twice.
+//   - A server the Agones controller shut down while Allocating (the webhook let the scale-down
+//     through: state Shutdown, outcome ScaledDown) is recorded once per allocation, from its
+//     update or, when the object went before the resolver saw it, from the deletion's last known
+//     object (NotifyDeleted): a Normal Event AllocatingScaledDown, a metric and a log line.
 //   - No state outlives a run: each Run() (e.g. a new leader) rebuilds everything from the
 //     source, and servers whose deadline already passed are resolved at once.
 //   - Run(ctx) is the loop as a runtime::Runnable body, on the manager's thread; Start()/Stop()
@@ -62,6 +66,9 @@ class Resolver {
   // Thread-safe; cheap; ignored while the resolver is not running (unless in step mode).
   void Notify(const std::string& ns, const std::string& name);
   void NotifyAll();
+  // A server was deleted; `last_known` is its last state (may be nullptr). Thread-safe.
+  void NotifyDeleted(const std::string& ns, const std::string& name,
+                     std::shared_ptr<const GameServerView> last_known);
 
   // Runs the loop on the calling thread until ctx.stop() (reports Ready once accepting
   // notifications); returns OK. Not concurrently with Start() or another Run().
@@ -104,6 +111,11 @@ class Resolver {
   void DispatchPatch(Entry& e, const std::string& key, const GameServerView& gs,
                      const Evaluation& ev, TimePoint now);
   void Drop(const std::string& key, const char* why);
+  // Records a scale-down of an Allocating server (Event, metric, log) unless already recorded
+  // for this allocation.
+  void RecordScaledDown(const std::string& key, const GameServerView& gs, TimePoint now);
+  // Forgets what was recorded for a server that is gone.
+  void ForgetScaledDown(const std::string& key);
   void UpdateGauge();
 
   ResolverOptions options_;
@@ -120,6 +132,8 @@ class Resolver {
 
   // Loop-thread state (the work queue is in the inbox: other threads add keys to it).
   std::map<std::string, Entry> entries_;
+  // Scale-downs recorded: key -> allocation id (so each is recorded once).
+  std::map<std::string, std::string> scaled_down_;
   TimePoint next_resync_{};
 };
 

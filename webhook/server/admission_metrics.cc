@@ -44,7 +44,7 @@ AdmissionMetrics::AdmissionMetrics(prometheus::Registry& registry)
       shutdown_held_(prometheus::BuildCounter()
                          .Name("allocating_webhook_shutdown_held_total")
                          .Help("Shutdowns of an Allocating GameServer by the Agones controller "
-                               "that were not applied (scale-down protection)")
+                               "that were not applied (on-scale-down: Hold)")
                          .Register(registry)
                          .Add({})),
       shutdown_deferred_(prometheus::BuildCounter()
@@ -52,7 +52,14 @@ AdmissionMetrics::AdmissionMetrics(prometheus::Registry& registry)
                              .Help("Held Shutdowns applied when the GameServer left the allocation "
                                    "cycle (deferred scale-down)")
                              .Register(registry)
-                             .Add({})) {
+                             .Add({})),
+      scaled_down_(prometheus::BuildCounter()
+                       .Name("allocating_webhook_scaled_down_total")
+                       .Help("Shutdowns of an Allocating GameServer by the Agones controller that "
+                             "were applied, abandoning an unconfirmed allocation (on-scale-down: "
+                             "Shutdown; outcome ScaledDown)")
+                       .Register(registry)
+                       .Add({})) {
   for (std::string_view key :
        {keys::kSince, keys::kAllocation, keys::kConfirmed, keys::kOutcome,
         keys::kShutdownRequested, keys::kSdkReady, keys::kEnabledLabel}) {

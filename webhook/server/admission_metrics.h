@@ -13,6 +13,10 @@
 //                                                                 an allocation's metadata)
 //   allocating_webhook_shutdown_held_total                       Agones controller Shutdowns of an
 //                                                                 Allocating server not applied
+//                                                                 (on-scale-down: Hold)
+//   allocating_webhook_scaled_down_total                         Agones controller Shutdowns of an
+//                                                                 Allocating server applied
+//                                                                 (on-scale-down: Shutdown)
 //   allocating_webhook_shutdown_deferred_total                   held Shutdowns applied when the
 //                                                                 server left the cycle
 #pragma once
@@ -45,6 +49,7 @@ class AdmissionMetrics {
   void Neutralised(std::string_view key);
   void ShutdownHeld() { shutdown_held_.Increment(); }
   void ShutdownDeferred() { shutdown_deferred_.Increment(); }
+  void ScaledDown() { scaled_down_.Increment(); }
   prometheus::Gauge& in_flight() { return in_flight_; }
 
  private:
@@ -58,6 +63,7 @@ class AdmissionMetrics {
   prometheus::Family<prometheus::Counter>& neutralised_;
   prometheus::Counter& shutdown_held_;
   prometheus::Counter& shutdown_deferred_;
+  prometheus::Counter& scaled_down_;
   std::map<std::string, prometheus::Counter*, std::less<>> neutralised_series_;  // pre-created
   std::array<std::array<prometheus::Counter*, kOutcomes>, kRoutes> request_series_{};
   std::array<prometheus::Histogram*, kRoutes> duration_series_{};

@@ -118,6 +118,10 @@ HttpAnswer AdmissionPipeline::Serve(admission::Route route, std::string_view con
     metrics_.ShutdownHeld();
     fields.emplace_back("scale_down_protection", "held");
   }
+  if (result.scaled_down) {
+    metrics_.ScaledDown();
+    fields.emplace_back("scale_down", "applied, allocation abandoned (outcome ScaledDown)");
+  }
   if (result.shutdown_deferred) {
     metrics_.ShutdownDeferred();
     fields.emplace_back("scale_down_protection", "deferred shutdown applied");
@@ -131,7 +135,7 @@ HttpAnswer AdmissionPipeline::Serve(admission::Route route, std::string_view con
     fields.emplace_back("status", std::to_string(result.http_status));
     log::warn("admission request malformed", fields);
   } else if (result.fail_open || !result.neutralised.empty() || result.shutdown_held ||
-             result.shutdown_deferred) {
+             result.shutdown_deferred || result.scaled_down) {
     log::warn("admission decision", fields);
   } else {
     log::info("admission decision", fields);

@@ -35,15 +35,49 @@ func warnedScaleDown(t *testing.T, w *harness.Warnings) {
 }
 
 // Defect 3: the GameServerSet controller's scale-down/rolling-update write (a full UPDATE to
-// Shutdown as agones-controller) of an Allocating server succeeds, but the server stays Allocating
-// until it is resolved. The controller then counts it as deleted for good (AGONES-NOTES.md), so the
+// Shutdown as agones-controller) of an Allocating server succeeds. By default (issue 24) it is
+// applied, with outcome ScaledDown; with on-scale-down: Hold the server stays Allocating until it is
+// resolved. The controller then counts it as deleted for good (AGONES-NOTES.md), so the
 // held Shutdown is applied when the server leaves the cycle, and a timeout ends in Shutdown. The game
 // server (SDK) and the resolver shut it down at once; a server being deleted is not held.
 func TestDefect3_ScaleDownOfAnAllocatingServer(t *testing.T) {
 	e := setup(t)
 
+	// The default: the Shutdown is applied (nobody has been sent to the server yet), the abandoned
+	// allocation is named by outcome ScaledDown, since and allocation; the confirmed/forged keys go.
+	t.Run("default-applies-the-shutdown", func(t *testing.T) {
+		e.ready(t, "sd-default", nil, harness.TimeoutKey, "20s")
+		e.allocate(t, "sd-default", harness.Allocation{})
+		allocation := harness.Annotation(e.get(t, "sd-default"), harness.AllocationKey)
+		got, _ := e.shutdownByController(t, "sd-default")
+		mustState(t, "controller's answer", got, "Shutdown")
+		if o := harness.Annotation(got, harness.OutcomeKey); o != "ScaledDown" {
+			t.Errorf("outcome %q, want ScaledDown: %s", o, harness.Describe(got))
+		}
+		if a := harness.Annotation(got, harness.AllocationKey); a != allocation || a == "" {
+			t.Errorf("allocation %q, want the abandoned allocation %q kept", a, allocation)
+		}
+		noKeys(t, "scaled down", got, harness.ShutdownRequestedKey, harness.ConfirmedKey)
+		// Anyone else's Shutdown is not the controller's scale-down: the server leaves the cycle
+		// cleaned, a forged outcome included.
+		e.ready(t, "sd-forged", nil, harness.TimeoutKey, "20s")
+		e.allocate(t, "sd-forged", harness.Allocation{})
+		gs := e.get(t, "sd-forged")
+		_ = unstructured.SetNestedField(gs.Object, "Shutdown", "status", "state")
+		a := gs.GetAnnotations()
+		a[harness.OutcomeKey] = "ScaledDown"
+		gs.SetAnnotations(a)
+		forged, err := e.cp.Dynamic(t, harness.User).Resource(harness.GameServerGVR).Namespace(e.ns).
+			Update(harness.Ctx(t), gs, metav1.UpdateOptions{})
+		if err != nil {
+			t.Fatalf("a user's Shutdown of an Allocating server: %v", err)
+		}
+		mustState(t, "a user's Shutdown", forged, "Shutdown")
+		noKeys(t, "a user's Shutdown with a forged outcome", forged, harness.OutcomeKey, harness.AllocationKey)
+	})
+
 	t.Run("held-then-confirmed", func(t *testing.T) {
-		e.ready(t, "sd-confirm", nil, harness.TimeoutKey, "4s")
+		e.ready(t, "sd-confirm", nil, harness.TimeoutKey, "4s", harness.OnScaleDownKey, "Hold")
 		e.allocate(t, "sd-confirm", harness.Allocation{})
 		got, w := e.shutdownByController(t, "sd-confirm")
 		mustState(t, "controller's answer", got, "Allocating")
@@ -67,7 +101,7 @@ func TestDefect3_ScaleDownOfAnAllocatingServer(t *testing.T) {
 	})
 
 	t.Run("held-then-timed-out", func(t *testing.T) {
-		e.ready(t, "sd-timeout", nil, harness.TimeoutKey, "2s")
+		e.ready(t, "sd-timeout", nil, harness.TimeoutKey, "2s", harness.OnScaleDownKey, "Hold")
 		e.allocate(t, "sd-timeout", harness.Allocation{})
 		got, w := e.shutdownByController(t, "sd-timeout")
 		mustState(t, "controller's answer", got, "Allocating")
@@ -86,7 +120,7 @@ func TestDefect3_ScaleDownOfAnAllocatingServer(t *testing.T) {
 	// A held server that the controller asks again (e.g. a later pass after a controller restart)
 	// still just stays Allocating: the request is recorded once.
 	t.Run("held-twice", func(t *testing.T) {
-		e.ready(t, "sd-twice", nil, harness.TimeoutKey, "20s")
+		e.ready(t, "sd-twice", nil, harness.TimeoutKey, "20s", harness.OnScaleDownKey, "hold")
 		e.allocate(t, "sd-twice", harness.Allocation{})
 		e.shutdownByController(t, "sd-twice")
 		first := harness.Annotation(e.get(t, "sd-twice"), harness.ShutdownRequestedKey)

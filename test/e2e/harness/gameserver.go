@@ -17,6 +17,7 @@ const (
 	TimeoutKey        = "allocating.agones.dev/timeout"
 	OnTimeoutKey      = "allocating.agones.dev/on-timeout"
 	ModeKey           = "allocating.agones.dev/mode"
+	OnScaleDownKey    = "allocating.agones.dev/on-scale-down"
 	RequireAnnotation = "allocating.agones.dev/require-annotation"
 	ProbePortKey      = "allocating.agones.dev/probe-port"
 	ProbeTypeKey      = "allocating.agones.dev/probe-type"
