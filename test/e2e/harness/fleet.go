@@ -164,7 +164,8 @@ func (f *FleetSim) Errors() []string {
 
 // Settled reports whether the Fleet is where its spec says, as Agones reaches it: only the
 // active GameServerSet (the current template) has servers other than Allocated/Reserved ones,
-// it has spec - (Allocated/Reserved elsewhere) Ready servers, and nothing is pending deletion.
+// those are all Ready, the Fleet has max(spec, Allocated + Reserved) servers, and nothing is
+// pending deletion.
 // It also returns a one-line summary.
 func (f *FleetSim) Settled() (bool, string) {
 	f.mu.Lock()
@@ -175,25 +176,28 @@ func (f *FleetSim) Settled() (bool, string) {
 			active = s
 		}
 	}
-	var blocked, shutdown, oldOthers int32
+	var blockedOld, blockedAll, shutdown, oldOthers int32
 	summary := fmt.Sprintf("fleet spec %d status %+v;", f.replicas, f.status)
 	for _, s := range f.sets {
 		summary += fmt.Sprintf(" set %s(v%d spec %d %+v pending %d)", s.name, s.version, s.spec, s.status, len(s.pending))
 		shutdown += s.status.ShutdownReplicas
+		blocked := s.status.AllocatedReplicas + s.status.ReservedReplicas
+		blockedAll += blocked
 		if s != active {
-			blocked += s.status.AllocatedReplicas + s.status.ReservedReplicas
-			oldOthers += s.status.Replicas - s.status.AllocatedReplicas - s.status.ReservedReplicas
+			blockedOld += blocked
+			oldOthers += s.status.Replicas - blocked
 		}
 	}
 	if active == nil {
 		return f.replicas == 0 && shutdown == 0 && oldOthers == 0, summary
 	}
-	want := f.replicas - blocked
-	if want < 0 {
-		want = 0
-	}
-	activeReady := active.status.ReadyReplicas + active.status.AllocatedReplicas + active.status.ReservedReplicas
-	ok := shutdown == 0 && oldOthers == 0 && active.status.Replicas == want && activeReady == want
+	// Allocated and Reserved servers stay where they are; every other server is a Ready one of
+	// the current template, and there are as many servers as the spec asks (or as are Allocated
+	// or Reserved, when that is more).
+	want := max32(f.replicas, blockedAll)
+	activeOthers := active.status.Replicas - active.status.AllocatedReplicas - active.status.ReservedReplicas
+	ok := shutdown == 0 && oldOthers == 0 && active.status.ReadyReplicas == activeOthers &&
+		active.status.Replicas+blockedOld == want
 	return ok, summary
 }
 
