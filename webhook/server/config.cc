@@ -72,8 +72,8 @@ void RegisterPolicyFlags(flags::FlagSet& fs, gate::Policy* policy) {
                 "Allocating to Allocated and to write the project-owned annotations; list the "
                 "resolver's service account here");
   fs.StringList("agones-controller-users", &policy->agones_controller_users,
-                "Comma-separated usernames of the Agones controller (its Allocating -> Shutdown "
-                "is not applied: scale-down protection)");
+                "Comma-separated usernames of the Agones controller (its Allocating -> Shutdown, "
+                "a scale-down, gets outcome ScaledDown, or is held with on-scale-down: Hold)");
   fs.String("sdk-service-account", &policy->sdk_service_account,
             "Service account of the Agones SDK sidecar when a GameServer's pod template names "
             "none (Agones' Helm value agones.serviceaccount.sdk.name); only "

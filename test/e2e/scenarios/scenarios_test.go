@@ -318,19 +318,28 @@ func TestScenario06_InvalidConfigurationRefused(t *testing.T) {
 	}
 }
 
-// 7. Scale-down protection (issue 9, defect 3): the GameServerSet controller's Shutdown UPDATE of
-// an Allocating server succeeds (a denial would abort Agones' pass) but the server stays Allocating,
-// with a warning; the SDK shuts it down at once.
-func TestScenario07_ScaleDownProtection(t *testing.T) {
+// 7. Scale-down (issue 9, defect 3; issue 24): the GameServerSet controller's Shutdown UPDATE of
+// an Allocating server always succeeds (a denial would abort Agones' pass). By default it is applied,
+// with outcome ScaledDown (a held server would stall a rolling update); with on-scale-down: Hold the
+// server stays Allocating, with a warning, and the SDK shuts it down at once.
+func TestScenario07_ScaleDown(t *testing.T) {
 	e := gate(t, harness.RegisterOptions{})
-	e.allocating(t, "gs")
+	e.allocating(t, "abandoned")
 	ctrl, warnings := e.cp.DynamicWithWarnings(t, harness.AgonesController)
-	got, err := harness.ShutdownLikeGameServerSet(harness.Ctx(t), ctrl, e.ns, "gs", "")
+	got, err := harness.ShutdownLikeGameServerSet(harness.Ctx(t), ctrl, e.ns, "abandoned", "")
+	if err != nil {
+		t.Fatalf("the controller's Shutdown of an Allocating server failed: %v", err)
+	}
+	if harness.State(got) != "Shutdown" || harness.Annotation(got, harness.OutcomeKey) != "ScaledDown" {
+		t.Fatalf("the controller's Shutdown answered %s, want Shutdown with outcome ScaledDown", harness.Describe(got))
+	}
+	e.allocating(t, "gs", harness.OnScaleDownKey, "Hold")
+	got, err = harness.ShutdownLikeGameServerSet(harness.Ctx(t), ctrl, e.ns, "gs", "")
 	if err != nil {
 		t.Fatalf("the controller's Shutdown of an Allocating server failed: %v", err)
 	}
 	if harness.State(got) != "Allocating" {
-		t.Fatalf("the controller's Shutdown answered %s, want Allocating", harness.Describe(got))
+		t.Fatalf("on-scale-down Hold: the controller's Shutdown answered %s, want Allocating", harness.Describe(got))
 	}
 	if s := harness.State(e.cp.GetGameServer(t, e.ns, "gs")); s != "Allocating" {
 		t.Fatalf("stored state %q after the controller's Shutdown", s)
