@@ -185,7 +185,9 @@ func (a *AllocatorStandin) serveCached(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if req.Namespace == "" {
-		req.Namespace = "default"
+		// As the real allocator: no namespace defaulting, no server found.
+		writeGrpcError(w, http.StatusTooManyRequests, 8, "there is no available GameServer to allocate")
+		return
 	}
 	if d := time.Duration(a.Delay.Load()); d > 0 {
 		time.Sleep(d)
