@@ -179,7 +179,11 @@ func (cp *ControlPlane) StartAllocatorStandinWith(t testing.TB, opts AllocatorSt
 	t.Helper()
 	dir := filepath.Join(cp.Dir, "allocator", fmt.Sprintf("%d", webhookSeq.Add(1)))
 	serving := NewTestCA(t, filepath.Join(dir, "serving"), "agones-allocator-ca")
-	crt, key := serving.Issue(t, "tls", "agones-allocator", true, "127.0.0.1", "localhost")
+	sans := opts.ServingSANs
+	if len(sans) == 0 {
+		sans = []string{"127.0.0.1", "localhost"}
+	}
+	crt, key := serving.Issue(t, "tls", "agones-allocator", true, sans...)
 	clients := NewTestCA(t, filepath.Join(dir, "clients"), "allocator-client-ca")
 	ccrt, ckey := clients.Issue(t, "client", "allocation-gateway", false)
 	pair, err := tls.LoadX509KeyPair(crt, key)
@@ -192,6 +196,9 @@ func (cp *ControlPlane) StartAllocatorStandinWith(t testing.TB, opts AllocatorSt
 		t.Fatal(err)
 	}
 	a.URL = "https://" + a.ln.Addr().String()
+	if opts.Plain {
+		a.URL = "http://" + a.ln.Addr().String()
+	}
 	mux := http.NewServeMux()
 	if opts.Cached {
 		a.cache = startAllocatorCache(t, cp)
@@ -209,7 +216,12 @@ func (cp *ControlPlane) StartAllocatorStandinWith(t testing.TB, opts AllocatorSt
 		},
 		ErrorLog: nil,
 	}
-	go func() { _ = a.srv.ServeTLS(a.ln, "", "") }()
+	if opts.Plain {
+		a.srv.TLSConfig = nil
+		go func() { _ = a.srv.Serve(a.ln) }()
+	} else {
+		go func() { _ = a.srv.ServeTLS(a.ln, "", "") }()
+	}
 	t.Cleanup(a.Stop)
 	return a
 }

@@ -31,6 +31,11 @@ type AllocatorStandinOptions struct {
 	// Cached: pick from a watch-fed cache and allocate concurrently (see allocator_cached.go);
 	// false: a LIST per request and one allocation at a time (StartAllocatorStandin).
 	Cached bool
+	// Plain: serve plain HTTP (agones-allocator started with --disable-tls); URL is http://.
+	Plain bool
+	// ServingSANs: the names in its serving certificate (default 127.0.0.1 and localhost), e.g.
+	// only a Service name that the address dialled does not carry.
+	ServingSANs []string
 }
 
 type allocatorCache struct {
