@@ -25,13 +25,33 @@ import (
 func metric(t *testing.T, w *harness.Webhook, prefix string) float64 {
 	t.Helper()
 	for _, line := range strings.Split(w.Metrics(t), "\n") {
-		if strings.HasPrefix(line, prefix) {
+		if strings.HasPrefix(line, prefix) || (strings.Contains(prefix, "{") && sameSample(line, prefix)) {
 			f := strings.Fields(line)
 			v, _ := strconv.ParseFloat(f[len(f)-1], 64)
 			return v
 		}
 	}
 	return 0
+}
+
+// sameSample: `line` is a sample of the metric and labels of `want` (name{a="x",b="y"}), whatever
+// the order the exporter writes the labels in.
+func sameSample(line, want string) bool {
+	name, labels, _ := strings.Cut(strings.TrimSuffix(want, "}"), "{")
+	if !strings.HasPrefix(line, name+"{") {
+		return false
+	}
+	got, _, _ := strings.Cut(strings.TrimPrefix(line, name+"{"), "}")
+	have := map[string]bool{}
+	for _, l := range strings.Split(got, ",") {
+		have[l] = true
+	}
+	for _, l := range strings.Split(labels, ",") {
+		if !have[l] {
+			return false
+		}
+	}
+	return len(have) == len(strings.Split(labels, ","))
 }
 
 // readyIn creates an opted-in GameServer in `ns` and moves it to Ready.
