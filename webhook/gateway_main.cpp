@@ -17,7 +17,8 @@
 // request on an open connection gets 503), then requests already accepted keep waiting for their
 // GameServers (the informer and the allocator client still run) and are answered as usual for up
 // to --shutdown-grace; those still waiting then get 503 "the gateway is shutting down" (their
-// GameServers stay allocated: see docs/gateway.md), then the cache and the sources stop. Threads, whatever the number of requests:
+// GameServers stay allocated: see docs/gateway.md), then the cache and the sources stop.
+// Threads, whatever the number of requests:
 // --io-threads + 1 (health) + --allocator-workers + informer 1 + timers 1 + client CA poller 1 +
 // the manager's supervisor and one per runnable (2).
 //
@@ -345,7 +346,8 @@ int main(int argc, char** argv) {
   MustAdd(manager,
           runtime::MakeService(
               "gateway-drain", [] { return Status::Ok(); },
-              [&listener, &waiters, &gw, &undrained](std::chrono::steady_clock::time_point deadline) {
+              [&listener, &waiters, &gw,
+               &undrained](std::chrono::steady_clock::time_point deadline) {
                 const auto left = std::max(std::chrono::steady_clock::duration::zero(),
                                            deadline - std::chrono::steady_clock::now() -
                                                std::chrono::seconds(5));

@@ -1,5 +1,6 @@
 // libFuzzer target: any bytes on any admission route, on the autoscaling endpoint, and through the
-// allocation gateway's parsers (request, allocator answer, metadata refresh, error body). Handle must answer 200 (a JSON
+// allocation gateway's parsers (request, allocator answer, metadata refresh, error body).
+// Handle must answer 200 (a JSON
 // AdmissionReview echoing a uid) or 400, never crash, hang, leak or answer 500. Oracle for
 // duplicate keys: every body that parses as JSON is also checked by an independent SAX pass (a
 // std::set of names per open object); FindDuplicateKey must agree with it, and a body with a

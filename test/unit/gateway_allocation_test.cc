@@ -176,10 +176,11 @@ TEST(GatewayResponse, SourceTellsLocalFromRemote) {
   EXPECT_FALSE(r.remote);
   ASSERT_TRUE(ParseAllocationResponse(R"({"gameServerName":"gs"})", &r).ok());
   EXPECT_FALSE(r.remote);
-  ASSERT_TRUE(ParseAllocationResponse(
-                  R"({"gameServerName":"gs","source":"10.0.0.7:443","metadata":{"labels":{"allocating.agones.dev/enabled":"true"},
-                      "annotations":{"agones.dev/last-allocated":"t","allocating.agones.dev/allocation":"t"}}})",
-                  &r)
+  ASSERT_TRUE(ParseAllocationResponse(R"({"gameServerName":"gs","source":"10.0.0.7:443",
+                      "metadata":{"labels":{"allocating.agones.dev/enabled":"true"},
+                      "annotations":{"agones.dev/last-allocated":"t",
+                                     "allocating.agones.dev/allocation":"t"}}})",
+                                      &r)
                   .ok());
   EXPECT_TRUE(r.remote);
   EXPECT_TRUE(r.gated);

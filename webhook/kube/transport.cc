@@ -746,7 +746,8 @@ class HttpsTransport final : public Transport {
   explicit HttpsTransport(const ClientConfig& c) : cfg_(c), tokens_(c.token, c.token_file) {
     bool v6 = cfg_.host.find(':') != std::string::npos;
     std::string h = v6 ? "[" + cfg_.host + "]" : cfg_.host;
-    host_header_ = cfg_.port == (cfg_.plain_http ? 80 : 443) ? h : fmt::format("{}:{}", h, cfg_.port);
+    const int default_port = cfg_.plain_http ? 80 : 443;
+    host_header_ = cfg_.port == default_port ? h : fmt::format("{}:{}", h, cfg_.port);
   }
 
   ~HttpsTransport() override {

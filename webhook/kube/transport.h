@@ -2,11 +2,11 @@
 // third-party HTTP client), so that every failure can say exactly what failed.
 //
 // Promise: every request is sent over TLS (>= 1.2) (or plain TCP when the config asks for
-// plain_http: only the allocation gateway's upstream does), with the server certificate verified against
-// the configured CA only (the system roots when no CA is configured; nothing when the config
-// explicitly allows insecure), host name or IP SAN included (the config's tls_server_name instead
-// of the host when set, also sent as SNI), with the client certificate and/or a
-// bearer token; the token file is re-read when it changes (checked at most once a second, and
+// plain_http: only the allocation gateway's upstream does), with the server certificate verified
+// against the configured CA only (the system roots when no CA is configured; nothing when the
+// config explicitly allows insecure), host name or IP SAN included (the config's tls_server_name
+// instead of the host when set, also sent as SNI), with the client certificate and/or a bearer
+// token; the token file is re-read when it changes (checked at most once a second, and
 // immediately after a 401). Every call has a connect timeout and a per-read/per-write timeout.
 // Shutdown() makes in-flight calls (including long watch streams) return promptly with a
 // cancelled error and future calls fail fast. Thread-safe: any number of threads may call

@@ -43,7 +43,8 @@ struct AllocatorOptions {
   std::string ca_file;           // the allocator's CA ("" = system roots)
   std::string client_cert_file;  // the gateway's client certificate (mTLS)
   std::string client_key_file;
-  std::chrono::nanoseconds timeout = std::chrono::seconds(10);  // per attempt, capped by the request
+  // Per attempt, capped by what is left of the request's deadline.
+  std::chrono::nanoseconds timeout = std::chrono::seconds(10);
   size_t workers = 8;
 };
 

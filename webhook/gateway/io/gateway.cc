@@ -253,7 +253,9 @@ void Gateway::OnAllocated(const std::shared_ptr<Call>& call, AllocatorAnswer a) 
                                   "({})",
                                   kNoServerMessage, util::FormatDuration(call->deadline_length),
                                   a.status.message());
-    if (!call->history.empty()) msg += fmt::format(" (earlier attempts: {})", Joined(call->history));
+    if (!call->history.empty()) {
+      msg += fmt::format(" (earlier attempts: {})", Joined(call->history));
+    }
     return Finish(call, NoServer(msg));
   }
   if (!a.status.ok()) {
@@ -269,7 +271,8 @@ void Gateway::OnAllocated(const std::shared_ptr<Call>& call, AllocatorAnswer a) 
     // A later attempt: keep the allocator's code, say what happened before.
     std::string msg = fmt::format("{} (earlier attempts: {})", ErrorMessageOf(a.body),
                                   Joined(call->history));
-    if (a.http_status == 429 || ErrorCodeOf(a.body) == static_cast<int>(GrpcCode::kResourceExhausted)) {
+    if (a.http_status == 429 ||
+        ErrorCodeOf(a.body) == static_cast<int>(GrpcCode::kResourceExhausted)) {
       return Finish(call, NoServer(msg));
     }
     return Finish(call, JsonAnswer(a.http_status, std::move(a.body)));

@@ -9,7 +9,8 @@
 //     them (status and body); no HTTP answer from it -> 503 {"code":14,...};
 //   - an allocation whose GameServer is not gated, or that another cluster made (`source` not
 //     "local": a multi-cluster policy's remote endpoint), is answered at once with the
-//     allocator's body; a gated local one waits, in whatever namespace the allocator put it, (WaiterRegistry) until Decide() says kAnswer -> 200 with the allocator's
+//     allocator's body; a gated local one waits, in whatever namespace the allocator put it,
+//     (WaiterRegistry) until Decide() says kAnswer -> 200 with the allocator's
 //     body, metadata refreshed from the GameServer; kRetry -> allocate again with the same
 //     request while attempts and time remain; the request's deadline (header
 //     X-Allocating-Deadline, annotation allocating.agones.dev/gateway-deadline, else the
