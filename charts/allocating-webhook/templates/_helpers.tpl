@@ -235,7 +235,7 @@ Secret in the cluster when complete (upgrades keep it), else a new CA and servin
 {{- if not (or (hasPrefix "https://" .Values.gateway.allocator.address) (hasPrefix "http://" .Values.gateway.allocator.address)) -}}
 {{- fail (printf "gateway.allocator.address must start with https:// (or http:// for an agones-allocator started with --disable-tls), not %q" .Values.gateway.allocator.address) -}}
 {{- end -}}
-{{- if not .Values.gateway.allocator.clientSecret -}}
+{{- if and (hasPrefix "https://" .Values.gateway.allocator.address) (not .Values.gateway.allocator.clientSecret) -}}
 {{- fail "gateway.allocator.clientSecret is required: a Secret with tls.crt/tls.key (the gateway's client certificate towards agones-allocator) and ca.crt" -}}
 {{- end -}}
 {{- if and (not .Values.gateway.disableMTLS) (not .Values.gateway.clientCASecret) -}}
