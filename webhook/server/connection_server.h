@@ -22,7 +22,9 @@
 //     returning the answer: it may call the Responder later, from any thread, at most once (later
 //     calls are ignored). No deadline runs on the connection meanwhile (the handler owns the
 //     wait), but the connection is read: a client that closes or resets it is noticed at once
-//     (HttpRequest::on_abandoned), and bytes it pipelines are kept for its next request. The
+//     (HttpRequest::on_abandoned; an end of stream counts, so a client that half-closes its
+//     sending side is taken as gone, as Go's net/http server does), and bytes it pipelines are
+//     kept for its next request. The
 //     request it was given stays valid until it answers. Dropping every copy of the Responder
 //     without calling it closes the connection without an answer. An exception thrown by the
 //     handler before it answered -> 500;
