@@ -96,6 +96,25 @@ func testClientGone(t *testing.T) {
 	if s := e.stateIn(t, e.ns, "gs-left"); s != "Allocating" {
 		t.Errorf("gs-left: want Allocating, have %s", s)
 	}
+
+	// The client leaves while the allocator call is in flight (the allocator takes 2 s): reported
+	// when the allocator answers, with the server it allocated for nobody.
+	e.readyGameServer(t, "gs-late", true, harness.TimeoutKey, "20s")
+	beforeAlloc := metric(t, e.gw, `allocating_gateway_abandoned_total{phase="allocating"}`)
+	e.alloc.Delay.Store(int64(2 * time.Second))
+	defer e.alloc.Delay.Store(0)
+	impatient.Timeout = 500 * time.Millisecond
+	if _, err := e.post(t, &impatient, fmt.Sprintf(`{"namespace":%q}`, e.ns)); err == nil {
+		t.Fatal("answered before the slow allocator did")
+	}
+	if !harness.Poll(5*time.Second, 20*time.Millisecond, func() bool {
+		return metric(t, e.gw, `allocating_gateway_abandoned_total{phase="allocating"}`) == beforeAlloc+1
+	}) {
+		t.Fatalf("abandonment during the allocator call not counted:\n%s", e.gw.LogTail(30))
+	}
+	if !strings.Contains(e.gw.Logs(), "/gs-late") {
+		t.Errorf("no log line names gs-late:\n%s", e.gw.LogTail(20))
+	}
 }
 
 // A body nested deeper than 400 levels is a 400, never a crash (it was a SIGSEGV).
