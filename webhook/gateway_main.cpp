@@ -9,12 +9,16 @@
 //   sources  the serving key pair poller (a runnable), the client CA poller and the allocator
 //            workers (services)
 //   health   the plain health/metrics listener (a service)
-//   drain    waits, on stop, for the requests the stopped listener still answers (a service)
 //   cache    the GameServer informer (opted-in servers) and the waiters' timer thread (a runnable:
 //            ready once the informer has synced)
+//   drain    waits, on stop, for the requests the stopped listener still answers (a service)
 //   gateway  the gateway's TLS listener (a service)
-// On SIGTERM the listener stops accepting first, then waiting requests get what is left of the
-// grace period, then the cache and the sources stop. Threads, whatever the number of requests:
+// On SIGTERM readiness fails and new requests are refused (the listener stops accepting; a new
+// request on an open connection gets 503), then requests already accepted keep waiting for their
+// GameServers (the informer and the allocator client still run) and are answered as usual for up
+// to --shutdown-grace; those still waiting then get 503 "the gateway is shutting down" (their
+// GameServers stay allocated: see docs/gateway.md), then the cache and the sources stop.
+// Threads, whatever the number of requests:
 // --io-threads + 1 (health) + --allocator-workers + informer 1 + timers 1 + client CA poller 1 +
 // the manager's supervisor and one per runnable (2).
 //
@@ -67,6 +71,7 @@ struct Flags {
   std::string tls_cert_file = "/certs/tls.crt";
   std::string tls_key_file = "/certs/tls.key";
   std::string client_ca_file = "/client-ca/ca.crt";
+  std::string client_ca_dir;
   bool disable_mtls = false;
   std::chrono::nanoseconds reload_interval = std::chrono::seconds(1);
   size_t io_threads = 2;
@@ -93,6 +98,9 @@ void Register(flags::FlagSet& fs, Flags* f) {
   fs.String("tls-key-file", &f->tls_key_file, "serving private key (PEM), reloaded on change");
   fs.String("client-ca-file", &f->client_ca_file,
             "CA bundle (PEM) that client certificates must chain to (mTLS), reloaded on change");
+  fs.String("client-ca-dir", &f->client_ca_dir,
+            "directory of client CAs (every *.crt and *.pem in it, as agones-allocator reads its "
+            "allocator-client-ca Secret), reloaded on change; replaces --client-ca-file when set");
   fs.Bool("disable-mtls", &f->disable_mtls,
           "accept clients without a certificate (like agones-allocator's --disable-mtls)");
   fs.Duration("cert-reload-interval", &f->reload_interval,
@@ -107,7 +115,12 @@ void Register(flags::FlagSet& fs, Flags* f) {
               std::chrono::milliseconds(100));
   fs.Duration("idle-timeout", &f->idle_timeout, "keep-alive idle timeout",
               std::chrono::milliseconds(100));
-  fs.String("allocator-address", &f->allocator.address, "agones-allocator's REST URL (https://)");
+  fs.String("allocator-address", &f->allocator.address,
+            "agones-allocator's REST URL: https://, or http:// for an allocator started with "
+            "--disable-tls");
+  fs.String("allocator-server-name", &f->allocator.server_name,
+            "name sent as TLS SNI and verified in agones-allocator's certificate (\"\" = the "
+            "address's host); e.g. the name in Agones' generated allocator-tls certificate");
   fs.String("allocator-ca-file", &f->allocator.ca_file,
             "CA (PEM) of agones-allocator's serving certificate (\"\" = system roots)");
   fs.String("allocator-client-cert-file", &f->allocator.client_cert_file,
@@ -115,7 +128,9 @@ void Register(flags::FlagSet& fs, Flags* f) {
   fs.String("allocator-client-key-file", &f->allocator.client_key_file,
             "client key (PEM) for --allocator-client-cert-file");
   fs.Duration("allocator-timeout", &f->allocator.timeout,
-              "per-call socket timeout towards agones-allocator (capped by the request's deadline)",
+              "timeout of one call to agones-allocator (connect, TLS handshake, each write and "
+              "read), capped by what is left of the request's deadline when the call starts "
+              "(time queued for a worker counts against the deadline)",
               std::chrono::milliseconds(10));
   fs.Size("allocator-workers", &f->allocator.workers,
           "threads calling agones-allocator (calls in flight at most)", 1, 256);
@@ -128,12 +143,17 @@ void Register(flags::FlagSet& fs, Flags* f) {
               std::chrono::milliseconds(1));
   fs.Int("max-attempts", &f->gateway.max_attempts,
          "allocations per request at most (the first one included)", 1, 100);
+  fs.Int("http-unallocated-status-code", &f->gateway.unallocated_status,
+         "HTTP status of the gateway's own \"no GameServer\" answers (gRPC code 8 in the body), "
+         "like agones-allocator's flag of the same name",
+         200, 599);
   fs.String("kubeconfig", &f->kubeconfig, "kubeconfig file (\"\" = in-cluster config)");
   fs.String("context", &f->context, "kubeconfig context (\"\" = current-context)");
   fs.String("namespace", &f->watch_namespace,
             "watch GameServers in this namespace only (\"\" = all namespaces)");
   fs.Duration("shutdown-grace", &f->shutdown_grace,
-              "on SIGTERM, how long waiting requests may still be answered");
+              "on SIGTERM (readiness fails, new requests are refused), how long accepted requests "
+              "may still wait for their GameServers and be answered; those left then get 503");
   fs.Enum("log-level", &f->log_level, {"debug", "info", "warn", "error"}, "log level");
   fs.Enum("log-format", &f->log_format, {"json", "text"}, "log format");
 }
@@ -224,9 +244,11 @@ int main(int argc, char** argv) {
   }
   std::unique_ptr<server::ClientCaReloader> client_ca;
   if (!f.disable_mtls) {
-    client_ca = std::make_unique<server::ClientCaReloader>(f.client_ca_file, *registry, reload);
+    const std::string& ca_path = f.client_ca_dir.empty() ? f.client_ca_file : f.client_ca_dir;
+    client_ca = std::make_unique<server::ClientCaReloader>(ca_path, *registry, reload);
     if (Status s = client_ca->LoadInitial(); !s.ok()) {
-      log::error("cannot load the client CA bundle (--client-ca-file, or --disable-mtls)",
+      log::error("cannot load the client CA bundle (--client-ca-file or --client-ca-dir, or "
+                 "--disable-mtls)",
                  {{"error", s.ToString()}});
       return 1;
     }
@@ -252,9 +274,7 @@ int main(int argc, char** argv) {
   io.label_selector = std::string(keys::kEnabledLabel) + "=true";
   io.resync = std::chrono::seconds(60);
   kube::Informer informer(**client, io, registry.get());
-  auto lookup = [&informer](const std::string& ns, const std::string& name) {
-    return informer.Get(ns, name);
-  };
+  auto lookup = [&informer](const std::string& name) { return informer.GetByName(name); };
   gateway::WaiterRegistry waiters(lookup);
   informer.AddHandler(&waiters);
 
@@ -278,6 +298,10 @@ int main(int argc, char** argv) {
     if (!informer.HasSynced()) return "GameServer informer not synced";
     return std::nullopt;
   });
+  health.AddReadinessCheck("draining", [&gw]() -> std::optional<std::string> {
+    if (gw.Draining()) return "shutting down (SIGTERM): new requests are refused";
+    return std::nullopt;
+  });
   health.AddReadinessCheck("listener", [&listener]() -> std::optional<std::string> {
     if (!listener.Serving()) return "gateway listener not serving";
     return std::nullopt;
@@ -285,7 +309,7 @@ int main(int argc, char** argv) {
 
   // ---- Composition ----
   std::atomic<bool> undrained{false};
-  runtime::Manager manager({"sources", "health", "drain", "cache", "gateway"},
+  runtime::Manager manager({"sources", "health", "cache", "drain", "gateway"},
                            f.shutdown_grace + std::chrono::seconds(5));
   MustAdd(manager,
           runtime::MakeRunnable("certificates",
@@ -316,16 +340,27 @@ int main(int argc, char** argv) {
               "health", [&health] { return health.Start().Annotate("health listener"); },
               [&health] { health.Stop(); }),
           {.group = "health"});
-  // Waiting requests are still answered (with Connection: close) until the stop deadline.
+  // Accepted requests are still served (waiting, re-allocating, answered with Connection: close)
+  // for --shutdown-grace; the cache and the allocator client stop only after this. Those still
+  // waiting then are answered 503 (WaiterRegistry::Stop) before the io threads stop.
   MustAdd(manager,
           runtime::MakeService(
               "gateway-drain", [] { return Status::Ok(); },
-              [&listener, &undrained](std::chrono::steady_clock::time_point deadline) {
+              [&listener, &waiters, &gw,
+               &undrained](std::chrono::steady_clock::time_point deadline) {
                 const auto left = std::max(std::chrono::steady_clock::duration::zero(),
                                            deadline - std::chrono::steady_clock::now() -
                                                std::chrono::seconds(5));
-                if (!listener.WaitStopped(
+                if (listener.WaitDrained(
                         std::chrono::duration_cast<std::chrono::milliseconds>(left))) {
+                  listener.WaitStopped(std::chrono::milliseconds(0));
+                  return Status::Ok();
+                }
+                const size_t left_waiting = gw.InFlight();
+                log::warn("--shutdown-grace is over; answering the requests still waiting with 503",
+                          {{"requests", std::to_string(left_waiting)}});
+                waiters.Stop();
+                if (!listener.WaitStopped(std::chrono::seconds(2))) {
                   undrained = true;
                   return Status::DeadlineExceeded("gateway requests still waiting");
                 }
@@ -352,7 +387,10 @@ int main(int argc, char** argv) {
   MustAdd(manager,
           runtime::MakeServiceRunnable(
               "gateway-listener", [&listener] { return listener.Start().Annotate("gateway listener"); },
-              [&listener] { listener.Stop(); }),
+              [&listener, &gw] {
+                gw.BeginDrain();  // readiness fails and new requests get 503 from here on
+                listener.Stop();
+              }),
           {.group = "gateway"});
   manager.OnStarted([&] {
     log::info("allocation-gateway started",

@@ -28,7 +28,8 @@ ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 CHART = os.path.join(ROOT, "charts", "allocating-webhook")
 
 # Flags the chart sets for the gateway from values other than .Values.gateway.flags.
-GATEWAY_CHART_FLAGS = {"port", "health-port", "tls-cert-file", "tls-key-file", "client-ca-file", "disable-mtls",
+GATEWAY_CHART_FLAGS = {"port", "health-port", "tls-cert-file", "tls-key-file", "client-ca-file", "client-ca-dir",
+                       "disable-mtls",
                        "allocator-address", "allocator-client-cert-file", "allocator-client-key-file",
                        "allocator-ca-file"}
 
@@ -451,8 +452,13 @@ def check_gateway(objs, v, ns, help_file, webhook_dep, webhook_objs):
     fact(got.get("port") == str(g["ports"]["https"]) and got.get("health-port") == str(g["ports"]["health"]),
          "gateway --port/--health-port do not follow gateway.ports")
     fact(got.get("allocator-address") == g["allocator"]["address"], "gateway --allocator-address")
-    fact(("disable-mtls" in got) == bool(g["disableMTLS"]) and ("client-ca-file" in got) != bool(g["disableMTLS"]),
-         "gateway --disable-mtls / --client-ca-file do not follow gateway.disableMTLS")
+    fact(("disable-mtls" in got) == bool(g["disableMTLS"]) and ("client-ca-dir" in got) != bool(g["disableMTLS"]),
+         "gateway --disable-mtls / --client-ca-dir do not follow gateway.disableMTLS")
+    fact("client-ca-file" not in got, "gateway --client-ca-file given: the chart mounts a directory (--client-ca-dir)")
+    tls_upstream = g["allocator"]["address"].startswith("https://")
+    fact(all((k in got) == tls_upstream for k in ("allocator-client-cert-file", "allocator-client-key-file",
+                                                    "allocator-ca-file")),
+         "gateway --allocator-*-file flags must be given exactly when the allocator address is https://")
     for k, val in g["flags"].items():
         if val is None or val == "":
             fact(k not in got, f"gateway --{k} given although its value is empty")
@@ -461,10 +467,12 @@ def check_gateway(objs, v, ns, help_file, webhook_dep, webhook_objs):
             fact(got.get(k) == want, f"gateway --{k}={got.get(k)!r}, want {want!r}")
     mounts = {m["mountPath"]: m["name"] for m in c["volumeMounts"]}
     for k, val in got.items():
-        if k.endswith("-file"):
-            fact(any(val.startswith(p + "/") for p in mounts), f"gateway --{k}={val} is on no mounted volume")
+        if k.endswith("-file") or k.endswith("-dir"):
+            fact(any(val == p or val.startswith(p + "/") for p in mounts), f"gateway --{k}={val} is on no mounted volume")
     vols = {x["name"]: x.get("secret", {}).get("secretName") for x in pod["volumes"]}
-    want_vols = {"tls": g["certs"].get("secretName") or f"{gw}-tls", "allocator": g["allocator"]["clientSecret"], "tmp": None}
+    want_vols = {"tls": g["certs"].get("secretName") or f"{gw}-tls", "tmp": None}
+    if tls_upstream:
+        want_vols["allocator"] = g["allocator"]["clientSecret"]
     if not g["disableMTLS"]:
         want_vols["client-ca"] = g["clientCASecret"]
     fact(vols == want_vols, f"gateway volumes {vols}, want {want_vols}")

@@ -1,4 +1,6 @@
-// libFuzzer target: any bytes on any admission route, and on the autoscaling endpoint. Handle must answer 200 (a JSON
+// libFuzzer target: any bytes on any admission route, on the autoscaling endpoint, and through the
+// allocation gateway's parsers (request, allocator answer, metadata refresh, error body).
+// Handle must answer 200 (a JSON
 // AdmissionReview echoing a uid) or 400, never crash, hang, leak or answer 500. Oracle for
 // duplicate keys: every body that parses as JSON is also checked by an independent SAX pass (a
 // std::set of names per open object); FindDuplicateKey must agree with it, and a body with a
@@ -23,8 +25,10 @@
 #include <vector>
 
 #include "admission/duplicate_keys.h"
+#include "admission/nesting_depth.h"
 #include "admission/handler.h"
 #include "autoscale/endpoint.h"
+#include "gateway/allocation.h"
 
 namespace {
 
@@ -98,6 +102,37 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       counts);
   if (a.status != 200 && a.status != 400 && a.status != 413) std::abort();
   if (a.body.empty() || (a.status == 200 && a.body.front() != '{')) std::abort();
+
+  // The same bytes as the allocation gateway's AllocationRequest and as the allocator's answer
+  // (gateway/allocation.h): an answer or InvalidArgument, never a crash; anything accepted is a
+  // JSON object within the nesting bound (checked by rapidjson's iterative parser).
+  {
+    aw::gateway::AllocationRequest req;
+    aw::Status rs = aw::gateway::ParseAllocationRequest(body, &req);
+    if (!rs.ok() && rs.code() != aw::Status::Code::kInvalidArgument) std::abort();
+    aw::gateway::AllocationResponse res;
+    aw::Status as = aw::gateway::ParseAllocationResponse(body, &res);
+    if (!as.ok() && as.code() != aw::Status::Code::kInvalidArgument) std::abort();
+    if (as.ok() && res.game_server_name.empty()) std::abort();
+    static const rapidjson::Document gs = [] {
+      rapidjson::Document d;
+      d.Parse(R"({"metadata":{"labels":{"l":"v"},"annotations":{"a":"b"}}})");
+      return d;
+    }();
+    std::string refreshed;
+    if (aw::gateway::RefreshMetadata(body, gs, &refreshed).ok()) {
+      rapidjson::Document again;
+      again.Parse<rapidjson::kParseIterativeFlag>(refreshed.data(), refreshed.size());
+      if (again.HasParseError() || !again.IsObject()) std::abort();
+    }
+    (void)aw::gateway::ErrorMessageOf(body);
+    if (rs.ok()) {
+      rapidjson::Document d;
+      d.Parse<rapidjson::kParseIterativeFlag>(body.data(), body.size());
+      if (d.HasParseError() || !d.IsObject()) std::abort();
+      if (aw::admission::FirstTooDeep(body, aw::gateway::kMaxNestingDepth)) std::abort();
+    }
+  }
 
   // Bodies with a NUL byte are refused before parsing, whatever their keys.
   if (std::memchr(body.data(), '\0', body.size()) != nullptr) return 0;

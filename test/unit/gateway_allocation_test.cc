@@ -144,6 +144,47 @@ TEST(GatewayErrors, GrpcGatewayBodiesAndStatuses) {
   EXPECT_EQ(HttpStatusOf(GrpcCode::kNotFound), 404);
   EXPECT_EQ(ErrorMessageOf(R"({"code":8,"message":"m","details":[]})"), "m");
   EXPECT_EQ(ErrorMessageOf("plain text"), "plain text");
+  EXPECT_EQ(ErrorCodeOf(R"({"code":8,"message":"m","details":[]})"), 8);
+  EXPECT_EQ(ErrorCodeOf(R"({"code":"8"})"), -1);
+  EXPECT_EQ(ErrorCodeOf("plain text"), -1);
+}
+
+
+// Issue 23: 1,000,000 `[` (under the 1 MiB body limit) crashed the recursive parser.
+TEST(GatewayRequest, DeepNestingIsRefusedNotACrash) {
+  const std::string deep(1'000'000, '[');
+  EXPECT_NE(ParseError(deep).find("nested deeper than 400"), std::string::npos);
+  std::string objects;
+  for (int i = 0; i < 100'000; ++i) objects += R"({"a":)";
+  EXPECT_NE(ParseError(objects).find("nested deeper than 400"), std::string::npos);
+  // Exactly at the bound: parsed (and refused for its shape, not its depth).
+  std::string at_bound = R"({"x":)" + std::string(399, '[') + std::string(399, ']') + "}";
+  ParseOk(at_bound);
+  std::string over = R"({"x":)" + std::string(400, '[') + std::string(400, ']') + "}";
+  EXPECT_NE(ParseError(over).find("nested deeper than 400"), std::string::npos);
+  AllocationResponse r;
+  EXPECT_FALSE(ParseAllocationResponse(deep, &r).ok());
+  std::string refreshed;
+  EXPECT_FALSE(RefreshMetadata(deep, rapidjson::Document().SetObject(), &refreshed).ok());
+  EXPECT_EQ(ErrorMessageOf(deep).size(), deep.size());
+}
+
+TEST(GatewayResponse, SourceTellsLocalFromRemote) {
+  AllocationResponse r;
+  ASSERT_TRUE(ParseAllocationResponse(R"({"gameServerName":"gs","source":"local"})", &r).ok());
+  EXPECT_EQ(r.source, "local");
+  EXPECT_FALSE(r.remote);
+  ASSERT_TRUE(ParseAllocationResponse(R"({"gameServerName":"gs"})", &r).ok());
+  EXPECT_FALSE(r.remote);
+  ASSERT_TRUE(ParseAllocationResponse(R"({"gameServerName":"gs","source":"10.0.0.7:443",
+                      "metadata":{"labels":{"allocating.agones.dev/enabled":"true"},
+                      "annotations":{"agones.dev/last-allocated":"t",
+                                     "allocating.agones.dev/allocation":"t"}}})",
+                                      &r)
+                  .ok());
+  EXPECT_TRUE(r.remote);
+  EXPECT_TRUE(r.gated);
+  EXPECT_EQ(r.source, "10.0.0.7:443");
 }
 
 }  // namespace

@@ -19,7 +19,8 @@ using namespace std::chrono_literals;
 constexpr const char* kOurs = "2026-01-02T03:04:05.5Z";
 
 kube::ObjectPtr Object(const std::string& name, const std::string& state,
-                       const std::string& outcome = "", const std::string& last = kOurs) {
+                       const std::string& outcome = "", const std::string& last = kOurs,
+                       const std::string& ns = "ns") {
   auto doc = std::make_shared<rapidjson::Document>();
   std::string ann = std::string(R"({"agones.dev/last-allocated":")") + last +
                     R"(","allocating.agones.dev/allocation":")" + last + R"(")";
@@ -29,11 +30,11 @@ kube::ObjectPtr Object(const std::string& name, const std::string& state,
   }
   ann += "}";
   const std::string json = R"({"metadata":{"name":")" + name +
-                           R"(","namespace":"ns","annotations":)" + ann +
+                           R"(","namespace":")" + ns + R"(","annotations":)" + ann +
                            R"(},"status":{"state":")" + state + R"("}})";
   doc->Parse(json.c_str());
   auto o = std::make_shared<kube::CachedObject>();
-  o->namespace_ = "ns";
+  o->namespace_ = ns;
   o->name = name;
   o->doc = doc;
   return o;
@@ -45,12 +46,14 @@ struct Result {
   int calls = 0;
   Decision d;
   kube::ObjectPtr obj;
+  std::string ns;
   WaiterRegistry::Done Callback() {
-    return [this](const Decision& dd, const kube::ObjectPtr& o) {
+    return [this](const Decision& dd, const kube::ObjectPtr& o, const std::string& n) {
       std::lock_guard lock(mu);
       ++calls;
       d = dd;
       obj = o;
+      ns = n;
       cv.notify_all();
     };
   }
@@ -66,10 +69,13 @@ class WaitersTest : public ::testing::Test {
   void TearDown() override { reg_.Stop(); }
   std::mutex cache_mu_;
   std::map<std::string, kube::ObjectPtr> cache_;
-  WaiterRegistry reg_{[this](const std::string& ns, const std::string& name) -> kube::ObjectPtr {
+  WaiterRegistry reg_{[this](const std::string& name) {
     std::lock_guard lock(cache_mu_);
-    auto it = cache_.find(ns + "/" + name);
-    return it == cache_.end() ? nullptr : it->second;
+    std::vector<kube::ObjectPtr> out;
+    for (const auto& [key, obj] : cache_) {
+      if (obj->name == name) out.push_back(obj);
+    }
+    return out;
   }};
   std::chrono::steady_clock::time_point In(std::chrono::milliseconds d) {
     return std::chrono::steady_clock::now() + d;
@@ -144,6 +150,64 @@ TEST_F(WaitersTest, ManyWaitersOnOneKeyAndStop) {
   reg_.Wait("ns", "gs", kOurs, In(60s), late.Callback());
   ASSERT_TRUE(late.WaitCalled(1s));
   EXPECT_EQ(late.d.reason, "stopped");
+}
+
+// Issue 23: the allocator may put the server in another namespace than the request's (a
+// multi-cluster policy allocates in the policy's namespace): the copy carrying this allocation
+// binds the waiter there; copies of same-named servers elsewhere are ignored.
+TEST_F(WaitersTest, FindsTheServerInTheNamespaceTheAllocatorChose) {
+  Result r;
+  reg_.Wait("", "gs", kOurs, In(10s), r.Callback());  // no namespace in the request
+  // A same-named server in another namespace, from another allocation: ignored.
+  reg_.OnUpsert(Object("gs", "Unhealthy", "TimedOut", "2027-01-01T00:00:00Z", "elsewhere"));
+  reg_.OnDelete(Object("gs", "Allocating", "", "2025-01-01T00:00:00Z", "third"));
+  EXPECT_EQ(reg_.Waiting(), 1u);
+  reg_.OnUpsert(Object("gs", "Allocating", "", kOurs, "policy-ns"));  // binds to policy-ns
+  EXPECT_EQ(reg_.Waiting(), 1u);
+  reg_.OnUpsert(Object("gs", "Unhealthy", "TimedOut", kOurs, "other"));  // not the bound one
+  EXPECT_EQ(reg_.Waiting(), 1u);
+  reg_.OnUpsert(Object("gs", "Allocated", "Confirmed", kOurs, "policy-ns"));
+  ASSERT_TRUE(r.WaitCalled(1s));
+  EXPECT_EQ(r.d.verdict, Verdict::kAnswer);
+  EXPECT_EQ(r.ns, "policy-ns");
+  EXPECT_EQ(r.obj->namespace_, "policy-ns");
+}
+
+TEST_F(WaitersTest, CacheInAnotherNamespaceAnswersAtOnce) {
+  {
+    std::lock_guard lock(cache_mu_);
+    cache_["ns/gs"] = Object("gs", "Allocating", "", "2025-01-01T00:00:00Z", "ns");
+    cache_["team-b/gs"] = Object("gs", "Allocated", "Confirmed", kOurs, "team-b");
+  }
+  Result r;
+  reg_.Wait("ns", "gs", kOurs, In(10s), r.Callback());
+  ASSERT_TRUE(r.WaitCalled(1s));
+  EXPECT_EQ(r.d.verdict, Verdict::kAnswer);
+  EXPECT_EQ(r.ns, "team-b");
+}
+
+TEST_F(WaitersTest, RequestNamespaceStillDecidesBeforeBinding) {
+  // A newer allocation of the server in the request's namespace (the common case) is a loss.
+  Result r;
+  reg_.Wait("ns", "gs", kOurs, In(10s), r.Callback());
+  reg_.OnUpsert(Object("gs", "Allocating", "", "2027-01-01T00:00:00Z", "ns"));
+  ASSERT_TRUE(r.WaitCalled(1s));
+  EXPECT_EQ(r.d.verdict, Verdict::kRetry);
+  EXPECT_EQ(r.ns, "ns");
+}
+
+TEST_F(WaitersTest, CancelCompletesOnceWithTheReason) {
+  Result r;
+  auto ticket = reg_.Wait("ns", "gs", kOurs, In(10s), r.Callback());
+  reg_.Cancel(ticket, "abandoned");
+  ASSERT_TRUE(r.WaitCalled(1s));
+  EXPECT_EQ(r.d.verdict, Verdict::kWait);
+  EXPECT_EQ(r.d.reason, "abandoned");
+  EXPECT_EQ(reg_.Waiting(), 0u);
+  reg_.Cancel(ticket, "again");
+  reg_.OnUpsert(Object("gs", "Allocated", "Confirmed"));
+  EXPECT_EQ(r.calls, 1);
+  EXPECT_EQ(r.d.reason, "abandoned");
 }
 
 }  // namespace

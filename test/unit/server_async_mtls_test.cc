@@ -140,6 +140,7 @@ class AsyncMtlsTest : public ::testing::Test {
       o.port = 20000 + static_cast<int>((::getpid() * 7 + attempt * 131) % 30000);
       o.io_threads = 2;
       o.max_concurrent_handshakes = handshake_limit_;
+      o.max_connections = max_connections_;
       server_ = std::make_unique<ConnectionServer>(o, handler, &keypair_, mtls ? &cas_ : nullptr,
                                                    registry_);
       if (server_->Start().ok()) return o.port;
@@ -156,6 +157,7 @@ class AsyncMtlsTest : public ::testing::Test {
   std::vector<std::thread> answerers_;
   std::mutex mu_;
   size_t handshake_limit_ = 64;
+  size_t max_connections_ = 1024;
 };
 
 // The answer comes later, from another thread; no thread of the server waits for it.
@@ -318,6 +320,155 @@ TEST_F(AsyncMtlsTest, ASilentConnectionHoldsNoHandshakeSlot) {
   EXPECT_EQ(res->body(), "ok");
   // Well before the silent connection's 5 s handshake timeout would have freed a slot.
   EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(2));
+}
+
+
+// Issue 23: a client that closes its connection while its request waits is noticed at once (the
+// connection is read meanwhile), and the handler's on_abandoned runs, once.
+TEST_F(AsyncMtlsTest, ClientThatLeavesWhileWaitingIsNoticed) {
+  std::atomic<int> abandoned{0};
+  std::vector<Responder> held;  // never answered
+  const int port = Start(
+      [&](const HttpRequest& req, Responder r) {
+        ASSERT_TRUE(req.on_abandoned);
+        req.on_abandoned([&abandoned] { abandoned.fetch_add(1); });
+        std::lock_guard lock(mu_);
+        held.push_back(std::move(r));
+      },
+      false);
+  {
+    net::io_context ioc;
+    ssl::context ctx(ssl::context::tls_client);
+    ctx.set_verify_mode(ssl::verify_none);
+    ssl::stream<tcp::socket> s(ioc, ctx);
+    s.next_layer().connect(
+        tcp::endpoint(net::ip::make_address("127.0.0.1"), static_cast<unsigned short>(port)));
+    s.handshake(ssl::stream_base::client);
+    http::request<http::string_body> req(http::verb::post, "/x", 11);
+    req.set(http::field::host, "127.0.0.1");
+    req.body() = "{}";
+    req.prepare_payload();
+    http::write(s, req);
+    for (int i = 0; i < 200; ++i) {
+      std::lock_guard lock(mu_);
+      if (!held.empty()) break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    // The client gives up: the socket closes (no TLS close_notify, like a killed process).
+  }
+  for (int i = 0; i < 200 && abandoned.load() == 0; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  EXPECT_EQ(abandoned.load(), 1);
+  std::lock_guard lock(mu_);
+  ASSERT_EQ(held.size(), 1u);
+  held.front()(HttpResponse{200, "text/plain", "late\n", {}});  // ignored: nobody to answer
+  EXPECT_EQ(abandoned.load(), 1);
+}
+
+// An answered request never reports abandonment, and bytes the client pipelines while it waits
+// are kept for its next request.
+TEST_F(AsyncMtlsTest, AnsweredRequestIsNotAbandonedAndPipelinedBytesAreKept) {
+  std::atomic<int> abandoned{0};
+  std::atomic<int> served{0};
+  std::vector<Responder> held;
+  const int port = Start(
+      [&](const HttpRequest& req, Responder r) {
+        req.on_abandoned([&abandoned] { abandoned.fetch_add(1); });
+        if (served.fetch_add(1) == 0) {
+          std::lock_guard lock(mu_);
+          held.push_back(std::move(r));  // the first waits
+          return;
+        }
+        r(HttpResponse{200, "text/plain", "second\n", {}});
+      },
+      false);
+  net::io_context ioc;
+  ssl::context ctx(ssl::context::tls_client);
+  ctx.set_verify_mode(ssl::verify_none);
+  ssl::stream<tcp::socket> s(ioc, ctx);
+  s.next_layer().connect(
+      tcp::endpoint(net::ip::make_address("127.0.0.1"), static_cast<unsigned short>(port)));
+  s.handshake(ssl::stream_base::client);
+  http::request<http::string_body> req(http::verb::post, "/x", 11);
+  req.set(http::field::host, "127.0.0.1");
+  req.body() = "{}";
+  req.prepare_payload();
+  http::write(s, req);
+  http::write(s, req);  // pipelined while the first waits
+  for (int i = 0; i < 200; ++i) {
+    {
+      std::lock_guard lock(mu_);
+      if (!held.empty()) break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));  // the second's bytes arrive
+  {
+    std::lock_guard lock(mu_);
+    ASSERT_EQ(held.size(), 1u);
+    held.front()(HttpResponse{200, "text/plain", "first\n", {}});
+  }
+  beast::flat_buffer buf;
+  http::response<http::string_body> a, b;
+  http::read(s, buf, a);
+  http::read(s, buf, b);
+  EXPECT_EQ(a.body(), "first\n");
+  EXPECT_EQ(b.body(), "second\n");
+  EXPECT_EQ(abandoned.load(), 0);
+}
+
+// Issue 23: at the connection cap, bare TCP connects evict each other, never a waiting request.
+TEST_F(AsyncMtlsTest, WaitingRequestSurvivesAFloodOfBareConnects) {
+  max_connections_ = 3;
+  std::vector<Responder> held;
+  std::atomic<int> abandoned{0};
+  const int port = Start(
+      [&](const HttpRequest& req, Responder r) {
+        req.on_abandoned([&abandoned] { abandoned.fetch_add(1); });
+        std::lock_guard lock(mu_);
+        held.push_back(std::move(r));
+      },
+      false);
+  net::io_context ioc;
+  ssl::context ctx(ssl::context::tls_client);
+  ctx.set_verify_mode(ssl::verify_none);
+  ssl::stream<tcp::socket> s(ioc, ctx);
+  s.next_layer().connect(
+      tcp::endpoint(net::ip::make_address("127.0.0.1"), static_cast<unsigned short>(port)));
+  s.handshake(ssl::stream_base::client);
+  http::request<http::string_body> req(http::verb::post, "/x", 11);
+  req.set(http::field::host, "127.0.0.1");
+  req.body() = "{}";
+  req.prepare_payload();
+  http::write(s, req);
+  for (int i = 0; i < 200; ++i) {
+    {
+      std::lock_guard lock(mu_);
+      if (!held.empty()) break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  std::vector<std::unique_ptr<tcp::socket>> bare;
+  for (int i = 0; i < 20; ++i) {
+    auto b = std::make_unique<tcp::socket>(ioc);
+    b->connect(
+        tcp::endpoint(net::ip::make_address("127.0.0.1"), static_cast<unsigned short>(port)));
+    bare.push_back(std::move(b));
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  EXPECT_EQ(abandoned.load(), 0);
+  {
+    std::lock_guard lock(mu_);
+    ASSERT_EQ(held.size(), 1u);
+    held.front()(HttpResponse{200, "text/plain", "kept\n", {}});
+  }
+  beast::flat_buffer buf;
+  http::response<http::string_body> res;
+  beast::error_code ec;
+  http::read(s, buf, res, ec);
+  ASSERT_FALSE(ec) << ec.message();
+  EXPECT_EQ(res.body(), "kept\n");
 }
 
 }  // namespace

@@ -131,6 +131,26 @@ TEST(ChooseVictim, SlowlorisCannotHoldTheCap) {
   EXPECT_EQ(ChooseVictim(open), 0u);
 }
 
+// Issue 23: a request being served (an allocation waiting for its GameServer) is never evicted
+// while an idle, unauthenticated or half-sent connection exists, however young those are.
+TEST(ChooseVictim, WaitingRequestsGoLast) {
+  std::vector<ConnSnapshot> open = {
+      {1, ConnPhase::kWaiting, kT0 - seconds(60)},
+      {2, ConnPhase::kHandshake, kT0},  // a bare TCP connect, just now
+      {3, ConnPhase::kWaiting, kT0 - seconds(90)},
+  };
+  EXPECT_EQ(ChooseVictim(open), 2u);
+  open[1].phase = ConnPhase::kRequest;
+  EXPECT_EQ(ChooseVictim(open), 2u);
+  open[1].phase = ConnPhase::kResponse;
+  EXPECT_EQ(ChooseVictim(open), 2u);
+  open[1].phase = ConnPhase::kIdle;
+  EXPECT_EQ(ChooseVictim(open), 2u);
+  // Only waiting requests left: the one that has waited longest.
+  open.erase(open.begin() + 1);
+  EXPECT_EQ(ChooseVictim(open), 3u);
+}
+
 struct FakeConn final : Connection {
   void Cut() override { ++cuts; }
   void Drain() override {}

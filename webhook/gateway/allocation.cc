@@ -5,6 +5,7 @@
 #include <rapidjson/stringbuffer.h>
 #include <rapidjson/writer.h>
 
+#include "admission/nesting_depth.h"
 #include "gate/keys.h"
 #include "util/duration.h"
 
@@ -33,6 +34,11 @@ const Json* Find(const Json& obj, std::string_view key) {
 }
 
 Status ParseJson(std::string_view body, std::string_view what, rapidjson::Document* doc) {
+  // Measured before parsing: rapidjson's recursive parser would overflow the stack on deep input.
+  if (auto at = admission::FirstTooDeep(body, kMaxNestingDepth)) {
+    return Status::InvalidArgument(fmt::format("{} is nested deeper than {} levels (at offset {})",
+                                               what, kMaxNestingDepth, *at));
+  }
   doc->Parse(body.data(), body.size());
   if (doc->HasParseError()) {
     return Status::InvalidArgument(fmt::format("{} is not valid JSON: {} at offset {}", what,
@@ -165,6 +171,8 @@ Status ParseAllocationResponse(std::string_view body, AllocationResponse* out) {
   const Json* meta = Find(doc, "metadata");
   const Json* ann = (meta && meta->IsObject()) ? Find(*meta, "annotations") : nullptr;
   const Json* labels = (meta && meta->IsObject()) ? Find(*meta, "labels") : nullptr;
+  out->source = std::string(StringOr(&doc, "source"));
+  out->remote = !out->source.empty() && out->source != kLocalSource;
   out->last_allocated = std::string(StringOr(ann, keys::kLastAllocated));
   const std::string_view allocation = StringOr(ann, keys::kAllocation);
   out->gated = StringOr(labels, keys::kEnabledLabel) == "true" && !allocation.empty() &&
@@ -247,12 +255,23 @@ int HttpStatusOf(GrpcCode code) {
 
 std::string ErrorMessageOf(std::string_view body) {
   rapidjson::Document doc;
+  if (admission::FirstTooDeep(body, kMaxNestingDepth)) return std::string(body);
   doc.Parse(body.data(), body.size());
   if (!doc.HasParseError() && doc.IsObject()) {
     std::string_view m = StringOr(&doc, "message");
     if (!m.empty()) return std::string(m);
   }
   return std::string(body);
+}
+
+int ErrorCodeOf(std::string_view body) {
+  if (admission::FirstTooDeep(body, kMaxNestingDepth)) return -1;
+  rapidjson::Document doc;
+  doc.Parse(body.data(), body.size());
+  if (doc.HasParseError() || !doc.IsObject()) return -1;
+  auto it = doc.FindMember("code");
+  if (it == doc.MemberEnd() || !it->value.IsInt()) return -1;
+  return it->value.GetInt();
 }
 
 }  // namespace aw::gateway

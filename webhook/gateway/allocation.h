@@ -11,10 +11,13 @@
 //   - ParseAllocationResponse reads the allocator's 200 answer: the GameServer's name, and
 //     whether the allocation was gated: its metadata annotations carry
 //     allocating.agones.dev/allocation equal to agones.dev/last-allocated (the webhook's rewrite of
-//     this very allocation).
+//     this very allocation); its `source` ("local" or absent for the local cluster; a remote
+//     allocator's endpoint when agones-allocator forwarded it under a multi-cluster policy).
 //   - RefreshMetadata returns the allocator's answer with metadata.labels/annotations replaced by
 //     the GameServer's current ones (so the matchmaker sees `confirmed`/`outcome`); every other
 //     field is kept as the allocator wrote it.
+//   - Every JSON text (request, answer, error body) nested deeper than kMaxNestingDepth is
+//     refused with InvalidArgument before it is parsed (never a crash: the parser recurses).
 //   - ErrorBody is grpc-gateway's error body ({"code":N,"message":"...","details":[]}) and
 //     HttpStatusOf its mapping of gRPC codes to HTTP statuses (runtime.HTTPStatusFromCode).
 #pragma once
@@ -34,6 +37,13 @@ namespace aw::gateway {
 // (the annotation is forwarded and lands on the GameServer, like every allocation annotation).
 inline constexpr std::string_view kDeadlineHeader = "X-Allocating-Deadline";
 inline constexpr std::string_view kDeadlineAnnotation = "allocating.agones.dev/gateway-deadline";
+
+// Deepest nesting of `[`/`{` accepted in any JSON the gateway parses (a real AllocationRequest
+// nests about 6 levels; protojson's own limit is 10,000, our parser recurses).
+inline constexpr size_t kMaxNestingDepth = 400;
+
+// AllocationResponse.source of a local allocation (allocator.go localAllocationSource).
+inline constexpr std::string_view kLocalSource = "local";
 
 // Agones' message for an allocation that found no server (convertStateV1ToError).
 inline constexpr std::string_view kNoServerMessage = "there is no available GameServer to allocate";
@@ -66,7 +76,11 @@ Status ParseDeadline(std::string_view text, std::string_view where, std::chrono:
 struct AllocationResponse {
   std::string game_server_name;
   std::string last_allocated;  // metadata.annotations agones.dev/last-allocated ("" if absent)
+  std::string source;  // "" when absent
   bool gated = false;
+  // Allocated by another cluster (multi-cluster policy): its GameServer is not in the local watch,
+  // so the answer is passed through as it came.
+  bool remote = false;
 };
 Status ParseAllocationResponse(std::string_view body, AllocationResponse* out);
 
@@ -79,5 +93,7 @@ std::string ErrorBody(GrpcCode code, std::string_view message);
 int HttpStatusOf(GrpcCode code);
 // The message of a grpc-gateway error body, or the body itself when it is not one.
 std::string ErrorMessageOf(std::string_view body);
+// The integer `code` of a grpc-gateway error body, or -1 when it is not one.
+int ErrorCodeOf(std::string_view body);
 
 }  // namespace aw::gateway

@@ -26,6 +26,10 @@ struct ClientConfig {
   std::string token;       // static bearer token
   std::string token_file;  // re-read when its mtime/size changes (takes precedence over token)
   bool insecure_skip_tls_verify = false;
+  // The name sent as TLS SNI and verified in the server certificate ("" = host); e.g. a
+  // certificate issued for a name other than the address dialled.
+  std::string tls_server_name;
+  bool plain_http = false;  // no TLS at all (an http:// server URL); the TLS fields are unused
   std::string namespace_;  // in-cluster namespace file, or the context's namespace ("" if none)
   std::string source;      // "in-cluster" or "kubeconfig <path> context <name>", for logs
 };

@@ -83,6 +83,15 @@ ObjectPtr Informer::Get(const std::string& ns, const std::string& name) const {
   return it == store_.end() ? nullptr : it->second;
 }
 
+std::vector<ObjectPtr> Informer::GetByName(const std::string& name) const {
+  std::lock_guard<std::mutex> lk(mu_);
+  std::vector<ObjectPtr> out;
+  for (const auto& [k, v] : store_) {
+    if (v->name == name) out.push_back(v);
+  }
+  return out;
+}
+
 void Informer::RequestRelist() {
   relist_requested_.store(true);
   wait_cv_.notify_all();

@@ -86,6 +86,8 @@ class Informer {
   bool WaitForSync(std::chrono::milliseconds timeout);
   std::vector<ObjectPtr> Snapshot() const;
   ObjectPtr Get(const std::string& ns, const std::string& name) const;
+  // Every cached object with this name, whatever its namespace (one pass over the cache).
+  std::vector<ObjectPtr> GetByName(const std::string& name) const;
   // Asks the thread to re-list (e.g. after a resolver suspects drift); takes effect at the next
   // event or bookmark, or when the watch restarts.
   void RequestRelist();

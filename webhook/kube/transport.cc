@@ -220,8 +220,11 @@ class Conn {
 
   // Resolves, connects (trying every address) and completes the TLS handshake, all before
   // `deadline`.
+  // `ctx` null: plain TCP (no TLS). `server_name`: the name sent as SNI and verified in the
+  // server's certificate ("" = `host`).
   std::optional<Failure> Open(const std::string& host, int port, SSL_CTX* ctx, bool verify,
-                              std::chrono::milliseconds timeout) {
+                              std::chrono::milliseconds timeout,
+                              const std::string& server_name = {}) {
     auto deadline = Clock::now() + timeout;
     addrinfo hints{};
     hints.ai_family = AF_UNSPEC;
@@ -285,17 +288,22 @@ class Conn {
     }
     int one = 1;
     setsockopt(fd_, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+    if (ctx == nullptr) {
+      plain_ = true;
+      return std::nullopt;
+    }
+    const std::string& name = server_name.empty() ? host : server_name;
 
     ssl_ = SSL_new(ctx);
     if (!ssl_ || SSL_set_fd(ssl_, fd_) != 1) {
       Failure f{Stage::kTlsHandshake, "cannot set up TLS: " + util::OpenSslErrors()};
       return f;
     }
-    bool ip = IsIpLiteral(host);
-    if (!ip) SSL_set_tlsext_host_name(ssl_, host.c_str());
+    bool ip = IsIpLiteral(name);
+    if (!ip) SSL_set_tlsext_host_name(ssl_, name.c_str());
     if (verify) {
-      int ok = ip ? X509_VERIFY_PARAM_set1_ip_asc(SSL_get0_param(ssl_), host.c_str())
-                  : SSL_set1_host(ssl_, host.c_str());
+      int ok = ip ? X509_VERIFY_PARAM_set1_ip_asc(SSL_get0_param(ssl_), name.c_str())
+                  : SSL_set1_host(ssl_, name.c_str());
       if (ok != 1) {
         Failure f{Stage::kTlsHandshake,
                   "cannot set the expected server name: " + util::OpenSslErrors()};
@@ -321,6 +329,13 @@ class Conn {
       size_t n = std::min<size_t>(data.size() - *written, 1 << 20);
       const char* p = data.data() + *written;
       int r = 0;
+      if (plain_) {
+        auto f = PlainOp([&] { return r = static_cast<int>(::send(fd_, p, n, MSG_NOSIGNAL)); },
+                         POLLOUT, Stage::kWrite, Clock::now() + timeout, timeout);
+        if (f) return f;
+        *written += static_cast<size_t>(r);
+        continue;
+      }
       auto f = SslOpN([&] { return r = SSL_write(ssl_, p, static_cast<int>(n)); }, Stage::kWrite,
                       Clock::now() + timeout, timeout);
       if (f) return f;
@@ -333,6 +348,14 @@ class Conn {
   std::optional<Failure> ReadSome(std::string* buf, std::chrono::milliseconds timeout) {
     char tmp[16384];
     int r = 0;
+    if (plain_) {
+      auto f = PlainOp([&] { return r = static_cast<int>(::recv(fd_, tmp, sizeof(tmp), 0)); },
+                       POLLIN, Stage::kRead, Clock::now() + timeout, timeout);
+      if (f) return f;
+      buf->append(tmp, static_cast<size_t>(r));
+      received_ += static_cast<size_t>(r);
+      return std::nullopt;
+    }
     auto f = SslOpN([&] { return r = SSL_read(ssl_, tmp, sizeof(tmp)); }, Stage::kRead,
                     Clock::now() + timeout, timeout);
     if (f) return f;
@@ -343,7 +366,7 @@ class Conn {
 
   // True when the idle connection still looks open: nothing to read, no hang-up, no error.
   bool IdleAndOpen() const {
-    if (fd_ < 0 || !ssl_ || SSL_pending(ssl_) > 0) return false;
+    if (fd_ < 0 || (!plain_ && (!ssl_ || SSL_pending(ssl_) > 0))) return false;
     pollfd p{fd_, POLLIN | POLLRDHUP, 0};
     int r = ::poll(&p, 1, 0);
     return r == 0;
@@ -391,6 +414,33 @@ class Conn {
         return f;
       }
       if (r > 0) return std::nullopt;  // ready, hung up or in error: the next operation tells which
+    }
+  }
+
+  // Plain TCP: runs a non-blocking send/recv until it moves a byte (returns > 0), fails, finds
+  // the peer closed (recv returns 0) or the deadline passes.
+  template <typename Op>
+  std::optional<Failure> PlainOp(Op op, short events, Stage stage, Clock::time_point deadline,
+                                 std::chrono::milliseconds timeout) {
+    while (true) {
+      errno = 0;
+      int r = op();
+      if (r > 0) return std::nullopt;
+      const int err = errno;
+      if (r < 0 && (err == EAGAIN || err == EWOULDBLOCK || err == EINTR)) {
+        if (auto f = Wait(events, deadline, stage, timeout)) return f;
+        continue;
+      }
+      if (stopped_.load()) return StoppedFailure(stage);
+      Failure f{stage, ""};
+      if (r == 0) {
+        f.detail = "connection closed by the server (EOF)";
+        f.closed = true;
+      } else {
+        f.detail = std::strerror(err);
+        f.closed = IsClosedErrno(err);
+      }
+      return f;
     }
   }
 
@@ -452,6 +502,7 @@ class Conn {
   int fd_ = -1;
   std::atomic<bool> stopped_{false};
   SSL* ssl_ = nullptr;
+  bool plain_ = false;  // no TLS on this connection (ClientConfig::plain_http)
   bool clean_ = false;  // a close_notify may be sent on close
   std::string peer_;
   size_t received_ = 0;  // plaintext bytes read since ResetReceived()
@@ -695,7 +746,8 @@ class HttpsTransport final : public Transport {
   explicit HttpsTransport(const ClientConfig& c) : cfg_(c), tokens_(c.token, c.token_file) {
     bool v6 = cfg_.host.find(':') != std::string::npos;
     std::string h = v6 ? "[" + cfg_.host + "]" : cfg_.host;
-    host_header_ = cfg_.port == 443 ? h : fmt::format("{}:{}", h, cfg_.port);
+    const int default_port = cfg_.plain_http ? 80 : 443;
+    host_header_ = cfg_.port == default_port ? h : fmt::format("{}:{}", h, cfg_.port);
   }
 
   ~HttpsTransport() override {
@@ -707,6 +759,7 @@ class HttpsTransport final : public Transport {
   }
 
   bool Init(std::string* err) {
+    if (cfg_.plain_http) return true;  // no TLS context: every connection is plain TCP
     std::vector<std::unique_ptr<X509, X509Deleter>> ca;
     if (!cfg_.ca_pem.empty() && !cfg_.insecure_skip_tls_verify) {
       if (!ParseCerts(cfg_.ca_pem, &ca, err)) {
@@ -910,7 +963,7 @@ class HttpsTransport final : public Transport {
 
     if (!a.reused) {
       auto connect = std::min<std::chrono::milliseconds>(req.timeout, std::chrono::seconds(10));
-      if (auto f = raw->Open(cfg_.host, cfg_.port, ctx_, verify_, connect)) {
+      if (auto f = raw->Open(cfg_.host, cfg_.port, ctx_, verify_, connect, cfg_.tls_server_name)) {
         a.failure = std::move(f);
         a.peer = raw->peer();
         finish();
@@ -1048,7 +1101,7 @@ class HttpsTransport final : public Transport {
       const Failure& f = *a.failure;
       bool stale = a.reused && f.closed && !f.timed_out && a.received == 0 &&
                    (f.stage == Stage::kWrite || f.stage == Stage::kRead);
-      if (attempt == 0 && stale) {
+      if (attempt == 0 && stale && req.resend_on_closed_connection) {
         // The server closed this idle connection as we sent on it: send again on a new one.
         ++retries_;
         first = Describe(a);

@@ -1,10 +1,12 @@
 // HTTPS transport to the API server: HTTP/1.1 over OpenSSL, written for this client (no
 // third-party HTTP client), so that every failure can say exactly what failed.
 //
-// Promise: every request is sent over TLS (>= 1.2) with the server certificate verified against
-// the configured CA only (the system roots when no CA is configured; nothing when the config
-// explicitly allows insecure), host name or IP SAN included, with the client certificate and/or a
-// bearer token; the token file is re-read when it changes (checked at most once a second, and
+// Promise: every request is sent over TLS (>= 1.2) (or plain TCP when the config asks for
+// plain_http: only the allocation gateway's upstream does), with the server certificate verified
+// against the configured CA only (the system roots when no CA is configured; nothing when the
+// config explicitly allows insecure), host name or IP SAN included (the config's tls_server_name
+// instead of the host when set, also sent as SNI), with the client certificate and/or a bearer
+// token; the token file is re-read when it changes (checked at most once a second, and
 // immediately after a 401). Every call has a connect timeout and a per-read/per-write timeout.
 // Shutdown() makes in-flight calls (including long watch streams) return promptly with a
 // cancelled error and future calls fail fast. Thread-safe: any number of threads may call
@@ -22,7 +24,8 @@
 //   - a request on a reused connection that fails before any response byte arrived because the
 //     connection was closed or reset (a write error, or EOF / close_notify / ECONNRESET while
 //     waiting for the status line: the server closed an idle connection as we sent on it) is
-//     sent again at once, once, on a new connection, whatever the verb. That is safe for every
+//     sent again at once, once, on a new connection, whatever the verb, unless the request says
+//     resend_on_closed_connection = false. That is safe for every
 //     request this client makes: GET/LIST/WATCH are reads; a JSON patch with a resourceVersion
 //     test and a PUT carrying metadata.resourceVersion cannot apply twice (had the first copy
 //     reached the server, the second fails its precondition with 409/422 and the caller
@@ -77,6 +80,9 @@ struct HttpRequest {
   std::string content_type;                  // for bodies
   std::chrono::milliseconds timeout{30000};  // per socket read/write; connect is min(this, 10s)
   Cancellation* cancel = nullptr;            // optional, not owned
+  // False: never sent a second time, even after a reused connection was found closed (a
+  // non-idempotent call, e.g. a POST that allocates a GameServer): the caller gets the error.
+  bool resend_on_closed_connection = true;
 };
 
 struct HttpResponse {

@@ -1,11 +1,18 @@
 // ClientCaReloader: the CA bundle that client certificates are verified against (mutual TLS),
-// loaded from one PEM file and reloaded when it changes.
+// loaded from one PEM file, or from a directory, and reloaded when it changes.
+//
+// A directory (as agones-allocator reads its `allocator-client-ca` Secret, mounted as one): every
+// file in it named *.crt or *.pem (hidden entries, such as a Secret volume's `..data`, skipped;
+// symlinks followed), each holding one or more PEM certificates. A file without a usable
+// certificate is skipped with a warning, as agones-allocator does; a directory without any usable
+// certificate is an error.
 //
 // Promise: CurrentCa() always returns the last valid bundle (never a half-written one) and is
-// cheap and thread-safe. A polling thread re-reads the file every `interval` through its path (a
-// Kubernetes Secret volume's `..data` symlink swap is seen) and installs the new bundle when the
-// contents changed and every block in it is a PEM certificate. A bad or missing file is logged and
-// counted once per distinct content, and the old bundle keeps verifying. Metrics:
+// cheap and thread-safe. A polling thread re-reads the file (or the directory's file names and
+// contents) every `interval` through its path (a Kubernetes Secret volume's `..data` symlink
+// swap is seen) and installs the new bundle when the contents changed and every block in a file
+// is a PEM certificate. A bad or missing file is logged and counted once per distinct content,
+// and the old bundle keeps verifying. Metrics:
 //   allocating_webhook_client_ca_reloads_total
 //   allocating_webhook_client_ca_reload_failures_total
 #pragma once
@@ -18,6 +25,8 @@
 #include <optional>
 #include <string>
 #include <thread>
+#include <utility>
+#include <vector>
 
 #include <prometheus/counter.h>
 #include <prometheus/registry.h>
@@ -45,7 +54,12 @@ class ClientCaReloader final : public ClientCaSource {
   bool PollOnce();
 
  private:
+  // Reads the file or the directory into files_; returns what change detection compares.
+  std::optional<std::string> Read(std::string* error);
+  CaBundleResult Parse();  // files_ as one bundle
+
   const std::string path_;
+  std::vector<std::pair<std::string, std::string>> files_;  // (path, contents) last read
   const std::chrono::milliseconds interval_;
   prometheus::Counter& reloads_;
   prometheus::Counter& failures_;

@@ -59,6 +59,7 @@ struct ListenerMetrics {
                  .Add({{"listener", listener}})),
         evicted_idle(Evictions(registry).Add({{"listener", listener}, {"kind", "idle"}})),
         evicted_oldest(Evictions(registry).Add({{"listener", listener}, {"kind", "oldest"}})),
+        evicted_waiting(Evictions(registry).Add({{"listener", listener}, {"kind", "waiting"}})),
         timeout_handshake(Timeouts(registry).Add({{"listener", listener}, {"phase", "handshake"}})),
         timeout_request(Timeouts(registry).Add({{"listener", listener}, {"phase", "request"}})),
         timeout_write(Timeouts(registry).Add({{"listener", listener}, {"phase", "write"}})) {}
@@ -68,7 +69,8 @@ struct ListenerMetrics {
         .Name("allocating_webhook_connections_evicted_total")
         .Help(
             "Connections closed to admit a new one at the connection cap (kind: idle "
-            "keep-alive, or the oldest handshake/request in progress)")
+            "keep-alive, the oldest handshake/request in progress, or, when every connection "
+            "waits for its answer, the oldest waiting request)")
         .Register(r);
   }
   static prometheus::Family<prometheus::Counter>& Timeouts(prometheus::Registry& r) {
@@ -83,6 +85,7 @@ struct ListenerMetrics {
   prometheus::Gauge& open;
   prometheus::Counter& evicted_idle;
   prometheus::Counter& evicted_oldest;
+  prometheus::Counter& evicted_waiting;
   prometheus::Counter& timeout_handshake;
   prometheus::Counter& timeout_request;
   prometheus::Counter& timeout_write;
@@ -408,16 +411,40 @@ class Session final : public Connection, public std::enable_shared_from_this<Ses
     Respond(std::move(out), req.version());
   }
 
-  // The asynchronous handler: the connection waits (no deadline, no read) until the Responder is
-  // called; the answer is written on this connection's strand.
-  void DispatchAsync(const HttpRequest& in, unsigned version) {
+  // The asynchronous handler: the connection waits (no deadline) until the Responder is called;
+  // the answer is written on this connection's strand. Meanwhile the connection is read
+  // (WatchClient), so a client that closes it or resets it is seen at once: the handler's
+  // on_abandoned callback runs and the connection closes.
+  struct AnswerState {
+    std::shared_ptr<Session> session;
+    unsigned version = 11;
+    std::atomic<bool> answered{false};
+    // The last Responder copy is gone without an answer: close the connection.
+    ~AnswerState() {
+      if (answered.load()) return;
+      net::post(session->stream_.get_executor(), [s = session] {
+        s->on_abandoned_ = nullptr;  // the handler gave up, not the client
+        s->awaiting_ = false;
+        s->Close();
+      });
+    }
+  };
+
+  void DispatchAsync(HttpRequest& in, unsigned version) {
     lowest().expires_never();
-    auto answered = std::make_shared<std::atomic<bool>>(false);
-    Responder respond = [self = self(), answered, version](HttpResponse out) {
-      if (answered->exchange(true)) return;
-      net::post(self->stream_.get_executor(), [self, version, out = std::move(out)]() mutable {
-        if (self->closed_) return;
-        self->Respond(std::move(out), version);
+    SetPhase(ConnPhase::kWaiting);
+    awaiting_ = true;
+    on_abandoned_ = nullptr;
+    in.on_abandoned = [this](std::function<void()> fn) { on_abandoned_ = std::move(fn); };
+    auto state = std::make_shared<AnswerState>();
+    state->session = self();
+    state->version = version;
+    Responder respond = [state](HttpResponse out) {
+      if (state->answered.exchange(true)) return;
+      auto s = state->session;
+      net::post(s->stream_.get_executor(), [s, version = state->version,
+                                             out = std::move(out)]() mutable {
+        s->Deliver(std::move(out), version);
       });
     };
     std::optional<std::string> failure;
@@ -428,13 +455,54 @@ class Session final : public Connection, public std::enable_shared_from_this<Ses
     } catch (...) {
       failure = "unknown exception";
     }
-    if (failure && !answered->load()) {
+    if (failure && !state->answered.load()) {
       if (opts_.on_error) opts_.on_error(500);
       log::error("internal error serving request",
                  {{"listener", opts_.name}, {"path", std::string(in.path)}, {"error", *failure}});
+      on_abandoned_ = nullptr;
       respond(HttpResponse{
           500, "text/plain; charset=utf-8", fmt::format("internal error: {}\n", *failure), {}});
     }
+    state.reset();
+    respond = nullptr;  // the handler holds the only copies now
+    WatchClient();
+  }
+
+  // While the answer is awaited: read what the client sends (kept for its next request) until it
+  // closes the connection, or until the buffer is full (a client pipelining that much is not
+  // watched further).
+  void WatchClient() {
+    if (closed_ || !awaiting_ || watching_) return;
+    if (buffer_.size() + kFirstReadBytes > buffer_.max_size()) return;
+    watching_ = true;
+    stream_.async_read_some(buffer_.prepare(kFirstReadBytes),
+                            beast::bind_front_handler(&Session::OnWatched, self()));
+  }
+
+  void OnWatched(beast::error_code ec, size_t n) {
+    watching_ = false;
+    if (closed_) return;
+    buffer_.commit(n);
+    if (pending_) {  // the answer came: the read was cancelled to write it
+      auto [out, version] = std::move(*pending_);
+      pending_.reset();
+      if (ec && ec != net::error::operation_aborted) return Close();
+      return Respond(std::move(out), version);
+    }
+    if (ec) return Close();  // the client closed or reset the connection: abandoned
+    WatchClient();
+  }
+
+  void Deliver(HttpResponse out, unsigned version) {
+    if (closed_) return;
+    awaiting_ = false;
+    on_abandoned_ = nullptr;
+    if (watching_) {
+      pending_.emplace(std::move(out), version);
+      lowest().cancel();
+      return;
+    }
+    Respond(std::move(out), version);
   }
 
   void Respond(HttpResponse out, unsigned version) {
@@ -515,6 +583,13 @@ class Session final : public Connection, public std::enable_shared_from_this<Ses
     closed_ = true;
     lowest().close();
     srv_.conns.Remove(id_);
+    if (awaiting_) {  // closed before its answer: the client left, or the connection was evicted
+      awaiting_ = false;
+      if (auto fn = std::move(on_abandoned_)) {
+        on_abandoned_ = nullptr;
+        fn();
+      }
+    }
   }
 
   Impl& srv_;
@@ -535,6 +610,11 @@ class Session final : public Connection, public std::enable_shared_from_this<Ses
   bool discard_after_ = false;
   bool rearm_ = false;
   bool closed_ = false;
+  // Asynchronous handler: a request is with it and not answered yet.
+  bool awaiting_ = false;
+  bool watching_ = false;  // WatchClient's read is outstanding
+  std::function<void()> on_abandoned_;
+  std::optional<std::pair<HttpResponse, unsigned>> pending_;  // an answer waiting for the read
 };
 
 }  // namespace
@@ -544,7 +624,10 @@ void ConnectionServer::Impl::DoAccept() {
 }
 
 void ConnectionServer::Impl::NoteEviction(ConnPhase phase) {
-  (phase == ConnPhase::kIdle ? metrics.evicted_idle : metrics.evicted_oldest).Increment();
+  (phase == ConnPhase::kIdle      ? metrics.evicted_idle
+   : phase == ConnPhase::kWaiting ? metrics.evicted_waiting
+                                  : metrics.evicted_oldest)
+      .Increment();
   const int64_t now = Clock::now().time_since_epoch().count();
   int64_t last = last_eviction_log.load();
   const int64_t gap = std::chrono::duration_cast<Clock::duration>(std::chrono::seconds(10)).count();
@@ -552,7 +635,9 @@ void ConnectionServer::Impl::NoteEviction(ConnPhase phase) {
     log::warn("connection limit reached; closing a connection to admit a new one",
               {{"listener", opts.name},
                {"max_connections", std::to_string(opts.max_connections)},
-               {"closed", phase == ConnPhase::kIdle ? "idle keep-alive" : "oldest in progress"}});
+               {"closed", phase == ConnPhase::kIdle      ? "idle keep-alive"
+                          : phase == ConnPhase::kWaiting ? "oldest waiting request"
+                                                         : "oldest in progress"}});
   }
 }
 
@@ -680,6 +765,10 @@ bool ConnectionServer::WaitStopped(std::chrono::milliseconds timeout) {
     if (t.joinable()) t.join();
   }
   return drained;
+}
+
+bool ConnectionServer::WaitDrained(std::chrono::milliseconds timeout) {
+  return impl_->conns.WaitEmpty(Clock::now() + timeout);
 }
 
 bool ConnectionServer::Serving() const { return impl_->serving.load(); }

@@ -21,19 +21,24 @@
 //   - an asynchronous handler (AsyncHttpHandler) gets the request and a Responder instead of
 //     returning the answer: it may call the Responder later, from any thread, at most once (later
 //     calls are ignored). No deadline runs on the connection meanwhile (the handler owns the
-//     wait); the request it was given stays valid until it answers. Dropping every copy of the
-//     Responder without calling it closes the connection without an answer. An exception thrown by
-//     the handler before it answered -> 500;
+//     wait), but the connection is read: a client that closes or resets it is noticed at once
+//     (HttpRequest::on_abandoned; an end of stream counts, so a client that half-closes its
+//     sending side is taken as gone, as Go's net/http server does), and bytes it pipelines are
+//     kept for its next request. The
+//     request it was given stays valid until it answers. Dropping every copy of the Responder
+//     without calling it closes the connection without an answer. An exception thrown by the
+//     handler before it answered -> 500;
 //   - with a ClientCaSource (tls_context.h) every TLS client must present a certificate that
 //     verifies against the source's current CA bundle, or the handshake fails;
 //   - at most `max_connections` open: a new connection is always accepted and, at the cap, the
 //     connection chosen by ChooseVictim (eviction.h) is closed: idle keep-alive ones first, else
-//     the one whose current handshake/request/response started earliest;
+//     the one whose current handshake/request/response started earliest, and a request waiting
+//     for an asynchronous handler's answer only when nothing else is left;
 //   - Stop(): stop accepting, close idle connections (those with no request bytes pending), answer
 //     every request being read (each within its deadline) with `Connection: close`, then close;
 //     WaitStopped() waits for that (or gives up at its timeout and stops the io threads).
 // Metrics (labelled listener=<name>): allocating_webhook_connections_open,
-// allocating_webhook_connections_evicted_total{kind=idle|oldest},
+// allocating_webhook_connections_evicted_total{kind=idle|oldest|waiting},
 // allocating_webhook_connection_timeouts_total{phase=handshake|request|write}.
 #pragma once
 
@@ -64,6 +69,11 @@ struct HttpRequest {
   // The value of a request header field (case-insensitive name), "" when absent. Valid as long as
   // the request is.
   std::function<std::string_view(std::string_view name)> header;
+  // Asynchronous handlers only, and only during the handler's call: registers a function run
+  // (once, on an io thread; it must not block) when the connection ends before the answer was
+  // given: the client closed or reset it, or it was evicted at the connection cap. Not run once
+  // the Responder has been called. Empty for synchronous handlers.
+  std::function<void(std::function<void()>)> on_abandoned;
 };
 
 struct HttpResponse {
@@ -123,6 +133,8 @@ class ConnectionServer {
   // After Stop(): true when every connection closed within `timeout`; the io threads are stopped
   // either way.
   bool WaitStopped(std::chrono::milliseconds timeout);
+  // After Stop(): true when every connection closed within `timeout`; the io threads keep running.
+  bool WaitDrained(std::chrono::milliseconds timeout);
   // Listening and not stopped.
   bool Serving() const;
   size_t OpenConnections() const;

@@ -4,8 +4,12 @@
 // connection is chosen to make room:
 //   1. an idle keep-alive connection (between two requests; a new connection that has not sent
 //      its first request yet is not idle), the one idle the longest;
-//   2. if none is idle, the connection whose current phase (TLS handshake, request being read,
-//      response being written) started earliest.
+//   2. if none is idle, the connection whose current phase (TLS handshake or the wait for a first
+//      request, request being read, response being written) started earliest;
+//   3. only when every other connection is waiting for its answer (kWaiting: a complete request
+//      handed to an asynchronous handler, e.g. an allocation waiting for its GameServer), the one
+//      that has waited longest. So idle, unauthenticated or half-sent connections (bare TCP
+//      connects included) never push out a request that is being served.
 // A client that opens a connection and finishes its request within milliseconds is therefore
 // never the one chosen while older connections exist, so slow clients (slowloris: a byte every
 // few seconds) can fill the cap but cannot hold it: each new connection evicts the oldest of them.
@@ -23,6 +27,7 @@ enum class ConnPhase {
   kIdle,       // keep-alive, between two requests
   kRequest,    // a request being read (since its first byte)
   kResponse,   // a response being written, or the connection closing
+  kWaiting,    // a whole request is with an asynchronous handler, waiting for its answer
 };
 
 struct ConnSnapshot {

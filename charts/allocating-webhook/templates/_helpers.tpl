@@ -207,14 +207,16 @@ Secret in the cluster when complete (upgrades keep it), else a new CA and servin
 {{- if $g.disableMTLS }}
 - --disable-mtls=true
 {{- else }}
-- --client-ca-file=/etc/allocation-gateway/client-ca/ca.crt
+- --client-ca-dir=/etc/allocation-gateway/client-ca
 {{- end }}
 - --allocator-address={{ $g.allocator.address }}
+{{- if hasPrefix "https://" $g.allocator.address }}
 - --allocator-client-cert-file=/etc/allocation-gateway/allocator/tls.crt
 - --allocator-client-key-file=/etc/allocation-gateway/allocator/tls.key
 - --allocator-ca-file=/etc/allocation-gateway/allocator/ca.crt
+{{- end }}
 {{- range $name, $value := $g.flags }}
-{{- if has $name (list "port" "health-port" "tls-cert-file" "tls-key-file" "client-ca-file" "disable-mtls" "allocator-address" "allocator-client-cert-file" "allocator-client-key-file" "allocator-ca-file") }}
+{{- if has $name (list "port" "health-port" "tls-cert-file" "tls-key-file" "client-ca-file" "client-ca-dir" "disable-mtls" "allocator-address" "allocator-client-cert-file" "allocator-client-key-file" "allocator-ca-file") }}
 {{- fail (printf "gateway.flags.%s is set by the chart (see values.yaml: gateway.ports, gateway.certs, gateway.clientCASecret, gateway.disableMTLS, gateway.allocator)" $name) }}
 {{- end }}
 {{- if and (not (kindIs "invalid" $value)) (ne (toString $value) "") }}
@@ -230,10 +232,10 @@ Secret in the cluster when complete (upgrades keep it), else a new CA and servin
 {{- end -}}
 
 {{- define "aw.gatewayValidate" -}}
-{{- if not (hasPrefix "https://" .Values.gateway.allocator.address) -}}
-{{- fail (printf "gateway.allocator.address must start with https:// (agones-allocator serves TLS), not %q" .Values.gateway.allocator.address) -}}
+{{- if not (or (hasPrefix "https://" .Values.gateway.allocator.address) (hasPrefix "http://" .Values.gateway.allocator.address)) -}}
+{{- fail (printf "gateway.allocator.address must start with https:// (or http:// for an agones-allocator started with --disable-tls), not %q" .Values.gateway.allocator.address) -}}
 {{- end -}}
-{{- if not .Values.gateway.allocator.clientSecret -}}
+{{- if and (hasPrefix "https://" .Values.gateway.allocator.address) (not .Values.gateway.allocator.clientSecret) -}}
 {{- fail "gateway.allocator.clientSecret is required: a Secret with tls.crt/tls.key (the gateway's client certificate towards agones-allocator) and ca.crt" -}}
 {{- end -}}
 {{- if and (not .Values.gateway.disableMTLS) (not .Values.gateway.clientCASecret) -}}

@@ -83,6 +83,14 @@ func TestGateway(t *testing.T) {
 	t.Run("RequestOverSize413", testOverSize)
 	t.Run("BadClientCertificateRefused", testBadClientCert)
 	t.Run("DeadlineHeader", testDeadlineHeader)
+	// Issue 23.
+	t.Run("ClientGoneNoticed", testClientGone)
+	t.Run("DeepNesting400", testDeepNesting)
+	t.Run("InvalidRequestPassedOn", testInvalidRequestPassedOn)
+	t.Run("ServerInPolicyNamespace", testServerInPolicyNamespace)
+	t.Run("RemoteSourcePassedThrough", testRemoteSourcePassedThrough)
+	t.Run("VariantGateway", testVariantGateway)
+	t.Run("ShutdownKeepsAnsweringWaiters", testShutdownKeepsAnsweringWaiters)
 	// Last: it stops the stand-in allocator.
 	t.Run("AllocatorDown503", testAllocatorDown)
 }

@@ -4,9 +4,17 @@ package harness
 // POST /gameserverallocation over mutual TLS, grpc-gateway's JSON (protojson field names), choosing a
 // Ready GameServer and writing it exactly as the real allocator does (AllocateLikeAgonesWith: one
 // full UPDATE with merged labels/annotations and agones.dev/last-allocated), then answering with
-// the AllocationResponse built from the object kube-apiserver returned. What it does not emulate:
-// counters/lists, priorities, Packed/Distributed scoring (it takes the first Ready server by name),
-// multi-cluster forwarding, and the gRPC port.
+// the AllocationResponse built from the object kube-apiserver returned, with protojson's
+// EmitUnpopulated (addresses, counters, lists, ports and metadata maps always present). Like the
+// real one it does not default the request's namespace (none: no server, 429), answers an invalid
+// request (a bad label or annotation key in metadata) with HTTP 500 and body code 422 (grpc-gateway
+// maps the unknown gRPC code 422 to 500), and, when the request enables multiClusterSetting and a
+// policy is set (AllocatorStandin.Policy), allocates in the policy's namespace: answered with
+// source "local", or, for a policy naming a remote endpoint, with source = that endpoint (the
+// server is then made in the policy's namespace of this same API server, standing in for the
+// remote cluster's). What it does not emulate: counters/lists, priorities, Packed/Distributed
+// scoring (it takes the first Ready server by name), forwarding over the network, and the gRPC
+// port.
 
 import (
 	"context"
@@ -35,6 +43,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/dynamic"
 )
 
@@ -145,6 +154,17 @@ type AllocatorStandin struct {
 	// Delay, when set, is slept before each allocation (an allocator under load).
 	Delay atomic.Int64
 	cache *allocatorCache // AllocatorStandinOptions.Cached
+	// Policy, when set, is the GameServerAllocationPolicy applied to requests with
+	// multiClusterSetting.enabled (a request without it is allocated locally, as by Agones).
+	Policy atomic.Pointer[MultiClusterPolicy]
+}
+
+// MultiClusterPolicy: the one connection a multi-cluster request goes to. RemoteEndpoint "" is the
+// local cluster (allocationEndpoints empty): allocated in Namespace with source "local";
+// otherwise the answer carries source RemoteEndpoint, as agones-allocator reports a forwarded one.
+type MultiClusterPolicy struct {
+	Namespace      string
+	RemoteEndpoint string
 }
 
 // StartAllocatorStandin serves the stand-in on a free port of 127.0.0.1, writing GameServers as
@@ -159,7 +179,11 @@ func (cp *ControlPlane) StartAllocatorStandinWith(t testing.TB, opts AllocatorSt
 	t.Helper()
 	dir := filepath.Join(cp.Dir, "allocator", fmt.Sprintf("%d", webhookSeq.Add(1)))
 	serving := NewTestCA(t, filepath.Join(dir, "serving"), "agones-allocator-ca")
-	crt, key := serving.Issue(t, "tls", "agones-allocator", true, "127.0.0.1", "localhost")
+	sans := opts.ServingSANs
+	if len(sans) == 0 {
+		sans = []string{"127.0.0.1", "localhost"}
+	}
+	crt, key := serving.Issue(t, "tls", "agones-allocator", true, sans...)
 	clients := NewTestCA(t, filepath.Join(dir, "clients"), "allocator-client-ca")
 	ccrt, ckey := clients.Issue(t, "client", "allocation-gateway", false)
 	pair, err := tls.LoadX509KeyPair(crt, key)
@@ -172,6 +196,9 @@ func (cp *ControlPlane) StartAllocatorStandinWith(t testing.TB, opts AllocatorSt
 		t.Fatal(err)
 	}
 	a.URL = "https://" + a.ln.Addr().String()
+	if opts.Plain {
+		a.URL = "http://" + a.ln.Addr().String()
+	}
 	mux := http.NewServeMux()
 	if opts.Cached {
 		a.cache = startAllocatorCache(t, cp)
@@ -189,7 +216,12 @@ func (cp *ControlPlane) StartAllocatorStandinWith(t testing.TB, opts AllocatorSt
 		},
 		ErrorLog: nil,
 	}
-	go func() { _ = a.srv.ServeTLS(a.ln, "", "") }()
+	if opts.Plain {
+		a.srv.TLSConfig = nil
+		go func() { _ = a.srv.Serve(a.ln) }()
+	} else {
+		go func() { _ = a.srv.ServeTLS(a.ln, "", "") }()
+	}
 	t.Cleanup(a.Stop)
 	return a
 }
@@ -207,6 +239,9 @@ type allocationRequest struct {
 		Labels      map[string]string `json:"labels"`
 		Annotations map[string]string `json:"annotations"`
 	} `json:"metadata"`
+	MultiClusterSetting *struct {
+		Enabled bool `json:"enabled"`
+	} `json:"multiClusterSetting"`
 }
 
 type allocationPort struct {
@@ -214,16 +249,22 @@ type allocationPort struct {
 	Port int64  `json:"port"`
 }
 
+// protojson with EmitUnpopulated: every field present, empty lists and maps included.
 type allocationResponse struct {
-	GameServerName string           `json:"gameServerName"`
-	Ports          []allocationPort `json:"ports"`
-	Address        string           `json:"address"`
-	NodeName       string           `json:"nodeName"`
-	Source         string           `json:"source"`
-	Metadata       struct {
-		Labels      map[string]string `json:"labels,omitempty"`
-		Annotations map[string]string `json:"annotations,omitempty"`
-	} `json:"metadata"`
+	GameServerName string                 `json:"gameServerName"`
+	Ports          []allocationPort       `json:"ports"`
+	Address        string                 `json:"address"`
+	Addresses      []map[string]string    `json:"addresses"`
+	NodeName       string                 `json:"nodeName"`
+	Source         string                 `json:"source"`
+	Metadata       allocationMetadata     `json:"metadata"`
+	Counters       map[string]interface{} `json:"counters"`
+	Lists          map[string]interface{} `json:"lists"`
+}
+
+type allocationMetadata struct {
+	Labels      map[string]string `json:"labels"`
+	Annotations map[string]string `json:"annotations"`
 }
 
 // grpc-gateway's error body for a gRPC status.
@@ -249,8 +290,28 @@ func (a *AllocatorStandin) serve(w http.ResponseWriter, r *http.Request) {
 		writeGrpcError(w, http.StatusBadRequest, 3, err.Error())
 		return
 	}
+	if msg := invalidMetadata(req); msg != "" {
+		// Allocate returns a 422 metav1.Status; processAllocationRequest turns it into gRPC code 422,
+		// which grpc-gateway answers as HTTP 500.
+		writeGrpcError(w, http.StatusInternalServerError, http.StatusUnprocessableEntity, msg)
+		return
+	}
+	source := "local"
+	if req.MultiClusterSetting != nil && req.MultiClusterSetting.Enabled {
+		p := a.Policy.Load()
+		if p == nil {
+			writeGrpcError(w, http.StatusInternalServerError, 2, "no multi-cluster allocation policy is specified")
+			return
+		}
+		req.Namespace = p.Namespace
+		if p.RemoteEndpoint != "" {
+			source = p.RemoteEndpoint
+		}
+	}
 	if req.Namespace == "" {
-		req.Namespace = "default"
+		// No namespace defaulting: the allocation cache matches none (UnAllocated).
+		writeGrpcError(w, http.StatusTooManyRequests, 8, "there is no available GameServer to allocate")
+		return
 	}
 	if d := time.Duration(a.Delay.Load()); d > 0 {
 		time.Sleep(d)
@@ -283,10 +344,26 @@ func (a *AllocatorStandin) serve(w http.ResponseWriter, r *http.Request) {
 			writeGrpcError(w, http.StatusInternalServerError, 13, err.Error())
 			return
 		}
-		writeResponse(w, got)
+		writeResponseFrom(w, got, source)
 		return
 	}
 	writeGrpcError(w, http.StatusTooManyRequests, 8, "there is no available GameServer to allocate")
+}
+
+// invalidMetadata: what GameServerAllocation validation refuses in the request's metadata (label
+// and annotation keys), as a message; "" when valid.
+func invalidMetadata(req allocationRequest) string {
+	if req.Metadata == nil {
+		return ""
+	}
+	for _, m := range []map[string]string{req.Metadata.Labels, req.Metadata.Annotations} {
+		for k := range m {
+			if errs := validation.IsQualifiedName(k); len(errs) > 0 {
+				return fmt.Sprintf("GameServerAllocation.allocation.agones.dev \"\" is invalid: spec.metadata: Invalid value: %q: %s", k, errs[0])
+			}
+		}
+	}
+	return ""
 }
 
 // pick: the first Ready, not deleting GameServer (by name) matching one of the selectors.
@@ -315,11 +392,32 @@ func (a *AllocatorStandin) pick(ctx context.Context, req allocationRequest) (str
 }
 
 func writeResponse(w http.ResponseWriter, gs *unstructured.Unstructured) {
-	var res allocationResponse
+	writeResponseFrom(w, gs, "local")
+}
+
+func writeResponseFrom(w http.ResponseWriter, gs *unstructured.Unstructured, source string) {
+	res := allocationResponse{
+		Ports:     []allocationPort{},
+		Addresses: []map[string]string{},
+		Counters:  map[string]interface{}{},
+		Lists:     map[string]interface{}{},
+		Metadata:  allocationMetadata{Labels: map[string]string{}, Annotations: map[string]string{}},
+	}
 	res.GameServerName = gs.GetName()
 	res.Address, _, _ = unstructured.NestedString(gs.Object, "status", "address")
 	res.NodeName, _, _ = unstructured.NestedString(gs.Object, "status", "nodeName")
-	res.Source = "local"
+	res.Source = source
+	addrs, _, _ := unstructured.NestedSlice(gs.Object, "status", "addresses")
+	for _, ad := range addrs {
+		m, _ := ad.(map[string]interface{})
+		entry := map[string]string{}
+		for k, v := range m {
+			if sv, ok := v.(string); ok {
+				entry[k] = sv
+			}
+		}
+		res.Addresses = append(res.Addresses, entry)
+	}
 	ports, _, _ := unstructured.NestedSlice(gs.Object, "status", "ports")
 	for _, p := range ports {
 		m, _ := p.(map[string]interface{})
@@ -327,8 +425,12 @@ func writeResponse(w http.ResponseWriter, gs *unstructured.Unstructured) {
 		port, _ := m["port"].(int64)
 		res.Ports = append(res.Ports, allocationPort{Name: name, Port: port})
 	}
-	res.Metadata.Labels = gs.GetLabels()
-	res.Metadata.Annotations = gs.GetAnnotations()
+	for k, v := range gs.GetLabels() {
+		res.Metadata.Labels[k] = v
+	}
+	for k, v := range gs.GetAnnotations() {
+		res.Metadata.Annotations[k] = v
+	}
 	w.Header().Set("Content-Type", "application/json")
 	_ = json.NewEncoder(w).Encode(res)
 }

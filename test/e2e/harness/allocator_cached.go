@@ -31,6 +31,11 @@ type AllocatorStandinOptions struct {
 	// Cached: pick from a watch-fed cache and allocate concurrently (see allocator_cached.go);
 	// false: a LIST per request and one allocation at a time (StartAllocatorStandin).
 	Cached bool
+	// Plain: serve plain HTTP (agones-allocator started with --disable-tls); URL is http://.
+	Plain bool
+	// ServingSANs: the names in its serving certificate (default 127.0.0.1 and localhost), e.g.
+	// only a Service name that the address dialled does not carry.
+	ServingSANs []string
 }
 
 type allocatorCache struct {
@@ -185,7 +190,9 @@ func (a *AllocatorStandin) serveCached(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if req.Namespace == "" {
-		req.Namespace = "default"
+		// As the real allocator: no namespace defaulting, no server found.
+		writeGrpcError(w, http.StatusTooManyRequests, 8, "there is no available GameServer to allocate")
+		return
 	}
 	if d := time.Duration(a.Delay.Load()); d > 0 {
 		time.Sleep(d)

@@ -122,7 +122,7 @@ func TestHelmGateway(t *testing.T) {
 		}
 		if i := strings.Index(a, "="); i > 0 {
 			for mp, dir := range mounts {
-				if strings.HasPrefix(a[i+1:], mp+"/") {
+				if v := a[i+1:]; v == mp || strings.HasPrefix(v, mp+"/") {
 					a = a[:i+1] + dir + a[i+1+len(mp):]
 					break
 				}

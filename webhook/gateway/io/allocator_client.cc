@@ -26,18 +26,24 @@ AllocatorClient::~AllocatorClient() { Stop(); }
 Status AllocatorClient::Init() {
   kube::ClientConfig cfg;
   std::string_view rest = options_.address;
-  if (!rest.starts_with("https://")) {
-    return Status::InvalidArgument(
-        fmt::format("--allocator-address: {:?} must be an https:// URL", options_.address));
+  if (rest.starts_with("https://")) {
+    rest.remove_prefix(8);
+  } else if (rest.starts_with("http://")) {
+    rest.remove_prefix(7);
+    plain_ = true;
+  } else {
+    return Status::InvalidArgument(fmt::format(
+        "--allocator-address: {:?} must be an https:// URL (or http:// for an allocator started "
+        "with --disable-tls)",
+        options_.address));
   }
-  rest.remove_prefix(8);
   const size_t slash = rest.find('/');
   std::string_view hostport = rest.substr(0, slash);
   if (slash != std::string_view::npos) {
     base_path_ = std::string(rest.substr(slash));
     while (!base_path_.empty() && base_path_.back() == '/') base_path_.pop_back();
   }
-  cfg.port = 443;
+  cfg.port = plain_ ? 80 : 443;
   if (hostport.starts_with("[")) {
     const size_t close = hostport.find(']');
     if (close == std::string_view::npos) {
@@ -72,6 +78,15 @@ Status AllocatorClient::Init() {
         fmt::format("--allocator-address: no host in {:?}", options_.address));
   }
   cfg.base_path = base_path_;
+  cfg.plain_http = plain_;
+  cfg.tls_server_name = options_.server_name;
+  if (plain_ && (!options_.ca_file.empty() || !options_.client_cert_file.empty() ||
+                 !options_.server_name.empty())) {
+    return Status::InvalidArgument(
+        "--allocator-address is http:// (no TLS): --allocator-ca-file, "
+        "--allocator-client-cert-file/--allocator-client-key-file and --allocator-server-name "
+        "do not apply");
+  }
   if (!options_.ca_file.empty()) {
     if (Status s = ReadFile(options_.ca_file, "allocator-ca-file", &cfg.ca_pem); !s.ok()) return s;
   }
@@ -123,11 +138,20 @@ void AllocatorClient::Stop() {
   }
 }
 
-void AllocatorClient::Allocate(std::string body, std::chrono::milliseconds timeout, Done done) {
+std::chrono::milliseconds AllocatorClient::AttemptTimeout(
+    std::chrono::nanoseconds per_attempt, std::chrono::steady_clock::time_point deadline,
+    std::chrono::steady_clock::time_point now) {
+  const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - now);
+  const auto cap = std::chrono::duration_cast<std::chrono::milliseconds>(per_attempt);
+  return std::min(left, std::max(std::chrono::milliseconds(1), cap));
+}
+
+void AllocatorClient::Allocate(std::string body, std::chrono::steady_clock::time_point deadline,
+                               Done done) {
   {
     std::lock_guard lock(mu_);
     if (!stopping_) {
-      queue_.push_back(Call{std::move(body), timeout, std::move(done)});
+      queue_.push_back(Call{std::move(body), deadline, std::move(done)});
       cv_.notify_one();
       return;
     }
@@ -145,12 +169,23 @@ void AllocatorClient::Work() {
       call = std::move(queue_.front());
       queue_.pop_front();
     }
+    const auto timeout =
+        AttemptTimeout(options_.timeout, call.deadline, std::chrono::steady_clock::now());
+    if (timeout.count() <= 0) {
+      call.done({Status::DeadlineExceeded(
+                     "the request's deadline passed while it waited for an allocator worker "
+                     "(--allocator-workers)"),
+                 0,
+                 {}});
+      continue;
+    }
     kube::HttpRequest req;
     req.method = "POST";
     req.path = "/gameserverallocation";
     req.body = std::move(call.body);
     req.content_type = "application/json";
-    req.timeout = std::max(std::chrono::milliseconds(1), call.timeout);
+    req.timeout = timeout;
+    req.resend_on_closed_connection = false;
     auto res = transport_->Do(req);
     if (!res) {
       call.done({Status::Unavailable(res.error().message), 0, {}});

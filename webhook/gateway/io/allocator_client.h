@@ -1,12 +1,23 @@
 // AllocatorClient: calls agones-allocator's REST API (POST /gameserverallocation) over mutual TLS
-// (the gateway's client certificate, the allocator's CA), from a fixed pool of worker threads.
+// (the gateway's client certificate, the allocator's CA), or plain HTTP for an allocator started
+// with --disable-tls (an http:// address), from a fixed pool of worker threads.
 //
 // Promise:
 //   - Allocate() never blocks: the call is queued and run by one of `workers` threads (at most
 //     that many allocator calls at once; the HTTP/1.1 connections are kept alive and reused,
 //     kube/transport.h), and `done` is called on that worker thread with the allocator's HTTP
-//     status and body, or with a non-OK Status (Unavailable) when no HTTP answer came: connect,
-//     TLS or timeout failure, or the client is stopped.
+//     status and body, or with a non-OK Status when no HTTP answer came: Unavailable for a
+//     connect, TLS or timeout failure or a stopped client; DeadlineExceeded, without any call,
+//     when the request's deadline passed while the call was queued (queue time counts against
+//     the request's deadline).
+//   - One attempt: connect, TLS handshake, each write and each read must each finish within
+//     min(`timeout`, time left to the request's deadline when a worker takes the call).
+//   - A POST is sent once: never re-sent by the transport, even when a reused keep-alive
+//     connection turns out closed (the allocator may have allocated a server for the first copy;
+//     sending again could allocate a second one). That failure is Unavailable like any other.
+//   - `server_name` replaces the address's host as the TLS SNI and the name verified in the
+//     allocator's certificate (Agones' generated `allocator-tls` certificate carries no DNS name
+//     that a Service address would match).
 //   - Init() loads the PEM files and returns InvalidArgument naming the bad flag or file.
 #pragma once
 
@@ -26,11 +37,14 @@
 namespace aw::gateway {
 
 struct AllocatorOptions {
+  // https://host[:port][/prefix], or http://... for an allocator started with --disable-tls.
   std::string address = "https://agones-allocator.agones-system.svc:443";
+  std::string server_name;  // TLS SNI and verified name ("" = the address's host)
   std::string ca_file;           // the allocator's CA ("" = system roots)
   std::string client_cert_file;  // the gateway's client certificate (mTLS)
   std::string client_key_file;
-  std::chrono::nanoseconds timeout = std::chrono::seconds(10);  // per call, capped by the request
+  // Per attempt, capped by what is left of the request's deadline.
+  std::chrono::nanoseconds timeout = std::chrono::seconds(10);
   size_t workers = 8;
 };
 
@@ -52,12 +66,19 @@ class AllocatorClient {
   void Stop();  // fails queued calls with Unavailable, joins the workers; idempotent
 
   using Done = std::function<void(AllocatorAnswer)>;
-  void Allocate(std::string body, std::chrono::milliseconds timeout, Done done);
+  // `deadline`: the request's; the call is not made once it has passed.
+  void Allocate(std::string body, std::chrono::steady_clock::time_point deadline, Done done);
+  // The timeout of an attempt that a worker starts at `now`: min(per-attempt timeout, time left);
+  // zero or less means the deadline passed in the queue.
+  static std::chrono::milliseconds AttemptTimeout(std::chrono::nanoseconds per_attempt,
+                                                  std::chrono::steady_clock::time_point deadline,
+                                                  std::chrono::steady_clock::time_point now);
+  bool plain() const { return plain_; }
 
  private:
   struct Call {
     std::string body;
-    std::chrono::milliseconds timeout;
+    std::chrono::steady_clock::time_point deadline;
     Done done;
   };
   void Work();
@@ -65,6 +86,7 @@ class AllocatorClient {
   const AllocatorOptions options_;
   std::unique_ptr<kube::Transport> transport_;
   std::string base_path_;
+  bool plain_ = false;
   std::mutex mu_;
   std::condition_variable cv_;
   std::deque<Call> queue_;

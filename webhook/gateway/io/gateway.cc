@@ -32,6 +32,13 @@ struct Gateway::Metrics {
                      .Name("allocating_gateway_attempts_total")
                      .Help("Calls to agones-allocator, by result")
                      .Register(r)),
+        abandoned(prometheus::BuildCounter()
+                      .Name("allocating_gateway_abandoned_total")
+                      .Help("Requests whose client went away before the answer (closed or reset "
+                            "the connection, or it was evicted), by phase: waiting for the "
+                            "GameServer's confirmation, or allocating (the allocator call in "
+                            "flight)")
+                      .Register(r)),
         waiting(prometheus::BuildGauge()
                     .Name("allocating_gateway_waiting")
                     .Help("Requests waiting for their GameServer to be confirmed")
@@ -55,10 +62,12 @@ struct Gateway::Metrics {
   }
   void Retry(const std::string& reason) { retries.Add({{"reason", reason}}).Increment(); }
   void Attempt(const std::string& result) { attempts.Add({{"result", result}}).Increment(); }
+  void Abandoned(const std::string& phase) { abandoned.Add({{"phase", phase}}).Increment(); }
 
   prometheus::Family<prometheus::Counter>& requests;
   prometheus::Family<prometheus::Counter>& retries;
   prometheus::Family<prometheus::Counter>& attempts;
+  prometheus::Family<prometheus::Counter>& abandoned;
   prometheus::Gauge& waiting;
   prometheus::Histogram& duration;
   std::mutex mu;
@@ -75,6 +84,9 @@ struct Gateway::Call {
   std::vector<std::string> history;  // "gs-a: timed out ..." per lost attempt
   server::Responder respond;
   std::atomic<bool> finished{false};
+  std::atomic<bool> abandoned{false};  // the client went away
+  std::mutex mu;                       // guards ticket
+  WaiterRegistry::Ticket ticket;       // while waiting for a GameServer
 };
 
 namespace {
@@ -139,6 +151,12 @@ void Gateway::Handle(const server::HttpRequest& req, server::Responder respond) 
     return respond(JsonAnswer(
         413, ErrorBody(GrpcCode::kResourceExhausted, "request body larger than the limit")));
   }
+  if (draining_.load()) {
+    metrics_->Request(503);
+    auto res = ErrorAnswer(GrpcCode::kUnavailable, "the gateway is shutting down");
+    res.headers.emplace_back("Connection", "close");
+    return respond(std::move(res));
+  }
   auto call = std::make_shared<Call>();
   call->start = Clock::now();
   call->respond = std::move(respond);
@@ -150,7 +168,9 @@ void Gateway::Handle(const server::HttpRequest& req, server::Responder respond) 
   if (Status s = ParseAllocationRequest(call->body, &parsed); !s.ok()) {
     return Finish(call, ErrorAnswer(GrpcCode::kInvalidArgument, s.message()));
   }
-  call->ns = parsed.namespace_.empty() ? "default" : parsed.namespace_;
+  // The request's namespace as given: agones-allocator does not default it (an allocation without
+  // one finds no GameServer); the server is looked for wherever the allocator put it anyway.
+  call->ns = parsed.namespace_;
   std::chrono::nanoseconds length = options_.default_deadline;
   if (parsed.deadline) {
     if (*parsed.deadline > options_.max_deadline) {
@@ -171,18 +191,73 @@ void Gateway::Handle(const server::HttpRequest& req, server::Responder respond) 
   call->deadline_length = length;
   call->deadline = call->start + std::chrono::duration_cast<Clock::duration>(length);
   in_flight_.fetch_add(1);
+  if (req.on_abandoned) {
+    std::weak_ptr<Call> weak = call;
+    req.on_abandoned([this, weak] {
+      if (auto c = weak.lock()) OnClientGone(c);
+    });
+  }
   Attempt(call);
 }
 
 void Gateway::Attempt(const std::shared_ptr<Call>& call) {
   ++call->attempts;
-  const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(call->deadline -
-                                                                         Clock::now());
-  allocator_.Allocate(call->body, std::max(std::chrono::milliseconds(1), left),
+  allocator_.Allocate(call->body, call->deadline,
                       [this, call](AllocatorAnswer a) { OnAllocated(call, std::move(a)); });
 }
 
+server::HttpResponse Gateway::NoServer(std::string_view message) const {
+  return JsonAnswer(options_.unallocated_status, ErrorBody(GrpcCode::kResourceExhausted, message));
+}
+
+void Gateway::OnClientGone(const std::shared_ptr<Call>& call) {
+  if (call->finished.load() || call->abandoned.exchange(true)) return;
+  WaiterRegistry::Ticket ticket;
+  {
+    std::lock_guard lock(call->mu);
+    ticket = call->ticket;
+  }
+  // Waiting: the wait ends now (OnDecided reports it). Allocating: OnAllocated reports it when
+  // the allocator answers.
+  waiters_.Cancel(ticket, "abandoned");
+}
+
+void Gateway::ReportAbandoned(const std::shared_ptr<Call>& call, AbandonedAllocation a) {
+  metrics_->Abandoned(a.phase);
+  log::warn("the client went away before its answer; the allocated GameServer is left for "
+            "nobody",
+            {{"gameserver", a.namespace_ + "/" + a.name},
+             {"allocation", a.last_allocated},
+             {"phase", a.phase},
+             {"waited", util::FormatDuration(Clock::now() - call->start)}});
+  if (options_.on_abandoned) options_.on_abandoned(a);
+}
+
 void Gateway::OnAllocated(const std::shared_ptr<Call>& call, AllocatorAnswer a) {
+  if (call->abandoned.load()) {
+    AllocationResponse parsed;
+    if (a.status.ok() && a.http_status == 200 && ParseAllocationResponse(a.body, &parsed).ok()) {
+      metrics_->Attempt("allocated");
+      ReportAbandoned(call, {call->ns, parsed.game_server_name, parsed.last_allocated,
+                             "allocating"});
+    } else {
+      metrics_->Abandoned("allocating");
+      log::info("the client went away before the allocator answered; nothing was allocated",
+                {{"status", std::to_string(a.http_status)}});
+    }
+    return Finish(call, ErrorAnswer(GrpcCode::kUnavailable, "abandoned"));
+  }
+  if (!a.status.ok() && a.status.code() == Status::Code::kDeadlineExceeded) {
+    metrics_->Attempt("queued_past_deadline");
+    std::string msg = fmt::format("{}: the deadline of {} passed before the allocator was called "
+                                  "({})",
+                                  kNoServerMessage, util::FormatDuration(call->deadline_length),
+                                  a.status.message());
+    if (!call->history.empty()) {
+      msg += fmt::format(" (earlier attempts: {})", Joined(call->history));
+    }
+    return Finish(call, NoServer(msg));
+  }
   if (!a.status.ok()) {
     metrics_->Attempt("unavailable");
     log::warn("allocator unavailable", {{"error", a.status.message()}});
@@ -196,7 +271,10 @@ void Gateway::OnAllocated(const std::shared_ptr<Call>& call, AllocatorAnswer a) 
     // A later attempt: keep the allocator's code, say what happened before.
     std::string msg = fmt::format("{} (earlier attempts: {})", ErrorMessageOf(a.body),
                                   Joined(call->history));
-    if (a.http_status == 429) return Finish(call, ErrorAnswer(GrpcCode::kResourceExhausted, msg));
+    if (a.http_status == 429 ||
+        ErrorCodeOf(a.body) == static_cast<int>(GrpcCode::kResourceExhausted)) {
+      return Finish(call, NoServer(msg));
+    }
     return Finish(call, JsonAnswer(a.http_status, std::move(a.body)));
   }
   AllocationResponse parsed;
@@ -204,21 +282,44 @@ void Gateway::OnAllocated(const std::shared_ptr<Call>& call, AllocatorAnswer a) 
     metrics_->Attempt("bad_answer");
     return Finish(call, ErrorAnswer(GrpcCode::kInternal, s.message()));
   }
+  if (parsed.remote) {
+    // Allocated by another cluster: not in the local watch. Its gateway (the policy's endpoint)
+    // is the one that can wait for it.
+    metrics_->Attempt("remote");
+    return Finish(call, JsonAnswer(200, std::move(a.body)));
+  }
   metrics_->Attempt("allocated");
   if (!parsed.gated) return Finish(call, JsonAnswer(200, std::move(a.body)));
   metrics_->waiting.Increment();
   auto body = std::make_shared<std::string>(std::move(a.body));
   const std::string name = parsed.game_server_name;
-  waiters_.Wait(call->ns, name, parsed.last_allocated, call->deadline,
-                [this, call, body, name](const Decision& d, const kube::ObjectPtr& obj) {
-                  metrics_->waiting.Decrement();
-                  OnDecided(call, *body, name, d, obj);
-                });
+  const std::string last = parsed.last_allocated;
+  WaiterRegistry::Ticket ticket = waiters_.Wait(
+      call->ns, name, last, call->deadline,
+      [this, call, body, name, last](const Decision& d, const kube::ObjectPtr& obj,
+                                     const std::string& ns) {
+        metrics_->waiting.Decrement();
+        OnDecided(call, *body, name, last, ns, d, obj);
+      });
+  {
+    std::lock_guard lock(call->mu);
+    call->ticket = ticket;
+  }
+  // The client may have gone between the allocator's answer and the registration.
+  if (call->abandoned.load()) waiters_.Cancel(ticket, "abandoned");
 }
 
 void Gateway::OnDecided(const std::shared_ptr<Call>& call, const std::string& response_body,
-                        const std::string& gs_name, const Decision& d,
-                        const kube::ObjectPtr& obj) {
+                        const std::string& gs_name, const std::string& last_allocated,
+                        const std::string& ns, const Decision& d, const kube::ObjectPtr& obj) {
+  {
+    std::lock_guard lock(call->mu);
+    call->ticket.reset();
+  }
+  if (d.verdict == Verdict::kWait && d.reason == "abandoned") {
+    ReportAbandoned(call, {ns, gs_name, last_allocated, "waiting"});
+    return Finish(call, ErrorAnswer(GrpcCode::kUnavailable, "abandoned"));
+  }
   switch (d.verdict) {
     case Verdict::kAnswer: {
       std::string out;
@@ -230,7 +331,7 @@ void Gateway::OnDecided(const std::shared_ptr<Call>& call, const std::string& re
     case Verdict::kRetry:
       metrics_->Retry(ReasonLabel(d.reason));
       log::info("allocation lost while waiting; allocating again",
-                {{"gameserver", call->ns + "/" + gs_name}, {"reason", d.reason},
+                {{"gameserver", ns + "/" + gs_name}, {"reason", d.reason},
                  {"attempt", std::to_string(call->attempts)}});
       return Retry(call, fmt::format("{}: {}", gs_name, d.reason));
     case Verdict::kWait:
@@ -239,13 +340,11 @@ void Gateway::OnDecided(const std::shared_ptr<Call>& call, const std::string& re
       }
       call->history.push_back(fmt::format("{}: not confirmed playable within the deadline",
                                           gs_name));
-      return Finish(call,
-                    ErrorAnswer(GrpcCode::kResourceExhausted,
-                                fmt::format("{}: no allocated GameServer was confirmed playable "
-                                            "within {} ({})",
-                                            kNoServerMessage,
-                                            util::FormatDuration(call->deadline_length),
-                                            Joined(call->history))));
+      return Finish(call, NoServer(fmt::format("{}: no allocated GameServer was confirmed "
+                                               "playable within {} ({})",
+                                               kNoServerMessage,
+                                               util::FormatDuration(call->deadline_length),
+                                               Joined(call->history))));
   }
 }
 
@@ -255,8 +354,7 @@ void Gateway::Retry(const std::shared_ptr<Call>& call, const std::string& what) 
     return Attempt(call);
   }
   const bool out_of_time = call->deadline <= Clock::now();
-  Finish(call, ErrorAnswer(GrpcCode::kResourceExhausted,
-                           fmt::format("{}: {} ({})", kNoServerMessage,
+  Finish(call, NoServer(fmt::format("{}: {} ({})", kNoServerMessage,
                                        out_of_time
                                            ? fmt::format("the deadline of {} passed",
                                                          util::FormatDuration(call->deadline_length))
@@ -266,7 +364,7 @@ void Gateway::Retry(const std::shared_ptr<Call>& call, const std::string& what) 
 
 void Gateway::Finish(const std::shared_ptr<Call>& call, server::HttpResponse res) {
   if (call->finished.exchange(true)) return;
-  metrics_->Request(res.status);
+  if (!call->abandoned.load()) metrics_->Request(res.status);
   metrics_->duration.Observe(
       std::chrono::duration<double>(Clock::now() - call->start).count());
   if (call->attempts > 0) in_flight_.fetch_sub(1);

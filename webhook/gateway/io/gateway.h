@@ -7,23 +7,37 @@
 //     {"code":5,"message":"Not Found"} (grpc-gateway's answers); /healthz on this port -> "ok";
 //   - the request is forwarded unchanged to the allocator; its errors are answered as it gave
 //     them (status and body); no HTTP answer from it -> 503 {"code":14,...};
-//   - an allocation whose GameServer is not gated is answered at once with the allocator's body;
-//     a gated one waits (WaiterRegistry) until Decide() says kAnswer -> 200 with the allocator's
+//   - an allocation whose GameServer is not gated, or that another cluster made (`source` not
+//     "local": a multi-cluster policy's remote endpoint), is answered at once with the
+//     allocator's body; a gated local one waits, in whatever namespace the allocator put it,
+//     (WaiterRegistry) until Decide() says kAnswer -> 200 with the allocator's
 //     body, metadata refreshed from the GameServer; kRetry -> allocate again with the same
 //     request while attempts and time remain; the request's deadline (header
 //     X-Allocating-Deadline, annotation allocating.agones.dev/gateway-deadline, else the
 //     default; at most `max_deadline`) bounds everything; out of attempts or time -> 429
-//     {"code":8,"message":"there is no available GameServer to allocate: <what happened>"}.
+//     {"code":8,"message":"there is no available GameServer to allocate: <what happened>"}, with
+//     `unallocated_status` (429 by default) as the HTTP status of every such "no server" answer
+//     the gateway makes itself; the deadline passing while the call was queued for an allocator
+//     worker is such an answer too;
+//   - a client that goes away before its answer (HttpRequest::on_abandoned: it closed or reset
+//     the connection, or the connection was evicted) is noticed at once: its wait is cancelled,
+//     allocating_gateway_abandoned_total{phase} counts it, a warning names the GameServer, and
+//     `on_abandoned` is called with that GameServer (when one was allocated for it: also when the
+//     allocator's answer comes after the client left). Releasing the server is that hook's job;
+//   - after BeginDrain() (SIGTERM), a new allocation request is refused with 503
+//     {"code":14,"message":"the gateway is shutting down"}; requests already accepted go on
+//     (waiting, and re-allocating) until answered;
 //   - every answer is given exactly once, from whatever thread decided it; no thread waits.
 // Metrics: allocating_gateway_requests_total{code}, allocating_gateway_retries_total{reason},
 // allocating_gateway_waiting, allocating_gateway_request_duration_seconds,
-// allocating_gateway_attempts_total{result}.
+// allocating_gateway_attempts_total{result}, allocating_gateway_abandoned_total{phase}.
 #pragma once
 
 #include <prometheus/registry.h>
 
 #include <atomic>
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -40,10 +54,21 @@ template <typename T> class Family;
 
 namespace aw::gateway {
 
+// A GameServer allocated for a request whose client went away before the answer.
+struct AbandonedAllocation {
+  std::string namespace_;       // where the gateway saw it (else the request's namespace)
+  std::string name;
+  std::string last_allocated;   // the allocation's agones.dev/last-allocated (its id)
+  std::string phase;            // "waiting" (for confirmation) or "allocating" (answer came late)
+};
+
 struct GatewayOptions {
   std::chrono::nanoseconds default_deadline = std::chrono::seconds(30);
   std::chrono::nanoseconds max_deadline = std::chrono::minutes(10);
   int max_attempts = 3;
+  int unallocated_status = 429;  // HTTP status of the gateway's own "no server" answers
+  // Called (quickly, from any thread) for each abandoned allocation that holds a GameServer.
+  std::function<void(const AbandonedAllocation&)> on_abandoned;
 };
 
 class Gateway {
@@ -57,6 +82,9 @@ class Gateway {
   // The ConnectionServer's asynchronous handler.
   void Handle(const server::HttpRequest& req, server::Responder respond);
   size_t InFlight() const { return in_flight_.load(); }
+  // Refuse new requests from now on (503); accepted ones go on.
+  void BeginDrain() { draining_.store(true); }
+  bool Draining() const { return draining_.load(); }
 
  private:
   struct Call;
@@ -64,7 +92,11 @@ class Gateway {
   void Attempt(const std::shared_ptr<Call>& call);
   void OnAllocated(const std::shared_ptr<Call>& call, AllocatorAnswer answer);
   void OnDecided(const std::shared_ptr<Call>& call, const std::string& response_body,
-                 const std::string& gs_name, const Decision& d, const kube::ObjectPtr& obj);
+                 const std::string& gs_name, const std::string& last_allocated,
+                 const std::string& ns, const Decision& d, const kube::ObjectPtr& obj);
+  void OnClientGone(const std::shared_ptr<Call>& call);
+  void ReportAbandoned(const std::shared_ptr<Call>& call, AbandonedAllocation a);
+  server::HttpResponse NoServer(std::string_view message) const;
   void Retry(const std::shared_ptr<Call>& call, const std::string& what);
   void Finish(const std::shared_ptr<Call>& call, server::HttpResponse res);
 
@@ -74,6 +106,7 @@ class Gateway {
   const WaiterRegistry::Lookup lookup_;
   std::unique_ptr<Metrics> metrics_;
   std::atomic<size_t> in_flight_{0};
+  std::atomic<bool> draining_{false};
 };
 
 }  // namespace aw::gateway

@@ -3,8 +3,10 @@
 #include <boost/asio/post.hpp>
 #include <boost/asio/steady_timer.hpp>
 
+#include <algorithm>
 #include <vector>
 
+#include "gate/keys.h"
 #include "util/log.h"
 
 namespace aw::gateway {
@@ -12,12 +14,19 @@ namespace aw::gateway {
 namespace net = boost::asio;
 
 struct WaiterRegistry::Waiter {
-  Waiter(net::io_context& ioc, std::string k, std::string la, Done d)
-      : key(std::move(k)), last_allocated(std::move(la)), done(std::move(d)), timer(ioc) {}
-  const std::string key;
+  Waiter(net::io_context& ioc, std::string n, std::string hint, std::string la, Done d)
+      : name(std::move(n)),
+        ns_hint(std::move(hint)),
+        last_allocated(std::move(la)),
+        done(std::move(d)),
+        timer(ioc) {}
+  const std::string name;
+  const std::string ns_hint;
   const std::string last_allocated;
   Done done;
   net::steady_timer timer;  // touched on the timer thread only
+  std::mutex mu;            // guards bound_ns
+  std::string bound_ns;     // "" until the allocation was seen
 };
 
 WaiterRegistry::WaiterRegistry(Lookup lookup)
@@ -58,20 +67,21 @@ size_t WaiterRegistry::Waiting() const {
   return waiters_.size();
 }
 
-void WaiterRegistry::Wait(const std::string& ns, const std::string& name,
-                          std::string last_allocated,
-                          std::chrono::steady_clock::time_point deadline, Done done) {
-  const std::string key = ns + "/" + name;
-  auto w = std::make_shared<Waiter>(timers_, key, std::move(last_allocated), std::move(done));
+WaiterRegistry::Ticket WaiterRegistry::Wait(const std::string& ns_hint, const std::string& name,
+                                            std::string last_allocated,
+                                            std::chrono::steady_clock::time_point deadline,
+                                            Done done) {
+  auto w = std::make_shared<Waiter>(timers_, name, ns_hint, std::move(last_allocated),
+                                    std::move(done));
   bool stopped;
   {
     std::lock_guard lock(mu_);
     stopped = stopped_;
-    if (!stopped) waiters_.emplace(key, w);
+    if (!stopped) waiters_.emplace(name, w);
   }
   if (stopped) {
-    w->done({Verdict::kWait, "stopped"}, nullptr);
-    return;
+    w->done({Verdict::kWait, "stopped"}, nullptr, ns_hint);
+    return {};
   }
   std::weak_ptr<Waiter> weak = w;
   net::post(timers_, [this, weak, deadline] {
@@ -83,27 +93,55 @@ void WaiterRegistry::Wait(const std::string& ns, const std::string& name,
       if (auto s = weak.lock()) Finish(s, {Verdict::kWait, "deadline"}, nullptr);
     });
   });
-  // The cache may already hold the allocator's write (or a later one).
-  Decision d = Decide(nullptr, false, w->last_allocated);
-  kube::ObjectPtr obj = lookup_ ? lookup_(ns, name) : nullptr;
-  if (obj) {
-    const gate::GameServerView view = gate::ParseGameServer(*obj->doc);
-    d = Decide(&view, false, w->last_allocated);
+  // The cache may already hold the allocator's write (or a later one): the copy of this very
+  // allocation first, wherever it is, then the copy in the request's namespace.
+  if (lookup_) {
+    std::vector<kube::ObjectPtr> copies = lookup_(name);
+    std::stable_partition(copies.begin(), copies.end(), [&w](const kube::ObjectPtr& o) {
+      const gate::GameServerView v = gate::ParseGameServer(*o->doc);
+      return v.Annotation(keys::kLastAllocated).value_or("") == w->last_allocated;
+    });
+    for (const auto& obj : copies) {
+      Decision d = Judge(*w, obj, false);
+      if (d.verdict != Verdict::kWait) {
+        Finish(w, d, obj);
+        break;
+      }
+    }
   }
-  if (d.verdict != Verdict::kWait) Finish(w, d, obj);
+  return weak;
 }
 
-void WaiterRegistry::Evaluate(const std::string& key, const kube::ObjectPtr& obj, bool deleted) {
+void WaiterRegistry::Cancel(const Ticket& ticket, const std::string& reason) {
+  if (auto w = ticket.lock()) Finish(w, {Verdict::kWait, reason}, nullptr);
+}
+
+Decision WaiterRegistry::Judge(Waiter& w, const kube::ObjectPtr& obj, bool deleted) {
+  const gate::GameServerView view = gate::ParseGameServer(*obj->doc);
+  {
+    std::lock_guard lock(w.mu);
+    if (w.bound_ns.empty()) {
+      if (view.Annotation(keys::kLastAllocated).value_or("") == w.last_allocated) {
+        w.bound_ns = obj->namespace_;  // this allocation's copy: the server is here
+      } else if (obj->namespace_ != w.ns_hint) {
+        return {Verdict::kWait, "another namespace's GameServer"};
+      }
+    } else if (obj->namespace_ != w.bound_ns) {
+      return {Verdict::kWait, "another namespace's GameServer"};
+    }
+  }
+  return Decide(&view, deleted, w.last_allocated);
+}
+
+void WaiterRegistry::Evaluate(const kube::ObjectPtr& obj, bool deleted) {
   std::vector<std::shared_ptr<Waiter>> matched;
   {
     std::lock_guard lock(mu_);
-    auto [b, e] = waiters_.equal_range(key);
+    auto [b, e] = waiters_.equal_range(obj->name);
     for (auto it = b; it != e; ++it) matched.push_back(it->second);
   }
-  if (matched.empty()) return;
-  const gate::GameServerView view = obj ? gate::ParseGameServer(*obj->doc) : gate::GameServerView{};
   for (auto& w : matched) {
-    Decision d = Decide(&view, deleted, w->last_allocated);
+    Decision d = Judge(*w, obj, deleted);
     if (d.verdict != Verdict::kWait) Finish(w, d, obj);
   }
 }
@@ -112,7 +150,7 @@ void WaiterRegistry::Finish(const std::shared_ptr<Waiter>& w, const Decision& d,
                             const kube::ObjectPtr& obj) {
   {
     std::lock_guard lock(mu_);
-    auto [b, e] = waiters_.equal_range(w->key);
+    auto [b, e] = waiters_.equal_range(w->name);
     auto it = b;
     for (; it != e; ++it) {
       if (it->second == w) break;
@@ -121,15 +159,16 @@ void WaiterRegistry::Finish(const std::shared_ptr<Waiter>& w, const Decision& d,
     waiters_.erase(it);
   }
   net::post(timers_, [w] { w->timer.cancel(); });
-  w->done(d, obj);
+  std::string ns;
+  {
+    std::lock_guard lock(w->mu);
+    ns = w->bound_ns.empty() ? w->ns_hint : w->bound_ns;
+  }
+  w->done(d, obj, ns);
 }
 
-void WaiterRegistry::OnUpsert(const kube::ObjectPtr& obj) {
-  Evaluate(obj->namespace_ + "/" + obj->name, obj, false);
-}
+void WaiterRegistry::OnUpsert(const kube::ObjectPtr& obj) { Evaluate(obj, false); }
 
-void WaiterRegistry::OnDelete(const kube::ObjectPtr& last_known) {
-  Evaluate(last_known->namespace_ + "/" + last_known->name, last_known, true);
-}
+void WaiterRegistry::OnDelete(const kube::ObjectPtr& last_known) { Evaluate(last_known, true); }
 
 }  // namespace aw::gateway

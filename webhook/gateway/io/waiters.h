@@ -1,20 +1,30 @@
-// WaiterRegistry: the requests waiting for their GameServer, keyed by namespace/name, woken by the
-// one GameServer informer's events, each with a deadline timer. No thread per request: a waiter
-// is a map entry and a timer on the registry's single timer thread.
+// WaiterRegistry: the requests waiting for their GameServer, keyed by name, woken by the one
+// GameServer informer's events, each with a deadline timer. No thread per request: a waiter is a
+// map entry and a timer on the registry's single timer thread.
+//
+// Where the server is: agones-allocator's answer names the GameServer but not its namespace, and
+// the allocator may put it in another namespace than the request's (a multi-cluster policy
+// allocates in the policy's namespace). A waiter is therefore bound to a namespace by the
+// allocation itself: the first copy of a GameServer with its name whose
+// agones.dev/last-allocated equals this allocation's binds it to that copy's namespace. Before
+// that, only copies in the request's namespace (`ns_hint`) are judged (an older copy waits; a
+// newer allocation or a deletion there is a loss, as before); copies elsewhere are ignored.
 //
 // Promise:
 //   - Wait() registers the waiter, then evaluates it at once against the informer's cache (so an
 //     event that arrived before the registration is not missed); afterwards every OnUpsert /
-//     OnDelete of that key re-evaluates it with gateway::Decide.
+//     OnDelete of that name re-evaluates it with gateway::Decide as above.
 //   - `done` is called exactly once per Wait(): with the first non-kWait decision and the object
 //     that decided it (on the informer thread, or the caller's thread for the first check), with
-//     {kWait, "deadline"} when the deadline passes first (on the timer thread), or with
-//     {kWait, "stopped"} from Stop(). It must not block (post work elsewhere).
+//     {kWait, "deadline"} when the deadline passes first (on the timer thread), with
+//     {kWait, <reason>} from Cancel() (on the caller's thread), or with {kWait, "stopped"} from
+//     Stop(). `ns` is the bound namespace, else `ns_hint`. It must not block.
+//   - Cancel() of a waiter that already completed does nothing.
 //   - Waiting() is the number of registered waiters. Thread-safe.
 #pragma once
 
-#include <boost/asio/io_context.hpp>
 #include <boost/asio/executor_work_guard.hpp>
+#include <boost/asio/io_context.hpp>
 
 #include <chrono>
 #include <functional>
@@ -23,6 +33,7 @@
 #include <mutex>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "gateway/decision.h"
 #include "kube/informer.h"
@@ -31,8 +42,12 @@ namespace aw::gateway {
 
 class WaiterRegistry final : public kube::InformerHandler {
  public:
-  using Lookup = std::function<kube::ObjectPtr(const std::string& ns, const std::string& name)>;
-  using Done = std::function<void(const Decision&, const kube::ObjectPtr& object)>;
+  // Every cached GameServer with this name, in any namespace.
+  using Lookup = std::function<std::vector<kube::ObjectPtr>(const std::string& name)>;
+  using Done = std::function<void(const Decision&, const kube::ObjectPtr& object,
+                                  const std::string& ns)>;
+  struct Waiter;
+  using Ticket = std::weak_ptr<Waiter>;
 
   explicit WaiterRegistry(Lookup lookup);
   ~WaiterRegistry() override;
@@ -42,22 +57,24 @@ class WaiterRegistry final : public kube::InformerHandler {
   void Start();  // the timer thread
   void Stop();   // completes every waiter with "stopped"; idempotent
 
-  void Wait(const std::string& ns, const std::string& name, std::string last_allocated,
-            std::chrono::steady_clock::time_point deadline, Done done);
+  Ticket Wait(const std::string& ns_hint, const std::string& name, std::string last_allocated,
+              std::chrono::steady_clock::time_point deadline, Done done);
+  void Cancel(const Ticket& ticket, const std::string& reason);
   size_t Waiting() const;
 
   void OnUpsert(const kube::ObjectPtr& obj) override;
   void OnDelete(const kube::ObjectPtr& last_known) override;
 
  private:
-  struct Waiter;
-  void Evaluate(const std::string& key, const kube::ObjectPtr& obj, bool deleted);
+  void Evaluate(const kube::ObjectPtr& obj, bool deleted);
+  // The decision for `w` from `obj` (kWait when `obj` does not concern it); binds `w`.
+  Decision Judge(Waiter& w, const kube::ObjectPtr& obj, bool deleted);
   // Removes `w` if still registered and completes it.
   void Finish(const std::shared_ptr<Waiter>& w, const Decision& d, const kube::ObjectPtr& obj);
 
   const Lookup lookup_;
   mutable std::mutex mu_;
-  std::multimap<std::string, std::shared_ptr<Waiter>> waiters_;  // key ns/name
+  std::multimap<std::string, std::shared_ptr<Waiter>> waiters_;  // key: name
   boost::asio::io_context timers_;
   boost::asio::executor_work_guard<boost::asio::io_context::executor_type> work_;
   std::thread thread_;
