@@ -36,10 +36,14 @@ inline constexpr std::string_view kOutcome = "allocating.agones.dev/outcome";
 // (scale-down protection): the RFC 3339 time of that request. The Shutdown is then applied when
 // the server leaves the allocation cycle (docs/design.md, scale-down protection).
 inline constexpr std::string_view kShutdownRequested = "allocating.agones.dev/shutdown-requested";
+// Set by the resolver on an opted-in GameServer that reached Allocated without passing the gate
+// (admission was unreachable and the webhook configuration's failurePolicy is Ignore): the
+// allocation id of the bypassed allocation (docs/operations.md, "Admission bypass").
+inline constexpr std::string_view kBypassed = "allocating.agones.dev/bypassed";
 
 // Every project-owned annotation, in a stable order.
-inline constexpr std::array<std::string_view, 5> kOwnedAnnotations = {
-    kSince, kAllocation, kConfirmed, kOutcome, kShutdownRequested};
+inline constexpr std::array<std::string_view, 6> kOwnedAnnotations = {
+    kSince, kAllocation, kConfirmed, kOutcome, kShutdownRequested, kBypassed};
 
 // GameServer states that matter here.
 inline constexpr std::string_view kStateAllocating = "Allocating";
@@ -53,5 +57,8 @@ inline constexpr std::string_view kStateError = "Error";
 // Outcome annotation values.
 inline constexpr std::string_view kOutcomeConfirmed = "Confirmed";
 inline constexpr std::string_view kOutcomeTimedOut = "TimedOut";
+// A bypassed allocation not confirmed by its deadline: left Allocated (players may already be on
+// the server), never confirmed.
+inline constexpr std::string_view kOutcomeUnconfirmed = "Unconfirmed";
 
 }  // namespace aw::keys

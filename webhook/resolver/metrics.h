@@ -8,6 +8,10 @@
 //   allocating_webhook_resolver_timeouts_total{action}         counter
 //   allocating_webhook_resolver_conflicts_total                counter
 //   allocating_webhook_resolver_patch_errors_total{status}     counter
+//   allocating_webhook_bypassed_allocations_total{namespace,fleet}  counter: allocations of
+//       opted-in servers that reached Allocated without passing the gate (admission unreachable)
+//   allocating_webhook_bypass_resolutions_total{outcome}       counter: bypassed allocations
+//       confirmed after the fact (Confirmed) or not by their deadline (Unconfirmed, TimedOut)
 #pragma once
 
 #include <string_view>
@@ -31,6 +35,8 @@ class Metrics {
   void CountTimeout(std::string_view action);
   void CountConflict() { conflicts_->Increment(); }
   void CountPatchError(std::string_view status);
+  void CountBypass(std::string_view ns, std::string_view fleet);
+  void CountBypassResolved(std::string_view outcome);
 
  private:
   prometheus::Gauge* allocating_;
@@ -40,6 +46,8 @@ class Metrics {
   prometheus::Family<prometheus::Counter>* timeouts_;
   prometheus::Counter* conflicts_;
   prometheus::Family<prometheus::Counter>* patch_errors_;
+  prometheus::Family<prometheus::Counter>* bypassed_;
+  prometheus::Family<prometheus::Counter>* bypass_resolved_;
 };
 
 }  // namespace aw::resolver
