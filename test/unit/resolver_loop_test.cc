@@ -410,7 +410,8 @@ GsSpec Bypassed(std::map<std::string, std::string> extra = {}) {
 TEST_F(LoopTest, BypassIsRecordedThenConfirmedAfterTheFact) {
   const std::string id = util::FormatRfc3339Nano(T0());
   // A forged confirmation in the allocation's metadata is dropped when the bypass is recorded.
-  GsSpec s = Bypassed({{std::string(keys::kConfirmed), id}, {std::string(keys::kOutcome), "Confirmed"}});
+  GsSpec s = Bypassed(
+      {{std::string(keys::kConfirmed), id}, {std::string(keys::kOutcome), "Confirmed"}});
   s.labels_fleet = "arena";
   Put(s);
   clock_.now = T0() + 2s;
@@ -425,8 +426,8 @@ TEST_F(LoopTest, BypassIsRecordedThenConfirmedAfterTheFact) {
   ASSERT_EQ(events_.events.size(), 1u);
   EXPECT_EQ(events_.events[0].type, EventType::kWarning);
   EXPECT_EQ(events_.events[0].reason, "AllocatingBypassed");
-  EXPECT_NE(Metrics().find(
-                "allocating_webhook_bypassed_allocations_total{fleet=\"arena\",namespace=\"default\"} 1"),
+  EXPECT_NE(Metrics().find("allocating_webhook_bypassed_allocations_total{fleet=\"arena\","
+                           "namespace=\"default\"} 1"),
             std::string::npos)
       << Metrics();
   EXPECT_EQ(resolver_->Tracked(), 0u);  // not counted as Allocating
@@ -472,8 +473,9 @@ TEST_F(LoopTest, BypassNotConfirmedByItsDeadlineIsLeftAllocated) {
   ASSERT_EQ(events_.events.size(), 2u);
   EXPECT_EQ(events_.events[1].reason, "AllocatingBypassUnconfirmed");
   EXPECT_NE(events_.events[1].message.find("sdk-allocating-ready not set"), std::string::npos);
-  EXPECT_NE(Metrics().find("allocating_webhook_bypass_resolutions_total{outcome=\"Unconfirmed\"} 1"),
-            std::string::npos);
+  EXPECT_NE(
+      Metrics().find("allocating_webhook_bypass_resolutions_total{outcome=\"Unconfirmed\"} 1"),
+      std::string::npos);
 }
 
 TEST_F(LoopTest, BypassDeadlineWithOnTimeoutAllocatedConfirms) {

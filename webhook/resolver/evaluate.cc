@@ -101,7 +101,9 @@ Evaluation Evaluate(const GameServerView& gs, const gate::GateConfig& config,
     auto last = gs.Annotation(keys::kLastAllocated);
     std::optional<TimePoint> at;
     if (last) {
-      if (auto t = util::ParseRfc3339(*last)) at = std::chrono::time_point_cast<Clock::duration>(*t);
+      if (auto t = util::ParseRfc3339(*last)) {
+        at = std::chrono::time_point_cast<Clock::duration>(*t);
+      }
     }
     // A last-allocated in the future (a skewed or forged clock) counts from now.
     ev.bypass_since = at && *at <= now ? *at : now;

@@ -430,9 +430,10 @@ void Resolver::DispatchPatch(Entry& e, const std::string& key, const GameServerV
     done.bypass_outcome = std::string(ev.bypass_action->outcome);
     type = EventType::kWarning;
     reason = "AllocatingBypassUnconfirmed";
-    message = "Bypassed allocation " + gs.allocation + " not confirmed playable within its deadline (" +
-              held + "); left Allocated (players may be on it), outcome " +
-              done.bypass_outcome + ". Checks that failed last: " + Join(ev.failed, "; ");
+    message = "Bypassed allocation " + gs.allocation +
+              " not confirmed playable within its deadline (" + held +
+              "); left Allocated (players may be on it), outcome " + done.bypass_outcome +
+              ". Checks that failed last: " + Join(ev.failed, "; ");
   } else if (promote) {
     patch = PromotePatch(gs);
     type = EventType::kNormal;
