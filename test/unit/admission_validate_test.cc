@@ -217,8 +217,10 @@ TEST(ValidateOwned, BypassRecordOnlyByTheResolver) {
                      .Ann(keys::kBypassed, kLastAllocatedNew)
                      .Ann(keys::kAllocation, kLastAllocatedNew)
                      .Ann(keys::kSince, kLastAllocatedNew);
+  Obj forged = Obj(bypassed).Ann(keys::kBypassed, kLastAllocatedNew);
   for (std::string_view user : {kSdk, kStranger, kAllocator, kController}) {
-    Response r = Validate("UPDATE", user, recorded, bypassed);
+    EXPECT_FALSE(Validate("UPDATE", user, recorded, bypassed).allowed) << user;
+    Response r = Validate("UPDATE", user, forged, bypassed);
     EXPECT_FALSE(r.allowed) << user;
     EXPECT_NE(r.message.find("allocating.agones.dev/bypassed"), std::string::npos) << r.message;
   }

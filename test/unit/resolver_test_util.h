@@ -163,15 +163,23 @@ class FakePatcher final : public Patcher {
         if (have != value) return Status::Conflict("test failed: " + path);
       } else if (kind == "remove" && path.rfind("/metadata/annotations/", 0) == 0) {
         if (!next.Annotation(key)) return Status::InvalidArgument("remove of an absent key");
-        StringMap::Map m = next.annotations.entries();
+        gate::StringMap::Map m = next.annotations.entries();
         m.erase(key);
-        next.annotations = StringMap(std::move(m));
+        next.annotations = gate::StringMap(std::move(m));
       } else if (path == "/status/state") {
         next.state = value;
       } else if (path.rfind("/metadata/annotations/", 0) == 0) {
         next.annotations[key] = value;
       } else {
         return Status::InvalidArgument("unexpected path " + path);
+      }
+    }
+    // The fields the view derives from annotations follow them, as a re-parse would.
+    next.allocation = std::string(next.Annotation(keys::kAllocation).value_or(""));
+    next.since.reset();
+    if (auto since = next.Annotation(keys::kSince)) {
+      if (auto t = util::ParseRfc3339(*since)) {
+        next.since = std::chrono::time_point_cast<Clock::duration>(*t);
       }
     }
     next.resource_version = std::to_string(std::stoll(next.resource_version) + 1);

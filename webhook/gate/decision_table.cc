@@ -285,6 +285,7 @@ OwnedKeys OwnedKeyOf(std::string_view key) {
   if (key == keys::kConfirmed) return kConfirmedBit;
   if (key == keys::kOutcome) return kOutcomeBit;
   if (key == keys::kShutdownRequested) return kShutdownBit;
+  if (key == keys::kBypassed) return kBypassedBit;
   return 0;
 }
 
