@@ -166,9 +166,7 @@ Status ParseAllocationResponse(std::string_view body, AllocationResponse* out) {
   const Json* ann = (meta && meta->IsObject()) ? Find(*meta, "annotations") : nullptr;
   const Json* labels = (meta && meta->IsObject()) ? Find(*meta, "labels") : nullptr;
   out->last_allocated = std::string(StringOr(ann, keys::kLastAllocated));
-  const std::string_view allocation = StringOr(ann, keys::kAllocation);
-  out->gated = StringOr(labels, keys::kEnabledLabel) == "true" && !allocation.empty() &&
-               allocation == out->last_allocated;
+  out->gated = StringOr(labels, keys::kEnabledLabel) == "true";
   return Status::Ok();
 }
 

@@ -417,8 +417,9 @@ void Resolver::DispatchPatch(Entry& e, const std::string& key, const GameServerV
     reason = "AllocatingBypassed";
     message = "Reached Allocated without passing the allocating gate (allocation " +
               ev.bypass_allocation +
-              "): the admission webhook was not reachable (failurePolicy Ignore). Readiness is "
-              "checked after the fact; until it is confirmed the server may not be playable";
+              "): admission was skipped (webhook unreachable under failurePolicy Ignore) or "
+              "failed open (the CRD lacks Allocating). Readiness is checked after the fact; until "
+              "it is confirmed the server may not be playable";
   } else if (ev.verdict == Verdict::kConfirmBypass) {
     patch = ConfirmBypassPatch(gs);
     type = EventType::kNormal;
@@ -491,8 +492,7 @@ void Resolver::OnPatchDone(PatchDone done, TimePoint now) {
     double since = done.since ? std::chrono::duration<double>(now - *done.since).count() : 0;
     if (done.verdict == Verdict::kRecordBypass) {
       if (metrics_) metrics_->CountBypass(done.ns, done.fleet);
-      log::warn("resolver: allocation bypassed the gate (admission unreachable); checking "
-                "readiness after the fact",
+      log::warn("resolver: allocation bypassed the gate; checking readiness after the fact",
                 {{"gameserver", done.key},
                  {"fleet", done.fleet},
                  {"allocation", done.allocation}});
