@@ -348,8 +348,8 @@ func TestGatewayAnswersOnlyAfterTheConfirmation(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatalf("no answer after the confirmation; gateway log:\n%s", gw.LogTail(30))
 	}
-	t.Logf("gateway answered HTTP %d %v after the request, %v after the confirmation was seen by the test",
-		a.status, a.at.Sub(start).Round(time.Millisecond), a.at.Sub(confirmedAt).Round(time.Millisecond))
+	t.Logf("gateway answered HTTP %d %v after the request (the test saw the confirmation at %v; the answer carries it)",
+		a.status, a.at.Sub(start).Round(time.Millisecond), confirmedAt.Sub(start).Round(time.Millisecond))
 	if a.status != 200 {
 		t.Fatalf("want 200, got %d %s", a.status, a.raw)
 	}
