@@ -431,6 +431,7 @@ TEST_F(LoopTest, BypassIsRecordedThenConfirmedAfterTheFact) {
             std::string::npos)
       << Metrics();
   EXPECT_EQ(resolver_->Tracked(), 0u);  // not counted as Allocating
+  EXPECT_NE(Metrics().find("allocating_webhook_bypassed_servers 1"), std::string::npos);
   ASSERT_EQ(patcher_.patches.size(), 1u);
   EXPECT_EQ(patcher_.patches[0].find("/status/state"), std::string::npos);
 
@@ -449,6 +450,7 @@ TEST_F(LoopTest, BypassIsRecordedThenConfirmedAfterTheFact) {
   EXPECT_EQ(events_.events[1].reason, "AllocatingBypassConfirmed");
   EXPECT_NE(Metrics().find("allocating_webhook_bypass_resolutions_total{outcome=\"Confirmed\"} 1"),
             std::string::npos);
+  EXPECT_NE(Metrics().find("allocating_webhook_bypassed_servers 0"), std::string::npos);
   // Resolved: nothing more is written, whatever the clock says.
   clock_.now = T0() + 1h;
   resolver_->NotifyAll();

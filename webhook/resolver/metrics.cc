@@ -45,6 +45,12 @@ Metrics::Metrics(prometheus::Registry& registry) {
                           .Name("allocating_webhook_bypass_resolutions_total")
                           .Help("Bypassed allocations resolved after the fact, by outcome")
                           .Register(registry);
+  bypassed_servers_ = &prometheus::BuildGauge()
+                           .Name("allocating_webhook_bypassed_servers")
+                           .Help("Allocated GameServers whose bypass of the gate the leader is "
+                                 "recording or checking now")
+                           .Register(registry)
+                           .Add({});
   // Every label value known in advance exists from start-up at 0, so rate() and the dashboard see
   // the series before the first event.
   for (const char* action : {"Unhealthy", "Allocated", "Shutdown"}) timeouts_->Add({{"action", action}});

@@ -172,7 +172,10 @@ void Resolver::Stop() {
     thread_.join();
   }
   entries_.clear();
-  if (metrics_) metrics_->SetAllocating(0);
+  if (metrics_) {
+    metrics_->SetAllocating(0);
+    metrics_->SetBypassed(0);
+  }
 }
 
 bool Resolver::Running() const { return thread_.joinable(); }
@@ -206,7 +209,10 @@ void Resolver::Loop(std::stop_token stop, const std::function<void()>& ready) {
     inbox_->stop = true;
   }
   entries_.clear();
-  if (metrics_) metrics_->SetAllocating(0);
+  if (metrics_) {
+    metrics_->SetAllocating(0);
+    metrics_->SetBypassed(0);
+  }
   log::info("resolver stopped");
 }
 
@@ -563,7 +569,11 @@ void Resolver::OnPatchDone(PatchDone done, TimePoint now) {
 }
 
 void Resolver::UpdateGauge() {
-  if (metrics_) metrics_->SetAllocating(Tracked());
+  if (!metrics_) return;
+  metrics_->SetAllocating(Tracked());
+  size_t bypassed = 0;
+  for (const auto& [k, e] : entries_) bypassed += e.bypass ? 1 : 0;
+  metrics_->SetBypassed(bypassed);
 }
 
 PatchStatus PatchStatusOf(const Status& status) {
