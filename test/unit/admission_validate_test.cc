@@ -208,6 +208,46 @@ TEST(ValidateOwned, ConfirmedAndOutcomeOnlyByTrusted) {
   }
 }
 
+// Issue 27: `bypassed` is the resolver's record of an allocation that reached Allocated while
+// admission was unreachable. Nobody else writes it; the resolver's after-the-fact writes (an
+// Allocated -> Allocated update by a trusted identity) pass both webhooks once admission is back.
+TEST(ValidateOwned, BypassRecordOnlyByTheResolver) {
+  Obj bypassed = Ready().State("Allocated").Ann(keys::kLastAllocated, kLastAllocatedNew);
+  Obj recorded = Obj(bypassed)
+                     .Ann(keys::kBypassed, kLastAllocatedNew)
+                     .Ann(keys::kAllocation, kLastAllocatedNew)
+                     .Ann(keys::kSince, kLastAllocatedNew);
+  Obj forged = Obj(bypassed).Ann(keys::kBypassed, kLastAllocatedNew);
+  for (std::string_view user : {kSdk, kStranger, kAllocator, kController}) {
+    EXPECT_FALSE(Validate("UPDATE", user, recorded, bypassed).allowed) << user;
+    Response r = Validate("UPDATE", user, forged, bypassed);
+    EXPECT_FALSE(r.allowed) << user;
+    EXPECT_NE(r.message.find("allocating.agones.dev/bypassed"), std::string::npos) << r.message;
+  }
+  EXPECT_TRUE(Validate("UPDATE", kResolver, recorded, bypassed).allowed);
+  Obj confirmed = Obj(recorded)
+                      .Ann(keys::kConfirmed, kLastAllocatedNew)
+                      .Ann(keys::kOutcome, "Confirmed");
+  for (auto [n, o] : {std::pair{recorded, bypassed}, std::pair{confirmed, recorded}}) {
+    Obj mutated = MutateAndApply(std::string(kV1), "UPDATE", kResolver, n, o);
+    for (auto k : {keys::kBypassed, keys::kAllocation, keys::kSince, keys::kConfirmed,
+                   keys::kOutcome}) {
+      EXPECT_EQ(mutated.GetAnn(k), n.GetAnn(k)) << k << ": the resolver's write is unchanged";
+    }
+    EXPECT_EQ(mutated.GetState(), "Allocated");
+    EXPECT_TRUE(Validate("UPDATE", kResolver, mutated, o).allowed);
+  }
+  // Nobody but the resolver removes it while the server stays Allocated; a new cycle drops it.
+  Obj removed = Obj(confirmed).NoAnn(keys::kBypassed);
+  EXPECT_FALSE(Validate("UPDATE", kStranger, removed, confirmed).allowed);
+  Obj stale = Ready().Ann(keys::kBypassed, "earlier");
+  Obj allocated = Obj(stale).State("Allocated").Ann(keys::kLastAllocated, kLastAllocatedNew);
+  Obj mutated = MutateAndApply(std::string(kV1), "UPDATE", kAllocator, allocated, stale);
+  EXPECT_EQ(mutated.GetState(), "Allocating");
+  EXPECT_EQ(mutated.GetAnn(keys::kBypassed), std::nullopt) << mutated.Json();
+  EXPECT_TRUE(Validate("UPDATE", kAllocator, mutated, stale).allowed);
+}
+
 TEST(ValidateOwned, RemovalOnlyWhenLeavingTheCycle) {
   Obj n = Allocating().NoAnn(keys::kSince);
   EXPECT_FALSE(Validate("UPDATE", kStranger, n, Allocating()).allowed);

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <fstream>
+#include <map>
 #include <sstream>
 #include <string>
 
@@ -98,6 +99,91 @@ TEST(GateTable, OwnedAndResolverRules) {
   EXPECT_EQ(TimeoutAction(OnTimeout::kUnhealthy, true), OnTimeout::kShutdown);
   EXPECT_EQ(TimeoutAction(OnTimeout::kUnhealthy, false), OnTimeout::kUnhealthy);
   EXPECT_EQ(TimeoutAction(OnTimeout::kAllocated, true), OnTimeout::kAllocated);
+}
+
+TEST(GateTable, BypassRules) {
+  ResolveInput r{.opted_in = true, .phase = Phase::kAllocated, .bypass = Bypass::kUnseen};
+  EXPECT_EQ(DecideResolve(r).verdict, ResolveVerdict::kRecordBypass);
+  r.ready = true;  // readiness is checked only once the bypass is recorded
+  EXPECT_EQ(DecideResolve(r).verdict, ResolveVerdict::kRecordBypass);
+  r.bypass = Bypass::kOpen;
+  r.past_deadline = true;  // readiness wins over the deadline, as for Allocating
+  EXPECT_EQ(DecideResolve(r).verdict, ResolveVerdict::kConfirmBypass);
+  r.ready = false;
+  EXPECT_EQ(DecideResolve(r).verdict, ResolveVerdict::kBypassDeadline);
+  r.past_deadline = false;
+  EXPECT_EQ(DecideResolve(r).verdict, ResolveVerdict::kWait);
+  r.bypass = Bypass::kNone;  // Allocated through the gate, or resolved
+  EXPECT_EQ(DecideResolve(r).verdict, ResolveVerdict::kIgnore);
+  r.bypass = Bypass::kUnseen;
+  r.opted_in = false;
+  EXPECT_EQ(DecideResolve(r).verdict, ResolveVerdict::kIgnore);
+  r.opted_in = true;
+  r.deleting = true;
+  EXPECT_EQ(DecideResolve(r).verdict, ResolveVerdict::kIgnore);
+
+  // The deadline of a bypassed allocation never changes the state.
+  EXPECT_TRUE(BypassTimeoutAction(OnTimeout::kAllocated).confirm);
+  EXPECT_EQ(BypassTimeoutAction(OnTimeout::kAllocated).outcome, "TimedOut");
+  for (OnTimeout t : {OnTimeout::kUnhealthy, OnTimeout::kShutdown}) {
+    EXPECT_FALSE(BypassTimeoutAction(t).confirm);
+    EXPECT_EQ(BypassTimeoutAction(t).outcome, "Unconfirmed");
+  }
+
+  // Only the resolver writes `bypassed`; the gate drops it when a new cycle starts.
+  OwnedInput o{.key = OwnedKeyOf("allocating.agones.dev/bypassed"), .change = OwnedChange::kSet,
+               .old_phase = Phase::kAllocated, .new_phase = Phase::kAllocated};
+  EXPECT_NE(o.key, 0);
+  EXPECT_EQ(DecideOwned(o).verdict, OwnedVerdict::kDeny);
+  EXPECT_EQ(DecideOwned(o).what, "written only by the resolver");
+  o.change = OwnedChange::kRemove;
+  EXPECT_EQ(DecideOwned(o).verdict, OwnedVerdict::kDeny);
+  o.old_phase = Phase::kOutside;
+  o.new_phase = Phase::kAllocating;
+  EXPECT_EQ(DecideOwned(o).verdict, OwnedVerdict::kAllow);
+}
+
+GameServerView ViewOf(const std::string& state, std::map<std::string, std::string> ann) {
+  GameServerView v;
+  v.present = true;
+  v.state = state;
+  StringMap::Map m(ann.begin(), ann.end());
+  v.annotations = StringMap(m);
+  if (auto a = v.annotations.Get("allocating.agones.dev/allocation")) v.allocation = *a;
+  return v;
+}
+
+TEST(GateTable, BypassOf) {
+  const std::string id = "2026-01-02T03:04:05.5Z";
+  const std::string since = "allocating.agones.dev/since";
+  const std::string alloc = "allocating.agones.dev/allocation";
+  const std::string bypassed = "allocating.agones.dev/bypassed";
+  const std::string confirmed = "allocating.agones.dev/confirmed";
+  const std::string outcome = "allocating.agones.dev/outcome";
+  EXPECT_EQ(BypassOf(ViewOf("Allocated", {{"agones.dev/last-allocated", id}})), Bypass::kUnseen);
+  EXPECT_EQ(BypassOf(ViewOf("Allocated", {{since, id}})), Bypass::kUnseen);
+  EXPECT_EQ(BypassOf(ViewOf("Allocated", {{alloc, id}})), Bypass::kUnseen);
+  EXPECT_EQ(BypassOf(ViewOf("Ready", {})), Bypass::kNone);
+  EXPECT_EQ(BypassOf(ViewOf("Allocating", {})), Bypass::kNone);
+  // Through the gate (promoted), and re-allocated (a newer last-allocated): not a bypass.
+  EXPECT_EQ(BypassOf(ViewOf("Allocated", {{since, id}, {alloc, id}, {confirmed, id},
+                                          {outcome, "Confirmed"},
+                                          {"agones.dev/last-allocated", "2026-01-02T04:00:00Z"}})),
+            Bypass::kNone);
+  EXPECT_EQ(BypassOf(ViewOf("Allocated", {{since, id}, {alloc, id}, {bypassed, id}})),
+            Bypass::kOpen);
+  EXPECT_EQ(BypassOf(ViewOf("Allocated", {{since, id}, {alloc, id}, {bypassed, id}, {confirmed, id},
+                                          {outcome, "Confirmed"}})),
+            Bypass::kNone);
+  EXPECT_EQ(BypassOf(ViewOf("Allocated", {{since, id}, {alloc, id}, {bypassed, id},
+                                          {outcome, "Unconfirmed"}})),
+            Bypass::kNone);
+  EXPECT_EQ(BypassOf(ViewOf("Allocated", {{since, id}, {alloc, id}, {bypassed, id}, {confirmed, id},
+                                          {outcome, "TimedOut"}})),
+            Bypass::kNone);
+  // A stale `bypassed` of an earlier allocation does not reopen it.
+  EXPECT_EQ(BypassOf(ViewOf("Allocated", {{since, id}, {alloc, id}, {bypassed, "earlier"}})),
+            Bypass::kNone);
 }
 
 }  // namespace

@@ -96,13 +96,19 @@ TEST(GatewayResponse, NotGated) {
                   &r)
                   .ok());
   EXPECT_FALSE(r.gated);
-  // Opted in, but the allocation mark is from an earlier allocation (or absent: fail open).
+  // Opted in without this allocation's mark (a re-allocation of a confirmed server, or a bypass
+  // of the gate): still waited on; the decision (decision.h) answers a confirmed one at once.
   ASSERT_TRUE(ParseAllocationResponse(
                   R"({"gameServerName":"gs","metadata":{"labels":{"allocating.agones.dev/enabled":"true"},
                       "annotations":{"agones.dev/last-allocated":"t2","allocating.agones.dev/allocation":"t1"}}})",
                   &r)
                   .ok());
-  EXPECT_FALSE(r.gated);
+  EXPECT_TRUE(r.gated);
+  ASSERT_TRUE(ParseAllocationResponse(
+                  R"({"gameServerName":"gs","metadata":{"labels":{"allocating.agones.dev/enabled":"true"}}})",
+                  &r)
+                  .ok());
+  EXPECT_TRUE(r.gated);
   ASSERT_TRUE(ParseAllocationResponse(R"({"gameServerName":"gs"})", &r).ok());
   EXPECT_FALSE(r.gated);
   EXPECT_FALSE(ParseAllocationResponse(R"({"ports":[]})", &r).ok());

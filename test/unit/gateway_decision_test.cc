@@ -16,6 +16,9 @@ struct Gs {
   std::string last_allocated = kOurs;
   std::string confirmed, outcome;
   std::string allocation = kOurs;
+  std::string since = kOurs;
+  std::string bypassed;
+  bool opted_in = true;
 };
 
 Decision DecideFor(const Gs& g) {
@@ -29,10 +32,14 @@ Decision DecideFor(const Gs& g) {
   add("allocating.agones.dev/allocation", g.allocation);
   add("allocating.agones.dev/confirmed", g.confirmed);
   add("allocating.agones.dev/outcome", g.outcome);
+  add("allocating.agones.dev/since", g.since);
+  add("allocating.agones.dev/bypassed", g.bypassed);
   ann += "}";
-  const std::string json =
-      R"({"metadata":{"name":"gs","annotations":)" + ann + R"(},"status":{"state":")" + g.state +
-      R"("}})";
+  const std::string labels =
+      g.opted_in ? R"({"allocating.agones.dev/enabled":"true"})" : std::string("{}");
+  const std::string json = R"({"metadata":{"name":"gs","labels":)" + labels +
+                           R"(,"annotations":)" + ann + R"(},"status":{"state":")" + g.state +
+                           R"("}})";
   rapidjson::Document doc;
   doc.Parse(json.c_str());
   EXPECT_FALSE(doc.HasParseError()) << json;
@@ -78,16 +85,65 @@ TEST(GatewayDecision, TimedOutAllocatedIsTheUsersChoice) {
   Gs g;
   g.state = "Allocated";
   g.outcome = "TimedOut";
+  g.confirmed = kOurs;  // the resolver's on-timeout Allocated writes it
   auto d = DecideFor(g);
   EXPECT_EQ(d.verdict, Verdict::kAnswer);
   EXPECT_NE(d.reason.find("on-timeout: Allocated"), std::string::npos);
+  g.confirmed = "";  // TimedOut without the resolver's confirmed: not the resolver's write
+  EXPECT_EQ(DecideFor(g).verdict, Verdict::kWait);
 }
 
-TEST(GatewayDecision, AllocatedWithoutMarksAnswers) {
+TEST(GatewayDecision, AllocatedNotOptedInAnswers) {
   Gs g;
   g.state = "Allocated";
-  g.allocation = "";
+  g.allocation = g.since = "";
+  g.opted_in = false;
   EXPECT_EQ(DecideFor(g).verdict, Verdict::kAnswer);
+}
+
+// Admission was unreachable: the allocator's write reached Allocated as written.
+TEST(GatewayDecision, BypassedAllocationWaitsForTheConfirmationAfterTheFact) {
+  Gs g;
+  g.state = "Allocated";
+  g.allocation = g.since = "";  // the gate never saw it
+  auto d = DecideFor(g);
+  EXPECT_EQ(d.verdict, Verdict::kWait);
+  EXPECT_NE(d.reason.find("admission bypassed"), std::string::npos);
+  // Forged keys (validation skipped) do not make it playable while it is unrecorded.
+  g.confirmed = kOurs;
+  g.outcome = "Confirmed";
+  EXPECT_EQ(DecideFor(g).verdict, Verdict::kWait);
+  g.since = kOurs;
+  g.confirmed = g.outcome = "";
+  EXPECT_EQ(DecideFor(g).verdict, Verdict::kWait);  // since, but no allocation
+  // Recorded by the resolver: open until confirmed.
+  g.allocation = g.bypassed = kOurs;
+  d = DecideFor(g);
+  EXPECT_EQ(d.verdict, Verdict::kWait);
+  EXPECT_NE(d.reason.find("after the fact"), std::string::npos);
+  g.confirmed = kOurs;
+  g.outcome = "Confirmed";
+  d = DecideFor(g);
+  EXPECT_EQ(d.verdict, Verdict::kAnswer);
+  EXPECT_EQ(d.reason, "confirmed");
+  // on-timeout Allocated: the user's explicit choice.
+  g.outcome = "TimedOut";
+  EXPECT_EQ(DecideFor(g).verdict, Verdict::kAnswer);
+  // Not confirmed by its deadline: left Allocated, another server is allocated.
+  g.confirmed = "";
+  g.outcome = "Unconfirmed";
+  d = DecideFor(g);
+  EXPECT_EQ(d.verdict, Verdict::kRetry);
+  EXPECT_EQ(d.reason.rfind("timed out", 0), 0u);
+}
+
+TEST(GatewayDecision, AllocatedWithoutConfirmationWaits) {
+  Gs g;
+  g.state = "Allocated";  // the gate's marks, but nothing confirmed: never answered as playable
+  EXPECT_EQ(DecideFor(g).verdict, Verdict::kWait);
+  g.confirmed = "2026-01-01T00:00:00Z";  // an earlier allocation's
+  g.outcome = "Confirmed";
+  EXPECT_EQ(DecideFor(g).verdict, Verdict::kWait);
 }
 
 TEST(GatewayDecision, LostAllocationsRetry) {

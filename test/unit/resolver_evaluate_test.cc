@@ -300,3 +300,68 @@ TEST(Patches, AddsTheAnnotationsMapWhenAbsent) {
 
 }  // namespace
 }  // namespace aw::resolver
+
+namespace aw::resolver {
+namespace {
+
+using testing::GsSpec;
+using testing::T0;
+using testing::View;
+using namespace std::chrono_literals;
+
+// Issue 27: an opted-in server that reached Allocated without the gate (admission unreachable).
+TEST(EvaluateBypass, RecordCountsFromTheAllocation) {
+  gate::Policy policy;
+  gate::GateConfig cfg = gate::ParseGateConfig(std::map<std::string, std::string, std::less<>>{},
+                                               policy).config;
+  GsSpec s;
+  s.state = "Allocated";
+  s.annotations = {{std::string(keys::kLastAllocated), util::FormatRfc3339Nano(T0())}};
+  Evaluation ev = Evaluate(View(s), cfg, nullptr, T0() + 5s, T0() + 5s);
+  EXPECT_EQ(ev.verdict, Verdict::kRecordBypass);
+  EXPECT_EQ(ev.bypass_allocation, util::FormatRfc3339Nano(T0()));
+  EXPECT_EQ(ev.bypass_since, T0());
+  // A last-allocated in the future (skewed or forged clock) counts from now; the id stays.
+  ev = Evaluate(View(s), cfg, nullptr, T0() - 1h, T0() - 1h);
+  EXPECT_EQ(ev.bypass_since, T0() - 1h);
+  EXPECT_EQ(ev.bypass_allocation, util::FormatRfc3339Nano(T0()));
+  // Unparsable last-allocated: still the id; counts from now.
+  s.annotations[std::string(keys::kLastAllocated)] = "yesterday";
+  ev = Evaluate(View(s), cfg, nullptr, T0(), T0());
+  EXPECT_EQ(ev.verdict, Verdict::kRecordBypass);
+  EXPECT_EQ(ev.bypass_allocation, "yesterday");
+  EXPECT_EQ(ev.bypass_since, T0());
+  // Not opted in, or being deleted: nothing.
+  s.opted_in = false;
+  EXPECT_EQ(Evaluate(View(s), cfg, nullptr, T0(), T0()).verdict, Verdict::kIgnore);
+  s.opted_in = true;
+  s.deleting = true;
+  EXPECT_EQ(Evaluate(View(s), cfg, nullptr, T0(), T0()).verdict, Verdict::kIgnore);
+}
+
+TEST(EvaluateBypass, OpenBypassGetsTheSameChecksAndNeverAnAction) {
+  gate::Policy policy;
+  gate::GateConfig cfg = gate::ParseGateConfig(std::map<std::string, std::string, std::less<>>{
+                                                   {"allocating.agones.dev/timeout", "10s"}},
+                                               policy).config;
+  const std::string id = util::FormatRfc3339Nano(T0());
+  GsSpec s;
+  s.state = "Allocated";
+  s.annotations = {{std::string(keys::kLastAllocated), id}, {std::string(keys::kSince), id},
+                   {std::string(keys::kAllocation), id}, {std::string(keys::kBypassed), id}};
+  Evaluation ev = Evaluate(View(s), cfg, nullptr, T0() + 5s, T0() + 5s);
+  EXPECT_EQ(ev.verdict, Verdict::kWait);
+  EXPECT_EQ(ev.deadline, T0() + 10s);
+  ev = Evaluate(View(s), cfg, nullptr, T0() + 10s, T0() + 5s);
+  EXPECT_EQ(ev.verdict, Verdict::kBypassDeadline);
+  ASSERT_NE(ev.bypass_action, nullptr);
+  EXPECT_EQ(ev.bypass_action->outcome, "Unconfirmed");
+  // A stale readiness value never counts; the current id does, even past the deadline.
+  s.annotations[std::string(keys::kSdkReady)] = "2020-01-01T00:00:00Z";
+  EXPECT_EQ(Evaluate(View(s), cfg, nullptr, T0() + 5s, T0()).verdict, Verdict::kWait);
+  s.annotations[std::string(keys::kSdkReady)] = id;
+  EXPECT_EQ(Evaluate(View(s), cfg, nullptr, T0() + 1h, T0()).verdict, Verdict::kConfirmBypass);
+}
+
+}  // namespace
+}  // namespace aw::resolver

@@ -452,6 +452,112 @@ TEST_F(LoopTest, IgnoresServersThatAreNotOptedInOrNotAllocating) {
   EXPECT_EQ(resolver_->Tracked(), 0u);
 }
 
+// Admission was unreachable (failurePolicy Ignore): the allocator's write reached Allocated with
+// only agones.dev/last-allocated (and whatever the allocation's metadata carried).
+GsSpec Bypassed(std::map<std::string, std::string> extra = {}) {
+  GsSpec s;
+  s.state = "Allocated";
+  s.annotations = {{std::string(keys::kLastAllocated), util::FormatRfc3339Nano(T0())}};
+  for (auto& [k, v] : extra) s.annotations[k] = v;
+  return s;
+}
+
+TEST_F(LoopTest, BypassIsRecordedThenConfirmedAfterTheFact) {
+  const std::string id = util::FormatRfc3339Nano(T0());
+  // A forged confirmation in the allocation's metadata is dropped when the bypass is recorded.
+  GsSpec s = Bypassed(
+      {{std::string(keys::kConfirmed), id}, {std::string(keys::kOutcome), "Confirmed"}});
+  s.labels_fleet = "arena";
+  Put(s);
+  clock_.now = T0() + 2s;
+  Settle();
+  auto gs = Current();
+  EXPECT_EQ(gs->state, "Allocated");
+  EXPECT_EQ(gs->Annotation(keys::kBypassed), id);
+  EXPECT_EQ(gs->allocation, id);
+  EXPECT_EQ(gs->Annotation(keys::kSince), id);  // counts from the allocation, not the detection
+  EXPECT_EQ(gs->Annotation(keys::kConfirmed), std::nullopt);
+  EXPECT_EQ(gs->Annotation(keys::kOutcome), std::nullopt);
+  ASSERT_EQ(events_.events.size(), 1u);
+  EXPECT_EQ(events_.events[0].type, EventType::kWarning);
+  EXPECT_EQ(events_.events[0].reason, "AllocatingBypassed");
+  EXPECT_NE(Metrics().find("allocating_webhook_bypassed_allocations_total{fleet=\"arena\","
+                           "namespace=\"default\"} 1"),
+            std::string::npos)
+      << Metrics();
+  EXPECT_EQ(resolver_->Tracked(), 0u);  // not counted as Allocating
+  EXPECT_NE(Metrics().find("allocating_webhook_bypassed_servers 1"), std::string::npos);
+  ASSERT_EQ(patcher_.patches.size(), 1u);
+  EXPECT_EQ(patcher_.patches[0].find("/status/state"), std::string::npos);
+
+  // The game server's readiness write (the SDK) confirms it after the fact.
+  GsSpec ready = s;
+  ready.rv = std::to_string(std::stoll(gs->resource_version) + 1);
+  ready.annotations = {gs->annotations.entries().begin(), gs->annotations.entries().end()};
+  ready.annotations[kReady] = id;
+  Put(ready);
+  Settle();
+  gs = Current();
+  EXPECT_EQ(gs->state, "Allocated");
+  EXPECT_EQ(gs->Annotation(keys::kConfirmed), id);
+  EXPECT_EQ(gs->Annotation(keys::kOutcome), "Confirmed");
+  ASSERT_EQ(events_.events.size(), 2u);
+  EXPECT_EQ(events_.events[1].reason, "AllocatingBypassConfirmed");
+  EXPECT_NE(Metrics().find("allocating_webhook_bypass_resolutions_total{outcome=\"Confirmed\"} 1"),
+            std::string::npos);
+  EXPECT_NE(Metrics().find("allocating_webhook_bypassed_servers 0"), std::string::npos);
+  // Resolved: nothing more is written, whatever the clock says.
+  clock_.now = T0() + 1h;
+  resolver_->NotifyAll();
+  Settle();
+  EXPECT_EQ(patcher_.patches.size(), 2u);
+}
+
+TEST_F(LoopTest, BypassNotConfirmedByItsDeadlineIsLeftAllocated) {
+  Put(Bypassed({{"allocating.agones.dev/timeout", "10s"}}));
+  clock_.now = T0() + 1s;
+  Settle();
+  EXPECT_EQ(Current()->Annotation(keys::kBypassed), util::FormatRfc3339Nano(T0()));
+  clock_.now = T0() + 9s;
+  Settle();
+  EXPECT_EQ(patcher_.patches.size(), 1u);
+  clock_.now = T0() + 10s;
+  Settle();
+  auto gs = Current();
+  EXPECT_EQ(gs->state, "Allocated");  // never shut down: players may be on it
+  EXPECT_EQ(gs->Annotation(keys::kOutcome), "Unconfirmed");
+  EXPECT_EQ(gs->Annotation(keys::kConfirmed), std::nullopt);
+  ASSERT_EQ(events_.events.size(), 2u);
+  EXPECT_EQ(events_.events[1].reason, "AllocatingBypassUnconfirmed");
+  EXPECT_NE(events_.events[1].message.find("sdk-allocating-ready not set"), std::string::npos);
+  EXPECT_NE(
+      Metrics().find("allocating_webhook_bypass_resolutions_total{outcome=\"Unconfirmed\"} 1"),
+      std::string::npos);
+}
+
+TEST_F(LoopTest, BypassDeadlineWithOnTimeoutAllocatedConfirms) {
+  Put(Bypassed({{"allocating.agones.dev/timeout", "5s"},
+                {"allocating.agones.dev/on-timeout", "Allocated"}}));
+  clock_.now = T0() + 1min;  // detected late (e.g. a new leader): recorded, then resolved at once
+  Settle();
+  auto gs = Current();
+  EXPECT_EQ(gs->state, "Allocated");
+  EXPECT_EQ(gs->Annotation(keys::kOutcome), "TimedOut");
+  EXPECT_EQ(gs->Annotation(keys::kConfirmed), gs->allocation);
+}
+
+TEST_F(LoopTest, BypassWithoutLastAllocatedCountsFromDetection) {
+  GsSpec s;
+  s.state = "Allocated";  // Allocated written directly, without the allocator
+  clock_.now = T0() + 3s;
+  Put(s);
+  Settle();
+  auto gs = Current();
+  const std::string id = util::FormatRfc3339Nano(T0() + 3s);
+  EXPECT_EQ(gs->Annotation(keys::kBypassed), id);
+  EXPECT_EQ(gs->allocation, id);
+}
+
 TEST(ResolverThreaded, StartStopAndPromote) {
   FakeClock clock;
   FakeSource source;

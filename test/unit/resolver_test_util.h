@@ -37,6 +37,7 @@ struct GsSpec {
   std::string address = "127.0.0.1";
   std::vector<std::pair<std::string, int>> ports = {{"game", 7777}, {"http", 8080}};
   bool deleting = false;
+  std::string labels_fleet;  // label agones.dev/fleet when non-empty
 };
 
 inline std::string GsJson(const GsSpec& s) {
@@ -52,6 +53,9 @@ inline std::string GsJson(const GsSpec& s) {
   if (s.opted_in) {
     rapidjson::Value k(std::string(keys::kEnabledLabel), a);
     labels.AddMember(k, rapidjson::Value("true", a), a);
+  }
+  if (!s.labels_fleet.empty()) {
+    labels.AddMember("agones.dev/fleet", rapidjson::Value(s.labels_fleet, a), a);
   }
   meta.AddMember("labels", labels, a);
   rapidjson::Value ann(rapidjson::kObjectType);
@@ -157,12 +161,25 @@ class FakePatcher final : public Patcher {
         std::string have = path == "/metadata/resourceVersion" ? next.resource_version
                            : std::string(next.Annotation(key).value_or("<absent>"));
         if (have != value) return Status::Conflict("test failed: " + path);
+      } else if (kind == "remove" && path.rfind("/metadata/annotations/", 0) == 0) {
+        if (!next.Annotation(key)) return Status::InvalidArgument("remove of an absent key");
+        gate::StringMap::Map m = next.annotations.entries();
+        m.erase(key);
+        next.annotations = gate::StringMap(std::move(m));
       } else if (path == "/status/state") {
         next.state = value;
       } else if (path.rfind("/metadata/annotations/", 0) == 0) {
         next.annotations[key] = value;
       } else {
         return Status::InvalidArgument("unexpected path " + path);
+      }
+    }
+    // The fields the view derives from annotations follow them, as a re-parse would.
+    next.allocation = std::string(next.Annotation(keys::kAllocation).value_or(""));
+    next.since.reset();
+    if (auto since = next.Annotation(keys::kSince)) {
+      if (auto t = util::ParseRfc3339(*since)) {
+        next.since = std::chrono::time_point_cast<Clock::duration>(*t);
       }
     }
     next.resource_version = std::to_string(std::stoll(next.resource_version) + 1);

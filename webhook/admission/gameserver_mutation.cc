@@ -46,6 +46,7 @@ void EnterCycleOnAllocation(const GameServerView& o, const GameServerView& n,
   ann->Remove(keys::kConfirmed);
   ann->Remove(keys::kOutcome);
   ann->Remove(keys::kShutdownRequested);
+  ann->Remove(keys::kBypassed);
 }
 
 // Annotation edits for a direct write of state Allocating from another state (row 4), which is
@@ -69,6 +70,7 @@ void EnterCycleDirectly(const GameServerView& o, const GameServerView& n,
   ann->Remove(keys::kConfirmed);
   ann->Remove(keys::kOutcome);
   ann->Remove(keys::kShutdownRequested);
+  ann->Remove(keys::kBypassed);
 }
 
 // Edits for an object that stays Allocating: restore since/allocation if someone dropped them

@@ -52,7 +52,7 @@ std::string CheckOwnedChange(std::string_view key, const GameServerView& o,
     if (key == keys::kShutdownRequested) {
       return fmt::format("{} is written only by the webhook (scale-down protection)", key);
     }
-    if (key == keys::kConfirmed || key == keys::kOutcome) {
+    if (key == keys::kConfirmed || key == keys::kOutcome || key == keys::kBypassed) {
       return fmt::format("{} is written only by the resolver (a trusted identity)", key);
     }
     return fmt::format("{} is written only by the webhook when the GameServer enters Allocating",

@@ -18,6 +18,8 @@ constexpr Phases kNotAllocated = kAnyPhase & ~kAllocated;
 constexpr Phases kNotAllocating = kAnyPhase & ~kAllocating;
 constexpr Writers kTrusted = static_cast<Writers>(Writer::kTrusted);
 constexpr Writers kController = static_cast<Writers>(Writer::kAgonesController);
+constexpr Bypasses kUnseen = static_cast<Bypasses>(Bypass::kUnseen);
+constexpr Bypasses kOpen = static_cast<Bypasses>(Bypass::kOpen);
 
 constexpr std::array kGateRules = {
     GateRule{.row = "1", .opted_in = Cond::kNo, .what = "not opted in: allowed unchanged"},
@@ -75,11 +77,13 @@ constexpr OwnedKeys kAllocationBit = static_cast<OwnedKeys>(OwnedKey::kAllocatio
 constexpr OwnedKeys kConfirmedBit = static_cast<OwnedKeys>(OwnedKey::kConfirmed);
 constexpr OwnedKeys kOutcomeBit = static_cast<OwnedKeys>(OwnedKey::kOutcome);
 constexpr OwnedKeys kShutdownBit = static_cast<OwnedKeys>(OwnedKey::kShutdownRequested);
+constexpr OwnedKeys kBypassedBit = static_cast<OwnedKeys>(OwnedKey::kBypassed);
 
 constexpr std::array kOwnedRules = {
     OwnedRule{.change = OwnedChange::kRemove, .new_phase = kOutOfCycle,
               .verdict = OwnedVerdict::kAllow, .what = "the server leaves the cycle"},
-    OwnedRule{.keys = kConfirmedBit | kOutcomeBit | kShutdownBit, .change = OwnedChange::kRemove,
+    OwnedRule{.keys = kConfirmedBit | kOutcomeBit | kShutdownBit | kBypassedBit,
+              .change = OwnedChange::kRemove,
               .old_phase = kNotAllocating, .new_phase = kAllocating,
               .verdict = OwnedVerdict::kAllow, .what = "the server enters Allocating"},
     OwnedRule{.change = OwnedChange::kRemove, .what = "may not be removed"},
@@ -90,7 +94,8 @@ constexpr std::array kOwnedRules = {
     OwnedRule{.keys = kOutcomeBit, .old_phase = kAllocating, .new_phase = kShutdown,
               .writer = kController, .verdict = OwnedVerdict::kCheckValue,
               .what = "scale-down of an unconfirmed allocation"},
-    OwnedRule{.keys = kConfirmedBit | kOutcomeBit, .what = "written only by the resolver"},
+    OwnedRule{.keys = kConfirmedBit | kOutcomeBit | kBypassedBit,
+              .what = "written only by the resolver"},
     OwnedRule{.keys = kSinceBit | kAllocationBit, .old_phase = kNotAllocating,
               .new_phase = kAllocating, .verdict = OwnedVerdict::kCheckValue,
               .what = "the server enters Allocating"},
@@ -106,6 +111,15 @@ constexpr std::array kResolveRules = {
     ResolveRule{.opted_in = Cond::kNo, .verdict = ResolveVerdict::kIgnore, .what = "not opted in"},
     ResolveRule{.deleting = Cond::kYes, .verdict = ResolveVerdict::kIgnore,
                 .what = "being deleted"},
+    ResolveRule{.phase = kAllocated, .bypass = kUnseen, .verdict = ResolveVerdict::kRecordBypass,
+                .what = "Allocated without the gate's marks: record the bypass"},
+    ResolveRule{.phase = kAllocated, .bypass = kOpen, .ready = Cond::kYes,
+                .verdict = ResolveVerdict::kConfirmBypass, .what = "confirmed after the fact"},
+    ResolveRule{.phase = kAllocated, .bypass = kOpen, .past_deadline = Cond::kYes,
+                .verdict = ResolveVerdict::kBypassDeadline,
+                .what = "bypassed allocation not confirmed in time"},
+    ResolveRule{.phase = kAllocated, .bypass = kOpen, .verdict = ResolveVerdict::kWait,
+                .what = "bypassed: probe on its period, re-check"},
     ResolveRule{.phase = kNotAllocating, .verdict = ResolveVerdict::kIgnore,
                 .what = "not Allocating"},
     ResolveRule{.ready = Cond::kYes, .verdict = ResolveVerdict::kPromote,
@@ -120,6 +134,12 @@ constexpr std::array kTimeoutRules = {
     TimeoutRule{OnTimeout::kUnhealthy, Cond::kAny, OnTimeout::kUnhealthy},
     TimeoutRule{OnTimeout::kAllocated, Cond::kAny, OnTimeout::kAllocated},
     TimeoutRule{OnTimeout::kShutdown, Cond::kAny, OnTimeout::kShutdown},
+};
+
+constexpr std::array kBypassTimeoutRules = {
+    BypassTimeoutRule{OnTimeout::kAllocated, true, keys::kOutcomeTimedOut},
+    BypassTimeoutRule{OnTimeout::kUnhealthy, false, keys::kOutcomeUnconfirmed},
+    BypassTimeoutRule{OnTimeout::kShutdown, false, keys::kOutcomeUnconfirmed},
 };
 
 // ---- rendering ----
@@ -202,7 +222,8 @@ std::string OwnedKeysText(OwnedKeys k) {
   for (auto [bit, name] : {std::pair{kSinceBit, "since"}, std::pair{kAllocationBit, "allocation"},
                            std::pair{kConfirmedBit, "confirmed"},
                            std::pair{kOutcomeBit, "outcome"},
-                           std::pair{kShutdownBit, "shutdown-requested"}}) {
+                           std::pair{kShutdownBit, "shutdown-requested"},
+                           std::pair{kBypassedBit, "bypassed"}}) {
     if (k & bit) out += (out.empty() ? "" : ", ") + std::string(name);
   }
   return out;
@@ -224,8 +245,20 @@ std::string_view ResolveVerdictText(ResolveVerdict v) {
     case ResolveVerdict::kPromote: return "promote";
     case ResolveVerdict::kTimeOut: return "time out";
     case ResolveVerdict::kRecord: return "record";
+    case ResolveVerdict::kRecordBypass: return "record bypass";
+    case ResolveVerdict::kConfirmBypass: return "confirm";
+    case ResolveVerdict::kBypassDeadline: return "bypass deadline";
   }
   return "wait";
+}
+
+std::string BypassesText(Bypasses b) {
+  switch (b) {
+    case kAnyBypass: return "any";
+    case kUnseen: return "unseen";
+    case kOpen: return "open";
+    default: return "other";
+  }
 }
 
 std::string_view CondText(Cond c) {
@@ -265,6 +298,7 @@ OwnedKeys OwnedKeyOf(std::string_view key) {
   if (key == keys::kConfirmed) return kConfirmedBit;
   if (key == keys::kOutcome) return kOutcomeBit;
   if (key == keys::kShutdownRequested) return kShutdownBit;
+  if (key == keys::kBypassed) return kBypassedBit;
   return 0;
 }
 
@@ -281,13 +315,26 @@ const OwnedRule& DecideOwned(const OwnedInput& in) {
   return kOwnedRules.back();  // a set nothing else allows is denied
 }
 
+Bypass BypassOf(const GameServerView& gs) {
+  if (gs.state != keys::kStateAllocated) return Bypass::kNone;
+  if (gs.allocation.empty() || !gs.Annotation(keys::kSince)) return Bypass::kUnseen;
+  auto bypassed = gs.Annotation(keys::kBypassed);
+  if (!bypassed || *bypassed != gs.allocation) return Bypass::kNone;
+  if (gs.Annotation(keys::kConfirmed) == gs.allocation) return Bypass::kNone;
+  auto outcome = gs.Annotation(keys::kOutcome);
+  if (outcome == keys::kOutcomeTimedOut || outcome == keys::kOutcomeUnconfirmed) {
+    return Bypass::kNone;
+  }
+  return Bypass::kOpen;
+}
+
 std::span<const ResolveRule> ResolveRules() { return kResolveRules; }
 
 const ResolveRule& DecideResolve(const ResolveInput& in) {
   for (const ResolveRule& r : kResolveRules) {
     if (Matches(r.scaled_down, in.scaled_down) && Matches(r.opted_in, in.opted_in) &&
-        Matches(r.deleting, in.deleting) &&
-        In(in.phase, r.phase) && Matches(r.ready, in.ready) &&
+        Matches(r.deleting, in.deleting) && In(in.phase, r.phase) && In(in.bypass, r.bypass) &&
+        Matches(r.ready, in.ready) &&
         Matches(r.past_deadline, in.past_deadline)) {
       return r;
     }
@@ -304,6 +351,15 @@ OnTimeout TimeoutAction(OnTimeout on_timeout, bool shutdown_requested) {
     }
   }
   return on_timeout;
+}
+
+std::span<const BypassTimeoutRule> BypassTimeoutRules() { return kBypassTimeoutRules; }
+
+const BypassTimeoutRule& BypassTimeoutAction(OnTimeout on_timeout) {
+  for (const BypassTimeoutRule& r : kBypassTimeoutRules) {
+    if (r.on_timeout == on_timeout) return r;
+  }
+  return kBypassTimeoutRules.back();
 }
 
 std::string RenderGateTable() {
@@ -349,20 +405,25 @@ std::string RenderOwnedTable() {
 
 std::string RenderResolveTable() {
   std::string out =
-      "| # | outcome ScaledDown | opted in | being deleted | state | ready | past deadline | "
-      "verdict | what |\n"
-      "|---|---|---|---|---|---|---|---|---|\n";
+      "| # | outcome ScaledDown | opted in | being deleted | state | bypass | ready | past deadline "
+      "| verdict | what |\n"
+      "|---|---|---|---|---|---|---|---|---|---|\n";
   int i = 0;
   for (const ResolveRule& r : kResolveRules) {
-    out += fmt::format("| {} | {} | {} | {} | {} | {} | {} | {} | {} |\n", ++i,
-                       CondText(r.scaled_down), CondText(r.opted_in),
-                       CondText(r.deleting), PhasesText(r.phase), CondText(r.ready),
+    out += fmt::format("| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |\n", ++i,
+                       CondText(r.scaled_down), CondText(r.opted_in), CondText(r.deleting),
+                       PhasesText(r.phase), BypassesText(r.bypass), CondText(r.ready),
                        CondText(r.past_deadline), ResolveVerdictText(r.verdict), r.what);
   }
   out += "\n| on-timeout | shutdown-requested | writes |\n|---|---|---|\n";
   for (const TimeoutRule& r : kTimeoutRules) {
     out += fmt::format("| {} | {} | {} |\n", OnTimeoutName(r.on_timeout),
                        CondText(r.shutdown_requested), OnTimeoutName(r.writes));
+  }
+  out += "\n| on-timeout | bypassed allocation: state | confirmed | outcome |\n|---|---|---|---|\n";
+  for (const BypassTimeoutRule& r : kBypassTimeoutRules) {
+    out += fmt::format("| {} | Allocated (unchanged) | {} | {} |\n", OnTimeoutName(r.on_timeout),
+                       r.confirm ? "the allocation id" : "-", r.outcome);
   }
   return out;
 }

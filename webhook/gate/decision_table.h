@@ -16,6 +16,7 @@
 #include <string_view>
 
 #include "gate/config.h"
+#include "gate/gameserver.h"
 
 namespace aw::gate {
 
@@ -68,9 +69,9 @@ enum class StateWrite : uint8_t { kAsWritten, kAllocating, kShutdown };
 enum class CycleEdit : uint8_t {
   kNone,
   kEnterOnAllocation,  // since = now, allocation = the allocation id; confirmed/outcome/
-                       // shutdown-requested removed
+                       // shutdown-requested/bypassed removed
   kEnterDirectly,      // a new RFC 3339 `since` is kept (else now), allocation follows from it,
-                       // confirmed/outcome/shutdown-requested removed
+                       // confirmed/outcome/shutdown-requested/bypassed removed
   kStay,               // since/allocation restored when dropped (from the old object)
   kHold,               // kStay, and shutdown-requested = now unless the old object has it
   kScaledDown,         // outcome = ScaledDown; since/allocation kept (they name the abandoned
@@ -110,10 +111,11 @@ const GateRule& DecideGate(const GateInput& in);
 
 // The project-owned annotations as a set (bits), for the rules below.
 enum class OwnedKey : uint8_t {
-  kSince = 1, kAllocation = 2, kConfirmed = 4, kOutcome = 8, kShutdownRequested = 16
+  kSince = 1, kAllocation = 2, kConfirmed = 4, kOutcome = 8, kShutdownRequested = 16,
+  kBypassed = 32
 };
 using OwnedKeys = uint8_t;
-constexpr OwnedKeys kAnyOwnedKey = 31;
+constexpr OwnedKeys kAnyOwnedKey = 63;
 // std::nullopt-like: 0 for a key that is not owned.
 OwnedKeys OwnedKeyOf(std::string_view key);
 
@@ -148,10 +150,30 @@ const OwnedRule& DecideOwned(const OwnedInput& in);
 
 // ---- The resolver (one opted-in GameServer it watches) ----
 
+// Where an Allocated server stands towards the gate. A server allocated while admission was
+// unreachable (failurePolicy Ignore) reaches Allocated as the allocator wrote it: without the
+// gate's `since`/`allocation`. The resolver records such a bypass (`bypassed` = the allocation id,
+// with `since` and `allocation`) and then checks its readiness after the fact.
+enum class Bypass : uint8_t {
+  kNone = 1,    // not Allocated, or Allocated through the gate, or a bypass already resolved
+  kUnseen = 2,  // Allocated without the gate's `since` or `allocation`: not recorded yet
+  kOpen = 4,    // recorded (`bypassed` == `allocation`), neither confirmed nor resolved yet
+};
+using Bypasses = uint8_t;
+constexpr Bypasses kAnyBypass = 7;
+constexpr bool In(Bypass b, Bypasses set) { return (static_cast<Bypasses>(b) & set) != 0; }
+
+// The bypass state of a GameServer from its state and annotations (opt-in not considered):
+// kUnseen when status.state is Allocated and `since` or `allocation` is missing; kOpen when it is
+// Allocated, `bypassed` is non-empty and equals `allocation`, `confirmed` differs from it and
+// `outcome` is neither TimedOut nor Unconfirmed; else kNone.
+Bypass BypassOf(const GameServerView& gs);
+
 struct ResolveInput {
   bool opted_in = false;
   bool deleting = false;
   Phase phase = Phase::kOutside;
+  Bypass bypass = Bypass::kNone;
   bool ready = false;          // every configured check passes
   bool past_deadline = false;  // now >= since (or first seen) + timeout
   bool scaled_down = false;    // outcome ScaledDown (the webhook let a scale-down through)
@@ -159,13 +181,20 @@ struct ResolveInput {
 
 // kRecord: the allocation ended without the resolver (a scale-down the webhook let through):
 // record its outcome (Event, metric, log) once.
-enum class ResolveVerdict : uint8_t { kIgnore, kWait, kPromote, kTimeOut, kRecord };
+enum class ResolveVerdict : uint8_t {
+  kIgnore, kWait, kPromote, kTimeOut,
+  kRecord,          // a scale-down let through (outcome ScaledDown): record it once
+  kRecordBypass,    // write bypassed/since/allocation (and drop confirmed/outcome)
+  kConfirmBypass,   // confirmed = allocation, outcome Confirmed; the state stays Allocated
+  kBypassDeadline,  // BypassTimeoutAction(on-timeout); the state stays Allocated
+};
 
 struct ResolveRule {
   Cond scaled_down = Cond::kAny;
   Cond opted_in = Cond::kAny;
   Cond deleting = Cond::kAny;
   Phases phase = kAnyPhase;
+  Bypasses bypass = kAnyBypass;
   Cond ready = Cond::kAny;
   Cond past_deadline = Cond::kAny;
   ResolveVerdict verdict = ResolveVerdict::kWait;
@@ -185,6 +214,18 @@ struct TimeoutRule {
 };
 std::span<const TimeoutRule> TimeoutRules();
 OnTimeout TimeoutAction(OnTimeout on_timeout, bool shutdown_requested);
+
+// What the deadline of a bypassed allocation writes. Players may already be on the server (a
+// matchmaker that took the allocator's answer did not wait), so the state is never changed:
+// on-timeout Allocated (the user's explicit choice) confirms it with outcome TimedOut, like an
+// Allocating server; any other on-timeout records outcome Unconfirmed and leaves it Allocated.
+struct BypassTimeoutRule {
+  OnTimeout on_timeout;
+  bool confirm;                  // write `confirmed` = allocation
+  std::string_view outcome;      // the `outcome` written
+};
+std::span<const BypassTimeoutRule> BypassTimeoutRules();
+const BypassTimeoutRule& BypassTimeoutAction(OnTimeout on_timeout);
 
 // The tables as Markdown, exactly as docs/design.md carries them.
 std::string RenderGateTable();

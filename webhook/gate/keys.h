@@ -39,10 +39,14 @@ inline constexpr std::string_view kOutcome = "allocating.agones.dev/outcome";
 // (on-scale-down: Hold): the RFC 3339 time of that request. The Shutdown is then applied when
 // the server leaves the allocation cycle (docs/design.md, scale-down).
 inline constexpr std::string_view kShutdownRequested = "allocating.agones.dev/shutdown-requested";
+// Set by the resolver on an opted-in GameServer that reached Allocated without passing the gate
+// (admission was unreachable and the webhook configuration's failurePolicy is Ignore): the
+// allocation id of the bypassed allocation (docs/operations.md, "Admission bypass").
+inline constexpr std::string_view kBypassed = "allocating.agones.dev/bypassed";
 
 // Every project-owned annotation, in a stable order.
-inline constexpr std::array<std::string_view, 5> kOwnedAnnotations = {
-    kSince, kAllocation, kConfirmed, kOutcome, kShutdownRequested};
+inline constexpr std::array<std::string_view, 6> kOwnedAnnotations = {
+    kSince, kAllocation, kConfirmed, kOutcome, kShutdownRequested, kBypassed};
 
 // GameServer states that matter here.
 inline constexpr std::string_view kStateAllocating = "Allocating";
@@ -59,5 +63,8 @@ inline constexpr std::string_view kOutcomeTimedOut = "TimedOut";
 // Written by the webhook when it lets the Agones controller's Shutdown of an Allocating server
 // through (on-scale-down: Shutdown): the allocation was abandoned before it was confirmed.
 inline constexpr std::string_view kOutcomeScaledDown = "ScaledDown";
+// A bypassed allocation not confirmed by its deadline: left Allocated (players may already be on
+// the server), never confirmed.
+inline constexpr std::string_view kOutcomeUnconfirmed = "Unconfirmed";
 
 }  // namespace aw::keys

@@ -174,9 +174,7 @@ Status ParseAllocationResponse(std::string_view body, AllocationResponse* out) {
   out->source = std::string(StringOr(&doc, "source"));
   out->remote = !out->source.empty() && out->source != kLocalSource;
   out->last_allocated = std::string(StringOr(ann, keys::kLastAllocated));
-  const std::string_view allocation = StringOr(ann, keys::kAllocation);
-  out->gated = StringOr(labels, keys::kEnabledLabel) == "true" && !allocation.empty() &&
-               allocation == out->last_allocated;
+  out->gated = StringOr(labels, keys::kEnabledLabel) == "true";
   return Status::Ok();
 }
 

@@ -9,10 +9,12 @@
 //     returns InvalidArgument with the JSON path of the offending value otherwise. The request is
 //     forwarded as it came; only the gateway's deadline is read from it.
 //   - ParseAllocationResponse reads the allocator's 200 answer: the GameServer's name, and
-//     whether the allocation was gated: its metadata annotations carry
-//     allocating.agones.dev/allocation equal to agones.dev/last-allocated (the webhook's rewrite of
-//     this very allocation); its `source` ("local" or absent for the local cluster; a remote
-//     allocator's endpoint when agones-allocator forwarded it under a multi-cluster policy).
+//     whether the allocation is gated: its metadata labels opt the server in
+//     (allocating.agones.dev/enabled "true"), so it is answered only once confirmed, whether the
+//     webhook rewrote this allocation or it bypassed the gate (admission unreachable) and is
+//     confirmed after the fact (gateway/decision.h); its `source` ("local" or absent for the local
+//     cluster; a remote allocator's endpoint when agones-allocator forwarded it under a
+//     multi-cluster policy).
 //   - RefreshMetadata returns the allocator's answer with metadata.labels/annotations replaced by
 //     the GameServer's current ones (so the matchmaker sees `confirmed`/`outcome`); every other
 //     field is kept as the allocator wrote it.

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include "gate/decision_table.h"
 #include "gate/keys.h"
 #include "util/time_format.h"
 
@@ -33,13 +34,27 @@ Decision Decide(const gate::GameServerView* gs, bool deleted, std::string_view l
   const std::string_view confirmed = annotation(keys::kConfirmed);
   const std::string_view outcome = annotation(keys::kOutcome);
   if (state == keys::kStateAllocated) {
+    if (!gs->OptedIn()) return {Verdict::kAnswer, "Allocated (not opted in to the gate)"};
+    // An allocation that bypassed the gate (admission unreachable) is answered only once the
+    // resolver has confirmed it after the fact; keys it has not recorded yet are not trusted.
+    const gate::Bypass bypass = gate::BypassOf(*gs);
+    if (bypass == gate::Bypass::kUnseen) {
+      return {Verdict::kWait, "Allocated without passing the gate (admission bypassed)"};
+    }
+    if (bypass == gate::Bypass::kOpen) {
+      return {Verdict::kWait, "bypassed the gate: waiting for the confirmation after the fact"};
+    }
     if (outcome == keys::kOutcomeConfirmed && !allocation.empty() && confirmed == allocation) {
       return {Verdict::kAnswer, "confirmed"};
     }
-    if (outcome == keys::kOutcomeTimedOut) {
+    if (outcome == keys::kOutcomeTimedOut && !allocation.empty() && confirmed == allocation) {
       return {Verdict::kAnswer, "timed out, resolved Allocated (on-timeout: Allocated)"};
     }
-    return {Verdict::kAnswer, "Allocated"};
+    if (outcome == keys::kOutcomeUnconfirmed) {
+      return {Verdict::kRetry,
+              "timed out (bypassed the gate, not confirmed in time; left Allocated)"};
+    }
+    return {Verdict::kWait, "Allocated, not confirmed"};
   }
   if (state == keys::kStateAllocating) return {Verdict::kWait, "Allocating"};
   if (state == keys::kStateUnhealthy || state == keys::kStateShutdown ||

@@ -2,14 +2,20 @@
 // Pure: no I/O, no clock.
 //
 // Promise: Decide() maps (the GameServer, the allocation's agones.dev/last-allocated) to
-//   kAnswer  the server is Allocated for this allocation: confirmed (outcome Confirmed and
-//            `confirmed` equal to the allocation id), or resolved as Allocated on timeout
-//            (on-timeout: Allocated, the user's choice), or Allocated without the gate's marks;
+//   kAnswer  the server is Allocated for this allocation and either not opted in to the gate, or
+//            confirmed (outcome Confirmed and `confirmed` equal to the allocation id, also when
+//            the resolver confirmed a bypassed allocation after the fact), or resolved as
+//            Allocated on timeout (outcome TimedOut with `confirmed`: on-timeout Allocated, the
+//            user's choice);
 //   kRetry   this allocation is lost: the server was deleted, timed out (outcome TimedOut) to
-//            Unhealthy/Shutdown, became Unhealthy/Shutdown/Error, went back to Ready/Reserved, or
-//            was allocated again by someone else (a newer last-allocated);
-//   kWait    anything else: still Allocating, or the copy predates this allocation (an older or
-//            missing last-allocated: the watch has not delivered the allocator's write yet).
+//            Unhealthy/Shutdown, became Unhealthy/Shutdown/Error, went back to Ready/Reserved,
+//            was allocated again by someone else (a newer last-allocated), or its allocation
+//            bypassed the gate and was not confirmed by its deadline (outcome Unconfirmed: the
+//            server is left Allocated);
+//   kWait    anything else: still Allocating, an opted-in server Allocated without a
+//            confirmation (a bypass of the gate not yet recorded or confirmed by the resolver), or
+//            the copy predates this allocation (an older or missing last-allocated: the watch
+//            has not delivered the allocator's write yet).
 // `reason` says why, for logs, metrics and the final error message.
 // AttemptsLeft() is the retry budget: another allocation is made only while attempts remain and
 // the request's deadline has not passed.

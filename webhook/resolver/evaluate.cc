@@ -2,6 +2,7 @@
 
 #include "gate/decision_table.h"
 #include "gate/keys.h"
+#include "util/time_format.h"
 
 namespace aw::resolver {
 
@@ -21,6 +22,9 @@ std::string_view VerdictName(Verdict v) {
     case Verdict::kPromote: return "promote";
     case Verdict::kTimeOut: return "timeout";
     case Verdict::kScaledDown: return "scaled_down";
+    case Verdict::kRecordBypass: return "record-bypass";
+    case Verdict::kConfirmBypass: return "confirm-bypass";
+    case Verdict::kBypassDeadline: return "bypass-deadline";
   }
   return "unknown";
 }
@@ -94,6 +98,8 @@ Evaluation Evaluate(const GameServerView& gs, const gate::GateConfig& config,
   in.deleting = gs.deleting;
   in.phase = gate::PhaseOf(gs.state);
   in.scaled_down = gs.Annotation(keys::kOutcome) == keys::kOutcomeScaledDown;
+  in.bypass = gate::BypassOf(gs);
+  ev.bypass = in.bypass;
   const gate::ResolveRule& pre = gate::DecideResolve(in);
   if (pre.verdict == gate::ResolveVerdict::kRecord) {
     ev.verdict = Verdict::kScaledDown;
@@ -106,8 +112,24 @@ Evaluation Evaluate(const GameServerView& gs, const gate::GateConfig& config,
                               : "state is " + (gs.state.empty() ? std::string("empty") : gs.state);
     return ev;
   }
+  if (pre.verdict == gate::ResolveVerdict::kRecordBypass) {
+    ev.verdict = Verdict::kRecordBypass;
+    auto last = gs.Annotation(keys::kLastAllocated);
+    std::optional<TimePoint> at;
+    if (last) {
+      if (auto t = util::ParseRfc3339(*last)) {
+        at = std::chrono::time_point_cast<Clock::duration>(*t);
+      }
+    }
+    // A last-allocated in the future (a skewed or forged clock) counts from now.
+    ev.bypass_since = at && *at <= now ? *at : now;
+    ev.bypass_allocation = last && !last->empty() ? std::string(*last)
+                                                  : util::FormatRfc3339Nano(ev.bypass_since);
+    return ev;
+  }
   ev.action = gate::TimeoutAction(config.on_timeout,
                                   gs.Annotation(keys::kShutdownRequested).has_value());
+  ev.bypass_action = &gate::BypassTimeoutAction(config.on_timeout);
   TimePoint start = gs.since.value_or(first_seen);
   ev.deadline = start + std::chrono::duration_cast<Clock::duration>(config.timeout);
 
@@ -141,6 +163,9 @@ Evaluation Evaluate(const GameServerView& gs, const gate::GateConfig& config,
     case gate::ResolveVerdict::kWait: ev.verdict = Verdict::kWait; break;
     case gate::ResolveVerdict::kIgnore: ev.verdict = Verdict::kIgnore; break;
     case gate::ResolveVerdict::kRecord: ev.verdict = Verdict::kScaledDown; break;
+    case gate::ResolveVerdict::kRecordBypass: ev.verdict = Verdict::kRecordBypass; break;
+    case gate::ResolveVerdict::kConfirmBypass: ev.verdict = Verdict::kConfirmBypass; break;
+    case gate::ResolveVerdict::kBypassDeadline: ev.verdict = Verdict::kBypassDeadline; break;
   }
   return ev;
 }

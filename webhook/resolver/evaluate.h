@@ -16,6 +16,14 @@
 //     left to record (IsScaledDown() is the same test on its own).
 //   - kWait: otherwise; `probe` says what to probe next (when a probe is configured and its
 //     target resolves) and `deadline` when to give up.
+//   Admission bypass (an opted-in server in state Allocated, gate::BypassOf()):
+//   - kRecordBypass: the gate never saw this allocation (no `since` or `allocation`): record it.
+//     `bypass_allocation` is the allocation id (agones.dev/last-allocated, else `bypass_since`)
+//     and `bypass_since` the time it counts from (agones.dev/last-allocated when it parses,
+//     else now).
+//   - kConfirmBypass / kBypassDeadline / kWait: a recorded, still open bypass gets the same
+//     checks and deadline as an Allocating server; the deadline writes
+//     gate::BypassTimeoutAction(on-timeout) (`bypass_action`) and never changes the state.
 // `failed` always lists the checks that do not pass, in words fit for a Warning Event.
 // Without a parsable `since`, the deadline counts from `first_seen` (when the resolver first saw
 // the server Allocating). Without an allocation id nothing can be confirmed (webhook row 4 adds it).
@@ -26,12 +34,14 @@
 #include <vector>
 
 #include "gate/config.h"
+#include "gate/decision_table.h"
 #include "probe/probe.h"
 #include "resolver/gameserver.h"
 
 namespace aw::resolver {
 
-enum class Verdict { kIgnore, kWait, kPromote, kTimeOut, kScaledDown };
+enum class Verdict { kIgnore, kWait, kPromote, kTimeOut, kScaledDown, kRecordBypass,
+                     kConfirmBypass, kBypassDeadline };
 std::string_view VerdictName(Verdict v);
 
 // A probe result remembered by the resolver, with what it was for.
@@ -48,6 +58,10 @@ struct Evaluation {
   std::optional<probe::Target> probe;  // the probe target, when configured and resolvable
   std::vector<std::string> failed;     // checks that do not pass (empty for kPromote)
   std::string reason;                  // for kIgnore: why
+  gate::Bypass bypass = gate::Bypass::kNone;
+  std::string bypass_allocation;       // for kRecordBypass
+  TimePoint bypass_since{};            // for kRecordBypass
+  const gate::BypassTimeoutRule* bypass_action = nullptr;  // for kBypassDeadline
 };
 
 // The scale-down row of the resolver's table alone (Evaluate() would answer kScaledDown).

@@ -43,10 +43,28 @@ Metrics::Metrics(prometheus::Registry& registry) {
                        .Name("allocating_webhook_resolver_patch_errors_total")
                        .Help("Resolver patches that failed for another reason, by status")
                        .Register(registry);
+  bypassed_ = &prometheus::BuildCounter()
+                   .Name("allocating_webhook_bypassed_allocations_total")
+                   .Help("Allocations of opted-in GameServers that reached Allocated without "
+                         "passing the gate (admission unreachable), by namespace and fleet")
+                   .Register(registry);
+  bypass_resolved_ = &prometheus::BuildCounter()
+                          .Name("allocating_webhook_bypass_resolutions_total")
+                          .Help("Bypassed allocations resolved after the fact, by outcome")
+                          .Register(registry);
+  bypassed_servers_ = &prometheus::BuildGauge()
+                           .Name("allocating_webhook_bypassed_servers")
+                           .Help("Allocated GameServers whose bypass of the gate the leader is "
+                                 "recording or checking now")
+                           .Register(registry)
+                           .Add({});
   // Every label value known in advance exists from start-up at 0, so rate() and the dashboard see
   // the series before the first event.
   for (const char* action : {"Unhealthy", "Allocated", "Shutdown"}) timeouts_->Add({{"action", action}});
   for (const char* status : {"rejected", "retry"}) patch_errors_->Add({{"status", status}});
+  for (const char* o : {"Confirmed", "Unconfirmed", "TimedOut"}) {
+    bypass_resolved_->Add({{"outcome", o}});
+  }
   for (const char* o : {"Confirmed", "TimedOut"}) {
     duration_->Add({{"outcome", o}},
                    prometheus::Histogram::BucketBoundaries{0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10,
@@ -72,6 +90,14 @@ void Metrics::CountTimeout(std::string_view action) {
 
 void Metrics::CountPatchError(std::string_view status) {
   patch_errors_->Add({{"status", std::string(status)}}).Increment();
+}
+
+void Metrics::CountBypass(std::string_view ns, std::string_view fleet) {
+  bypassed_->Add({{"namespace", std::string(ns)}, {"fleet", std::string(fleet)}}).Increment();
+}
+
+void Metrics::CountBypassResolved(std::string_view outcome) {
+  bypass_resolved_->Add({{"outcome", std::string(outcome)}}).Increment();
 }
 
 }  // namespace aw::resolver

@@ -9,6 +9,13 @@
 //   allocating_webhook_resolver_scaled_down_total              counter
 //   allocating_webhook_resolver_conflicts_total                counter
 //   allocating_webhook_resolver_patch_errors_total{status}     counter
+//   allocating_webhook_bypassed_allocations_total{namespace,fleet}  counter: allocations of
+//       opted-in servers that reached Allocated without passing the gate (admission unreachable);
+//       its series appear with the first bypass of a fleet
+//   allocating_webhook_bypassed_servers                        gauge: Allocated servers whose
+//       bypass the leader is recording or checking now (exists from start-up)
+//   allocating_webhook_bypass_resolutions_total{outcome}       counter: bypassed allocations
+//       confirmed after the fact (Confirmed) or not by their deadline (Unconfirmed, TimedOut)
 #pragma once
 
 #include <string_view>
@@ -33,6 +40,9 @@ class Metrics {
   void CountTimeout(std::string_view action);
   void CountConflict() { conflicts_->Increment(); }
   void CountPatchError(std::string_view status);
+  void CountBypass(std::string_view ns, std::string_view fleet);
+  void CountBypassResolved(std::string_view outcome);
+  void SetBypassed(size_t n) { bypassed_servers_->Set(static_cast<double>(n)); }
 
  private:
   prometheus::Gauge* allocating_;
@@ -43,6 +53,9 @@ class Metrics {
   prometheus::Family<prometheus::Counter>* timeouts_;
   prometheus::Counter* conflicts_;
   prometheus::Family<prometheus::Counter>* patch_errors_;
+  prometheus::Family<prometheus::Counter>* bypassed_;
+  prometheus::Family<prometheus::Counter>* bypass_resolved_;
+  prometheus::Gauge* bypassed_servers_;
 };
 
 }  // namespace aw::resolver

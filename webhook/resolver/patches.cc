@@ -13,12 +13,17 @@ std::string AnnotationPath(std::string_view key) {
   return "/metadata/annotations/" + gate::EscapePointerToken(key);
 }
 
+// `state` empty: status.state is not written. `removes`: annotations removed when present.
 std::string Build(const GameServerView& gs, std::string_view state,
-                  std::vector<std::pair<std::string, std::string>> sets) {
+                  std::vector<std::pair<std::string, std::string>> sets,
+                  const std::vector<std::string_view>& removes = {}) {
   gate::JsonPatch patch;
   patch.Test("/metadata/resourceVersion", gs.resource_version);
   if (!gs.allocation.empty()) patch.Test(AnnotationPath(keys::kAllocation), gs.allocation);
-  patch.ReplaceString("/status/state", std::string(state));
+  if (!state.empty()) patch.ReplaceString("/status/state", std::string(state));
+  for (std::string_view k : removes) {
+    if (gs.Annotation(k)) patch.Remove(AnnotationPath(k));
+  }
   if (!gs.annotations.present()) {
     patch.AddMap("/metadata/annotations", std::move(sets));
   } else {
@@ -43,6 +48,28 @@ std::string TimeoutPatch(const GameServerView& gs, gate::OnTimeout action) {
   }
   sets.emplace_back(std::string(keys::kOutcome), std::string(keys::kOutcomeTimedOut));
   return Build(gs, gate::OnTimeoutName(action), std::move(sets));
+}
+
+std::string RecordBypassPatch(const GameServerView& gs, const std::string& allocation,
+                              const std::string& since) {
+  return Build(gs, "",
+               {{std::string(keys::kSince), since},
+                {std::string(keys::kAllocation), allocation},
+                {std::string(keys::kBypassed), allocation}},
+               {keys::kConfirmed, keys::kOutcome});
+}
+
+std::string ConfirmBypassPatch(const GameServerView& gs) {
+  return Build(gs, "",
+               {{std::string(keys::kConfirmed), gs.allocation},
+                {std::string(keys::kOutcome), std::string(keys::kOutcomeConfirmed)}});
+}
+
+std::string BypassDeadlinePatch(const GameServerView& gs, const gate::BypassTimeoutRule& rule) {
+  std::vector<std::pair<std::string, std::string>> sets;
+  if (rule.confirm) sets.emplace_back(std::string(keys::kConfirmed), gs.allocation);
+  sets.emplace_back(std::string(keys::kOutcome), std::string(rule.outcome));
+  return Build(gs, "", std::move(sets));
 }
 
 }  // namespace aw::resolver

@@ -8,16 +8,28 @@
 //   PromotePatch:  status.state = Allocated, confirmed = <allocation>, outcome = Confirmed.
 //   TimeoutPatch:  status.state = <on-timeout>, outcome = TimedOut, and for on-timeout Allocated
 //                  also confirmed = <allocation> (so the webhook's promotion rule admits it).
+// Admission bypass (state Allocated, never changed by these patches; when admission is up, the
+// resolver's trusted identity lets them through the gate's rule for Allocated -> Allocated):
+//   RecordBypassPatch:  bypassed = allocation = <id>, since = <since>; a confirmed/outcome the
+//                       allocation's metadata may have forged while validation was skipped is
+//                       removed.
+//   ConfirmBypassPatch: confirmed = <allocation>, outcome = Confirmed.
+//   BypassDeadlinePatch: the rule's outcome, and confirmed = <allocation> when it confirms.
 #pragma once
 
 #include <string>
 
 #include "gate/config.h"
+#include "gate/decision_table.h"
 #include "resolver/gameserver.h"
 
 namespace aw::resolver {
 
 std::string PromotePatch(const GameServerView& gs);
 std::string TimeoutPatch(const GameServerView& gs, gate::OnTimeout action);
+std::string RecordBypassPatch(const GameServerView& gs, const std::string& allocation,
+                              const std::string& since);
+std::string ConfirmBypassPatch(const GameServerView& gs);
+std::string BypassDeadlinePatch(const GameServerView& gs, const gate::BypassTimeoutRule& rule);
 
 }  // namespace aw::resolver

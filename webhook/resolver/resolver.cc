@@ -8,6 +8,7 @@
 #include "gate/keys.h"
 #include "resolver/patches.h"
 #include "util/duration.h"
+#include "util/time_format.h"
 #include "util/log.h"
 
 namespace aw::resolver {
@@ -23,6 +24,10 @@ struct Resolver::PatchDone {
   Verdict verdict = Verdict::kWait;
   gate::OnTimeout action = gate::OnTimeout::kUnhealthy;
   std::optional<TimePoint> since;
+  std::string ns;
+  std::string fleet;       // label agones.dev/fleet ("" when none)
+  std::string allocation;  // the allocation id the patch wrote or confirmed
+  std::string bypass_outcome;  // for kBypassDeadline: the outcome written
   Status outcome;
   double patch_seconds = 0;  // time the API call took
   double queued_seconds = 0;  // time between the decision and the call
@@ -59,6 +64,7 @@ struct Resolver::Entry {
   std::string resolved_rv;  // our successful patch applied on top of this version
   std::string conflict_rv;  // our patch on this version was refused: wait for a newer view
   std::string seen_rv;      // the version last evaluated
+  bool bypass = false;      // an Allocated server whose allocation bypassed the gate
   TimePoint retry_at{};
   std::chrono::milliseconds backoff{0};
 };
@@ -88,6 +94,12 @@ runtime::Clock::time_point QueueTime(TimePoint t) {
 
 TimePoint FromQueueTime(runtime::Clock::time_point t) {
   return TimePoint(std::chrono::duration_cast<TimePoint::duration>(t.time_since_epoch()));
+}
+
+// Whether the resolver has work on this server: it is Allocating, or Allocated with a bypass to
+// record or resolve.
+bool Watched(const GameServerView& gs) {
+  return gs.state == keys::kStateAllocating || gate::BypassOf(gs) != gate::Bypass::kNone;
 }
 
 std::pair<std::string, std::string> SplitKey(const std::string& key) {
@@ -173,7 +185,10 @@ void Resolver::Stop() {
     thread_.join();
   }
   entries_.clear();
-  if (metrics_) metrics_->SetAllocating(0);
+  if (metrics_) {
+    metrics_->SetAllocating(0);
+    metrics_->SetBypassed(0);
+  }
 }
 
 bool Resolver::Running() const { return thread_.joinable(); }
@@ -181,7 +196,7 @@ bool Resolver::Running() const { return thread_.joinable(); }
 size_t Resolver::Tracked() const {
   size_t n = 0;
   for (const auto& [k, e] : entries_) {
-    if (e.resolved_rv.empty()) ++n;
+    if (e.resolved_rv.empty() && !e.bypass) ++n;
   }
   return n;
 }
@@ -207,7 +222,10 @@ void Resolver::Loop(std::stop_token stop, const std::function<void()>& ready) {
     inbox_->stop = true;
   }
   entries_.clear();
-  if (metrics_) metrics_->SetAllocating(0);
+  if (metrics_) {
+    metrics_->SetAllocating(0);
+    metrics_->SetBypassed(0);
+  }
   log::info("resolver stopped");
 }
 
@@ -338,7 +356,7 @@ std::optional<TimePoint> Resolver::Reconcile(const std::string& key, TimePoint n
     return std::nullopt;  // the cache has not caught up with our own write yet
   }
   if (it == entries_.end()) {
-    if (!gs->OptedIn() || gs->deleting || gs->state != keys::kStateAllocating) return std::nullopt;
+    if (!gs->OptedIn() || gs->deleting || !Watched(*gs)) return std::nullopt;
     Entry fresh;
     fresh.ns = ns;
     fresh.name = name;
@@ -347,7 +365,8 @@ std::optional<TimePoint> Resolver::Reconcile(const std::string& key, TimePoint n
     it = entries_.emplace(key, std::move(fresh)).first;
   }
   Entry& e = it->second;
-  if (!e.resolved_rv.empty() && gs->state != keys::kStateAllocating) {
+  e.bypass = gs->state == keys::kStateAllocated;
+  if (!e.resolved_rv.empty() && !Watched(*gs)) {
     entries_.erase(it);  // our own write came back: done
     return std::nullopt;
   }
@@ -379,6 +398,9 @@ std::optional<TimePoint> Resolver::Reconcile(const std::string& key, TimePoint n
       return std::nullopt;
     case Verdict::kPromote:
     case Verdict::kTimeOut:
+    case Verdict::kRecordBypass:
+    case Verdict::kConfirmBypass:
+    case Verdict::kBypassDeadline:
       if (!e.conflict_rv.empty() && gs->resource_version == e.conflict_rv && now < e.retry_at) {
         return e.retry_at;  // wait for a newer view (or the backoff)
       }
@@ -449,17 +471,46 @@ void Resolver::DispatchPatch(Entry& e, const std::string& key, const GameServerV
                              const Evaluation& ev, TimePoint now) {
   e.patch_in_flight = true;
   bool promote = ev.verdict == Verdict::kPromote;
-  std::string patch = promote ? PromotePatch(gs) : TimeoutPatch(gs, ev.action);
+  std::string patch;
   std::string held = Seconds(now - gs.since.value_or(e.first_seen));
   std::string reason;
   std::string message;
   EventType type;
-  if (promote) {
+  PatchDone done;
+  done.allocation = gs.allocation;
+  if (ev.verdict == Verdict::kRecordBypass) {
+    patch = RecordBypassPatch(gs, ev.bypass_allocation, util::FormatRfc3339Nano(ev.bypass_since));
+    done.allocation = ev.bypass_allocation;
+    type = EventType::kWarning;
+    reason = "AllocatingBypassed";
+    message = "Reached Allocated without passing the allocating gate (allocation " +
+              ev.bypass_allocation +
+              "): admission was skipped (webhook unreachable under failurePolicy Ignore) or "
+              "failed open (the CRD lacks Allocating). Readiness is checked after the fact; until "
+              "it is confirmed the server may not be playable";
+  } else if (ev.verdict == Verdict::kConfirmBypass) {
+    patch = ConfirmBypassPatch(gs);
+    type = EventType::kNormal;
+    reason = "AllocatingBypassConfirmed";
+    message = "Bypassed allocation " + gs.allocation + " confirmed playable after the fact, " +
+              held + " after it was allocated";
+  } else if (ev.verdict == Verdict::kBypassDeadline) {
+    patch = BypassDeadlinePatch(gs, *ev.bypass_action);
+    done.bypass_outcome = std::string(ev.bypass_action->outcome);
+    type = EventType::kWarning;
+    reason = "AllocatingBypassUnconfirmed";
+    message = "Bypassed allocation " + gs.allocation +
+              " not confirmed playable within its deadline (" + held +
+              "); left Allocated (players may be on it), outcome " + done.bypass_outcome +
+              ". Checks that failed last: " + Join(ev.failed, "; ");
+  } else if (promote) {
+    patch = PromotePatch(gs);
     type = EventType::kNormal;
     reason = "AllocatingConfirmed";
     message = "Confirmed playable after " + held + " in Allocating (allocation " + gs.allocation +
               "); moved to Allocated";
   } else {
+    patch = TimeoutPatch(gs, ev.action);
     type = EventType::kWarning;
     reason = "AllocatingTimedOut";
     message = "Not confirmed playable within its deadline (" + held +
@@ -467,8 +518,9 @@ void Resolver::DispatchPatch(Entry& e, const std::string& key, const GameServerV
               std::string(gate::OnTimeoutName(ev.action)) +
               ". Checks that failed last: " + Join(ev.failed, "; ");
   }
-  PatchDone done;
   done.key = key;
+  done.ns = gs.namespace_;
+  done.fleet = std::string(gs.Label("agones.dev/fleet").value_or(""));
   done.resource_version = gs.resource_version;
   done.verdict = ev.verdict;
   done.action = ev.action;
@@ -499,9 +551,31 @@ void Resolver::DispatchPatch(Entry& e, const std::string& key, const GameServerV
 void Resolver::OnPatchDone(PatchDone done, TimePoint now) {
   auto it = entries_.find(done.key);
   const bool promote = done.verdict == Verdict::kPromote;
-  const std::string what = promote ? "promote" : "timeout";
+  const bool bypass = done.verdict == Verdict::kRecordBypass ||
+                      done.verdict == Verdict::kConfirmBypass ||
+                      done.verdict == Verdict::kBypassDeadline;
+  const std::string what(bypass ? VerdictName(done.verdict) : promote ? "promote" : "timeout");
   const PatchStatus status = PatchStatusOf(done.outcome);
-  if (status == PatchStatus::kOk) {
+  if (status == PatchStatus::kOk && bypass) {
+    double since = done.since ? std::chrono::duration<double>(now - *done.since).count() : 0;
+    if (done.verdict == Verdict::kRecordBypass) {
+      if (metrics_) metrics_->CountBypass(done.ns, done.fleet);
+      log::warn("resolver: allocation bypassed the gate; checking readiness after the fact",
+                {{"gameserver", done.key},
+                 {"fleet", done.fleet},
+                 {"allocation", done.allocation}});
+    } else {
+      const std::string outcome = done.verdict == Verdict::kConfirmBypass
+                                      ? std::string(keys::kOutcomeConfirmed)
+                                      : done.bypass_outcome;
+      if (metrics_) metrics_->CountBypassResolved(outcome);
+      log::info("resolver: bypassed allocation resolved",
+                {{"gameserver", done.key},
+                 {"allocation", done.allocation},
+                 {"outcome", outcome},
+                 {"allocated_seconds", std::to_string(std::max(since, 0.0))}});
+    }
+  } else if (status == PatchStatus::kOk) {
     double held = done.since ? std::chrono::duration<double>(now - *done.since).count() : 0;
     if (metrics_) {
       metrics_->ObserveDuration(promote ? keys::kOutcomeConfirmed : keys::kOutcomeTimedOut,
@@ -557,7 +631,11 @@ void Resolver::OnPatchDone(PatchDone done, TimePoint now) {
 }
 
 void Resolver::UpdateGauge() {
-  if (metrics_) metrics_->SetAllocating(Tracked());
+  if (!metrics_) return;
+  metrics_->SetAllocating(Tracked());
+  size_t bypassed = 0;
+  for (const auto& [k, e] : entries_) bypassed += e.bypass ? 1 : 0;
+  metrics_->SetBypassed(bypassed);
 }
 
 PatchStatus PatchStatusOf(const Status& status) {

@@ -1,5 +1,8 @@
 // The resolver: a reconciler that holds every opted-in Allocating GameServer until it is confirmed
-// playable (promotion to Allocated) or its deadline passes (the on-timeout action).
+// playable (promotion to Allocated) or its deadline passes (the on-timeout action). It also
+// watches opted-in servers that reached Allocated without passing the gate (admission
+// unreachable): it records the bypass, then confirms it after the fact or records its deadline
+// outcome, never changing their state (gate::BypassOf, evaluate.h).
 //
 // Promise:
 //   - Keys ("namespace/name") go through a controller work queue (runtime::WorkQueueState): a

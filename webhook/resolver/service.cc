@@ -21,7 +21,8 @@ void RegisterResolverFlags(flags::FlagSet& fs, ResolverFlags* f) {
   fs.Size("probe-concurrency", &f->probe_concurrency,
           "Probes with an open socket at once (the rest queue)", 1, 100000);
   fs.Duration("resync-period", &f->resync_period,
-              "How often the resolver re-evaluates every Allocating GameServer from its cache",
+              "How often the resolver re-evaluates every opted-in GameServer from its cache "
+              "(Allocating, or Allocated without passing the gate)",
               std::chrono::seconds(1));
   fs.String("udp-probe-payload", &f->udp_probe_payload,
             "Datagram sent by UDP probes (any datagram back means ready)");
