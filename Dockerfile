@@ -28,12 +28,18 @@ RUN --mount=type=cache,id=aw-apt-archives,target=/var/cache/apt,sharing=locked \
       libboost1.81-dev libssl-dev rapidjson-dev libfmt-dev \
       prometheus-cpp-dev libyaml-cpp-dev
 WORKDIR /src
-COPY CMakeLists.txt ./
+COPY CMakeLists.txt VERSION ./
+COPY cmake/ cmake/
 COPY webhook/ webhook/
+# --version and the build_info metric: the build context has no .git, so the commit and the date
+# come in as build arguments (scripts/image and scripts/release pass them from git).
+ARG AW_COMMIT=unknown
+ARG AW_BUILD_DATE=unknown
 # The CMake build tree is a cache mount too: a rebuild after a source change recompiles only what
 # changed. The stripped binaries are copied out of it to /out (a cache mount is not in the layer).
 RUN --mount=type=cache,id=aw-cmake-build,target=/build \
     cmake -S . -B /build -G Ninja -DCMAKE_BUILD_TYPE=Release -DAW_BUILD_TESTS=OFF \
+      -DAW_COMMIT="$AW_COMMIT" -DAW_BUILD_DATE="$AW_BUILD_DATE" \
  && cmake --build /build --target allocating-webhook allocation-gateway -j"$(nproc)" \
  && mkdir -p /out \
  && strip -o /out/allocating-webhook /build/allocating-webhook \
@@ -45,7 +51,8 @@ RUN --mount=type=cache,id=aw-cmake-build,target=/build \
 COPY scripts/make-rootfs /usr/local/bin/make-rootfs
 RUN make-rootfs /out/allocating-webhook /out/allocation-gateway /rootfs \
  && chroot --userspec=65532:65532 /rootfs /usr/local/bin/allocating-webhook --help > /dev/null \
- && chroot --userspec=65532:65532 /rootfs /usr/local/bin/allocation-gateway --help > /dev/null
+ && chroot --userspec=65532:65532 /rootfs /usr/local/bin/allocation-gateway --help > /dev/null \
+ && chroot --userspec=65532:65532 /rootfs /usr/local/bin/allocating-webhook --version
 
 FROM scratch
 COPY --from=build /rootfs/ /

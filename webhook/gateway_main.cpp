@@ -51,6 +51,7 @@
 #include "server/client_ca_reloader.h"
 #include "server/connection_server.h"
 #include "server/health_server.h"
+#include "util/build_info.h"
 #include "util/flags.h"
 #include "util/log.h"
 #include "util/status.h"
@@ -208,6 +209,8 @@ int main(int argc, char** argv) {
   Flags f;
   flags::FlagSet fs("allocation-gateway", kSummary);
   Register(fs, &f);
+  bool show_version = false;
+  fs.Bool("version", &show_version, "print the version, commit and build date, and exit");
   auto parsed = fs.Parse(argc, argv);
   if (parsed.status == flags::FlagSet::Status::kHelp) {
     std::fputs(fs.Usage().c_str(), stdout);
@@ -217,6 +220,10 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "allocation-gateway: %s\nRun with --help for the list of flags.\n",
                  parsed.message.c_str());
     return 2;
+  }
+  if (show_version) {
+    std::fputs(build::VersionText("allocation-gateway").c_str(), stdout);
+    return 0;
   }
   if (f.gateway.default_deadline > f.gateway.max_deadline) {
     std::fprintf(stderr, "allocation-gateway: --deadline is above --max-deadline\n");
@@ -234,6 +241,8 @@ int main(int argc, char** argv) {
   log::SetFormat(format);
 
   auto registry = std::make_shared<prometheus::Registry>();
+  build::AddBuildInfoMetric(*registry, "allocating_gateway_build_info",
+                            "The build: version, commit and build date as labels (always 1).");
   const auto reload = std::chrono::duration_cast<std::chrono::milliseconds>(f.reload_interval);
 
   // ---- TLS material ----

@@ -37,6 +37,7 @@
 #include "server/health_server.h"
 #include "server/https_server.h"
 #include "runtime/service.h"
+#include "util/build_info.h"
 #include "util/flags.h"
 #include "util/log.h"
 #include "util/status.h"
@@ -186,6 +187,8 @@ int main(int argc, char** argv) {
   autoscale::AutoscaleFlags autoscale_flags;
   autoscale::RegisterAutoscaleFlags(fs, &autoscale_flags);
 
+  bool show_version = false;
+  fs.Bool("version", &show_version, "print the version, commit and build date, and exit");
   auto parsed = fs.Parse(argc, argv);
   if (parsed.status == flags::FlagSet::Status::kHelp) {
     std::fputs(fs.Usage().c_str(), stdout);
@@ -195,6 +198,10 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "allocating-webhook: %s\nRun with --help for the list of flags.\n",
                  parsed.message.c_str());
     return 2;
+  }
+  if (show_version) {
+    std::fputs(build::VersionText("allocating-webhook").c_str(), stdout);
+    return 0;
   }
   for (const Status& st : {server::Validate(server_cfg, policy),
                            resolver::ValidateResolverFlags(resolver_flags, policy)}) {
@@ -215,6 +222,8 @@ int main(int argc, char** argv) {
   // ---- Components (built here, run by the manager below; they outlive it) ------------------
   // One metrics registry for every component; served on /metrics.
   auto registry = std::make_shared<prometheus::Registry>();
+  build::AddBuildInfoMetric(*registry, "allocating_webhook_build_info",
+                            "The build: version, commit and build date as labels (always 1).");
   // Whether the GameServer CRD accepts "Allocating": the flag's value until the CRD guard
   // publishes the live answer through Set().
   admission::AtomicCrdReadiness crd_readiness(server_cfg.crd_accepts_allocating);

@@ -75,7 +75,9 @@ def help_flags(path):
     with open(path) as f:
         text = f.read()
     names = set(re.findall(r"^\s+--([a-z0-9-]+)\s*$", text, re.M))
+    # --help and --version are actions of the command line, not settings a Deployment passes.
     names.discard("help")
+    names.discard("version")
     if len(names) < 10:
         sys.exit(f"check-render: {path} lists {len(names)} flags: not the binary's --help output")
     return names

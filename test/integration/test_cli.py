@@ -1,6 +1,8 @@
 """Command line and process lifecycle: --help, bad flags, graceful shutdown."""
 
 import json
+import os
+import re
 import signal
 import subprocess
 import threading
@@ -8,7 +10,7 @@ import time
 
 import pytest
 
-from conftest import aw_bin, load_review, signal_and_wait
+from conftest import ROOT, aw_bin, load_review, signal_and_wait
 
 EVERY_FLAG = [
     "port", "health-port", "bind-address", "tls-cert-file", "tls-key-file", "log-level",
@@ -108,3 +110,30 @@ def test_sigint_with_idle_connections_exits_0_promptly(start_webhook):
     assert time.monotonic() - start < 5
     for c in conns:
         c.close()
+
+
+def _version_file():
+    return (ROOT / "VERSION").read_text().splitlines()[0].strip()
+
+
+@pytest.mark.parametrize("binary", ["allocating-webhook", "allocation-gateway"])
+def test_version_prints_version_commit_and_build_date(binary):
+    # Both binaries answer --version without any other flag (the gateway otherwise requires
+    # --allocator-address), exit 0, and print the VERSION file's version.
+    path = os.path.join(os.path.dirname(aw_bin()), binary)
+    res = subprocess.run([path, "--version"], capture_output=True, timeout=10)
+    assert res.returncode == 0, res
+    lines = res.stdout.decode().splitlines()
+    assert lines[0] == f"{binary} {_version_file()}", lines
+    assert re.fullmatch(r"commit: ([0-9a-f]{12,40}(-dirty)?|unknown)", lines[1]), lines
+    assert re.fullmatch(r"build date: (\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ|unknown)", lines[2]), lines
+    assert res.stderr == b""
+
+
+def test_build_info_metric_matches_version(webhook):
+    out = subprocess.run([aw_bin(), "--version"], capture_output=True, timeout=10).stdout.decode()
+    version, commit, date = (line.split(" ", 1)[1] if i == 0 else line.split(": ", 1)[1]
+                             for i, line in enumerate(out.splitlines()[:3]))
+    key = (f'allocating_webhook_build_info{{build_date="{date}",commit="{commit}",'
+           f'version="{version}"}}')
+    assert webhook.metrics().get(key) == 1, [k for k in webhook.metrics() if "build_info" in k]

@@ -245,3 +245,8 @@ Secret in the cluster when complete (upgrades keep it), else a new CA and servin
 {{- fail "gateway.certs.secretName is required with certs.mode=secret (the gateway's kubernetes.io/tls Secret)" -}}
 {{- end -}}
 {{- end -}}
+
+{{/* The image: repository:tag, the tag defaulting to the chart's appVersion (the VERSION file). */}}
+{{- define "allocating-webhook.image" -}}
+{{- printf "%s:%s" .Values.image.repository (.Values.image.tag | default .Chart.AppVersion) -}}
+{{- end -}}

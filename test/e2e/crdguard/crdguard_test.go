@@ -38,7 +38,13 @@ func startGuarded(t *testing.T, cp *harness.ControlPlane, extra ...string) *harn
 // replaceWithStock puts the stock CRD spec back without waiting (the guard may repair it at once).
 func replaceWithStock(t *testing.T, cp *harness.ControlPlane) {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join(harness.TestdataDir(), "crds", "gameserver.yaml"))
+	replaceWith(t, cp, filepath.Join("crds", "gameserver.yaml"))
+}
+
+// replaceWith puts the spec of the CRD fixture FILE (under testdata) in place without waiting.
+func replaceWith(t *testing.T, cp *harness.ControlPlane, file string) {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(harness.TestdataDir(), file))
 	if err != nil {
 		t.Fatal(err)
 	}
