@@ -321,9 +321,20 @@ TEST(EvaluateBypass, RecordCountsFromTheAllocation) {
   EXPECT_EQ(ev.verdict, Verdict::kRecordBypass);
   EXPECT_EQ(ev.bypass_allocation, util::FormatRfc3339Nano(T0()));
   EXPECT_EQ(ev.bypass_since, T0());
+  EXPECT_EQ(ev.bypass_since_text, util::FormatRfc3339Nano(T0()));
+  // `since` keeps last-allocated's own text (trailing zeros written by a client other than Agones).
+  const std::string padded = "2026-12-04T10:56:52.563377300Z";
+  s.annotations[std::string(keys::kLastAllocated)] = padded;
+  ev = Evaluate(View(s), cfg, nullptr, *util::ParseRfc3339(padded) + 5s,
+                *util::ParseRfc3339(padded) + 5s);
+  EXPECT_EQ(ev.verdict, Verdict::kRecordBypass);
+  EXPECT_EQ(ev.bypass_allocation, padded);
+  EXPECT_EQ(ev.bypass_since_text, padded);
+  s.annotations[std::string(keys::kLastAllocated)] = util::FormatRfc3339Nano(T0());
   // A last-allocated in the future (skewed or forged clock) counts from now; the id stays.
   ev = Evaluate(View(s), cfg, nullptr, T0() - 1h, T0() - 1h);
   EXPECT_EQ(ev.bypass_since, T0() - 1h);
+  EXPECT_EQ(ev.bypass_since_text, util::FormatRfc3339Nano(T0() - 1h));
   EXPECT_EQ(ev.bypass_allocation, util::FormatRfc3339Nano(T0()));
   // Unparsable last-allocated: still the id; counts from now.
   s.annotations[std::string(keys::kLastAllocated)] = "yesterday";

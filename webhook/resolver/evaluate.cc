@@ -122,9 +122,12 @@ Evaluation Evaluate(const GameServerView& gs, const gate::GateConfig& config,
       }
     }
     // A last-allocated in the future (a skewed or forged clock) counts from now.
-    ev.bypass_since = at && *at <= now ? *at : now;
-    ev.bypass_allocation = last && !last->empty() ? std::string(*last)
-                                                  : util::FormatRfc3339Nano(ev.bypass_since);
+    bool from_last = at && *at <= now;
+    ev.bypass_since = from_last ? *at : now;
+    // `since` keeps agones.dev/last-allocated's own text when it is used, so that the two compare
+    // equal as strings whatever the writer's fraction digits (Agones trims trailing zeros).
+    ev.bypass_since_text = from_last ? std::string(*last) : util::FormatRfc3339Nano(now);
+    ev.bypass_allocation = last && !last->empty() ? std::string(*last) : ev.bypass_since_text;
     return ev;
   }
   ev.action = gate::TimeoutAction(config.on_timeout,

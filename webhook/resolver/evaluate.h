@@ -20,7 +20,8 @@
 //   - kRecordBypass: the gate never saw this allocation (no `since` or `allocation`): record it.
 //     `bypass_allocation` is the allocation id (agones.dev/last-allocated, else `bypass_since`)
 //     and `bypass_since` the time it counts from (agones.dev/last-allocated when it parses,
-//     else now).
+//     else now); `bypass_since_text` is that time as `since` records it (last-allocated's own
+//     text when it is used, so the two compare equal as strings).
 //   - kConfirmBypass / kBypassDeadline / kWait: a recorded, still open bypass gets the same
 //     checks and deadline as an Allocating server; the deadline writes
 //     gate::BypassTimeoutAction(on-timeout) (`bypass_action`) and never changes the state.
@@ -61,6 +62,7 @@ struct Evaluation {
   gate::Bypass bypass = gate::Bypass::kNone;
   std::string bypass_allocation;       // for kRecordBypass
   TimePoint bypass_since{};            // for kRecordBypass
+  std::string bypass_since_text;       // for kRecordBypass: bypass_since as written in `since`
   const gate::BypassTimeoutRule* bypass_action = nullptr;  // for kBypassDeadline
 };
 

@@ -479,7 +479,7 @@ void Resolver::DispatchPatch(Entry& e, const std::string& key, const GameServerV
   PatchDone done;
   done.allocation = gs.allocation;
   if (ev.verdict == Verdict::kRecordBypass) {
-    patch = RecordBypassPatch(gs, ev.bypass_allocation, util::FormatRfc3339Nano(ev.bypass_since));
+    patch = RecordBypassPatch(gs, ev.bypass_allocation, ev.bypass_since_text);
     done.allocation = ev.bypass_allocation;
     type = EventType::kWarning;
     reason = "AllocatingBypassed";
