@@ -47,27 +47,8 @@ func setup(t *testing.T, extra ...string) env {
 	cp.RegisterWebhooks(t, wh, harness.RegisterOptions{})
 	ns := cp.Namespace(t)
 	e := env{cp: cp, ns: ns, wh: wh, sdk: cp.SDK(t, ns)}
-	waitLeader(t, wh, 20*time.Second)
+	wh.WaitLeader(t, 20*time.Second)
 	return e
-}
-
-func waitLeader(t *testing.T, wh *harness.Webhook, timeout time.Duration) {
-	t.Helper()
-	ok := harness.Poll(timeout, 100*time.Millisecond, func() bool {
-		code, body, err := wh.Get("/metrics")
-		if err != nil || code != 200 {
-			return false
-		}
-		for _, line := range strings.Split(body, "\n") {
-			if strings.HasPrefix(line, "allocating_webhook_leader") && strings.HasSuffix(strings.TrimSpace(line), " 1") {
-				return true
-			}
-		}
-		return false
-	})
-	if !ok {
-		t.Fatalf("webhook %s never became leader; log tail:\n%s", wh.Name, wh.LogTail(40))
-	}
 }
 
 // ready creates an opted-in GameServer (as admin) and moves it to Ready as Agones' controller

@@ -23,7 +23,7 @@ func TestDefect5_PooledConnectionsClosedWhileIdle(t *testing.T) {
 	cp.RegisterWebhooks(t, wh, harness.RegisterOptions{})
 	ns := cp.Namespace(t)
 	e := env{cp: cp, ns: ns, wh: wh, sdk: cp.SDK(t, ns)}
-	waitLeader(t, wh, 20*time.Second)
+	wh.WaitLeader(t, 20*time.Second)
 
 	const n = 8
 	round := func(r int) {

@@ -107,13 +107,7 @@ func (e env) stillPlaying(t *testing.T, f *harness.FleetSim, name string) {
 // is gone, and the resolver recorded an Event for it.
 func (e env) scaledDown(t *testing.T, f *harness.FleetSim, name string) {
 	t.Helper()
-	var rec *harness.ShutdownRecord
-	for _, s := range f.Shutdowns() {
-		if s.Name == name {
-			s := s
-			rec = &s
-		}
-	}
+	rec := f.ShutdownOf(name)
 	if rec == nil {
 		t.Fatalf("the held server %s was never shut down by the GameServerSet controller; shutdowns %+v", name, f.Shutdowns())
 	}
@@ -219,13 +213,7 @@ func TestIssue24_RolloutsDoNotStallBehindAHeldServer(t *testing.T) {
 			t.Fatalf("did not settle: errors %q", f.Errors())
 		}
 		settled := time.Now()
-		var rec *harness.ShutdownRecord
-		for _, s := range f.Shutdowns() {
-			if s.Name == held {
-				s := s
-				rec = &s
-			}
-		}
+		rec := f.ShutdownOf(held)
 		if rec == nil || rec.GotState != "Allocating" {
 			t.Errorf("on-scale-down Hold: the controller's Shutdown of %s was not held: %+v", held, rec)
 		}

@@ -65,26 +65,8 @@ func setup(t *testing.T) env {
 	pointAway(t, cp)
 	ns := cp.Namespace(t)
 	e := env{cp: cp, ns: ns, wh: wh, sdk: cp.SDK(t, ns)}
-	waitLeader(t, wh)
+	wh.WaitLeader(t, 20*time.Second)
 	return e
-}
-
-func waitLeader(t *testing.T, wh *harness.Webhook) {
-	t.Helper()
-	if !harness.Poll(20*time.Second, 100*time.Millisecond, func() bool {
-		code, body, err := wh.Get("/metrics")
-		if err != nil || code != 200 {
-			return false
-		}
-		for _, line := range strings.Split(body, "\n") {
-			if strings.HasPrefix(line, "allocating_webhook_leader") && strings.HasSuffix(strings.TrimSpace(line), " 1") {
-				return true
-			}
-		}
-		return false
-	}) {
-		t.Fatalf("webhook never became leader:\n%s", wh.LogTail(40))
-	}
 }
 
 func (e env) readyGameServer(t *testing.T, name string, annotations ...string) {
@@ -272,7 +254,7 @@ func TestOutageEndsBeforeTheResolverWrites(t *testing.T) {
 	}
 	// Now the resolver starts (admission is up): it records the bypass through the webhooks.
 	e.wh = cp.StartWebhook(t, harness.WebhookOptions{Name: "resolver", Args: resolverArgs(cp)})
-	waitLeader(t, e.wh)
+	e.wh.WaitLeader(t, 20*time.Second)
 	e.recorded(t, "gs-c", got, time.Now())
 	id, err := standin.ConfirmReady(harness.Ctx(t), e.sdk.Dyn, ns, "gs-c")
 	if err != nil {

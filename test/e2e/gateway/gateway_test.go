@@ -51,7 +51,7 @@ func setup(t *testing.T) *env {
 		e := &env{cp: cp}
 		e.wh = startWebhook(t, cp)
 		cp.RegisterWebhooks(t, e.wh, harness.RegisterOptions{})
-		waitLeader(t, e.wh)
+		e.wh.WaitLeader(t, 20*time.Second)
 		e.alloc = cp.StartAllocatorStandin(t)
 		e.clientCA = harness.NewTestCA(t, filepath.Join(cp.Dir, "gateway-clients"), "matchmaker-ca")
 		e.gw = startGateway(t, cp, e.alloc, e.clientCA.CAFile)
@@ -118,25 +118,6 @@ func startGateway(t *testing.T, cp *harness.ControlPlane, a *harness.AllocatorSt
 		Name: "gateway", Binary: harness.GatewayBinary(), Args: args, Wait: "readyz",
 		NoDefaults: []string{"trusted-users", "agones-controller-users"},
 	})
-}
-
-func waitLeader(t *testing.T, wh *harness.Webhook) {
-	t.Helper()
-	ok := harness.Poll(20*time.Second, 100*time.Millisecond, func() bool {
-		code, body, err := wh.Get("/metrics")
-		if err != nil || code != 200 {
-			return false
-		}
-		for _, line := range strings.Split(body, "\n") {
-			if strings.HasPrefix(line, "allocating_webhook_leader") && strings.HasSuffix(strings.TrimSpace(line), " 1") {
-				return true
-			}
-		}
-		return false
-	})
-	if !ok {
-		t.Fatalf("webhook never became leader:\n%s", wh.LogTail(40))
-	}
 }
 
 // readyGameServer creates a GameServer (opted in or not) and moves it to Ready as Agones would.

@@ -135,7 +135,7 @@ func TestGatewayBench(t *testing.T) {
 		// mid-run.
 		"--log-level=info", "--resolver-workers=32",
 	}})
-	waitLeader(t, b.resolver)
+	b.resolver.WaitLeader(t, 20*time.Second)
 	b.alloc = cp.StartAllocatorStandinWith(t, harness.AllocatorStandinOptions{Cached: true})
 	clientCA := harness.NewTestCA(t, filepath.Join(cp.Dir, "gateway-clients"), "matchmaker-ca")
 	var gwEnv []string
@@ -655,23 +655,6 @@ func fastDynamic(t *testing.T, cfg *rest.Config) dynamic.Interface {
 		t.Fatal(err)
 	}
 	return d
-}
-
-func waitLeader(t *testing.T, wh *harness.Webhook) {
-	if !harness.Poll(20*time.Second, 100*time.Millisecond, func() bool {
-		code, body, err := wh.Get("/metrics")
-		if err != nil || code != 200 {
-			return false
-		}
-		for _, line := range strings.Split(body, "\n") {
-			if strings.HasPrefix(line, "allocating_webhook_leader") && strings.HasSuffix(strings.TrimSpace(line), " 1") {
-				return true
-			}
-		}
-		return false
-	}) {
-		t.Fatalf("resolver never became leader:\n%s", wh.LogTail(40))
-	}
 }
 
 // stats: percentiles in milliseconds (nearest rank).

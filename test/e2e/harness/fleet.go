@@ -155,6 +155,19 @@ func (f *FleetSim) Shutdowns() []ShutdownRecord {
 	return append([]ShutdownRecord(nil), f.shutdowns...)
 }
 
+// ShutdownOf returns the last Shutdown UPDATE made of the named GameServer, or nil.
+func (f *FleetSim) ShutdownOf(name string) *ShutdownRecord {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for i := len(f.shutdowns) - 1; i >= 0; i-- {
+		if f.shutdowns[i].Name == name {
+			rec := f.shutdowns[i]
+			return &rec
+		}
+	}
+	return nil
+}
+
 // Errors lists the controller errors so far (each would be an error log and a retry in Agones).
 func (f *FleetSim) Errors() []string {
 	f.mu.Lock()

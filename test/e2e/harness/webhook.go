@@ -312,6 +312,29 @@ func (w *Webhook) Get(path string) (int, string, error) {
 	return resp.StatusCode, string(b), err
 }
 
+// IsLeader reports whether the process's /metrics says allocating_webhook_leader 1 (false when
+// /metrics cannot be read).
+func (w *Webhook) IsLeader() bool {
+	code, body, err := w.Get("/metrics")
+	if err != nil || code != http.StatusOK {
+		return false
+	}
+	for _, line := range strings.Split(body, "\n") {
+		if strings.HasPrefix(line, "allocating_webhook_leader") && strings.HasSuffix(strings.TrimSpace(line), " 1") {
+			return true
+		}
+	}
+	return false
+}
+
+// WaitLeader waits up to timeout for IsLeader, and fails the test with the log's tail otherwise.
+func (w *Webhook) WaitLeader(t testing.TB, timeout time.Duration) {
+	t.Helper()
+	if !Poll(timeout, 100*time.Millisecond, w.IsLeader) {
+		t.Fatalf("%s never became leader; log tail:\n%s", w.Name, w.LogTail(40))
+	}
+}
+
 // Metrics returns the /metrics text.
 func (w *Webhook) Metrics(t testing.TB) string {
 	t.Helper()

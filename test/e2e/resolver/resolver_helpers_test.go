@@ -7,7 +7,6 @@ import (
 	"context"
 	"fmt"
 	"sort"
-	"strings"
 	"testing"
 	"time"
 
@@ -51,34 +50,8 @@ func setup(t *testing.T) env {
 	cp.RegisterWebhooks(t, wh, harness.RegisterOptions{})
 	ns := cp.Namespace(t)
 	e := env{cp: cp, ns: ns, wh: wh, sdk: cp.SDK(t, ns)}
-	waitLeader(t, wh, 20*time.Second)
+	wh.WaitLeader(t, 20*time.Second)
 	return e
-}
-
-// waitLeader waits until the webhook reports allocating_webhook_leader 1.
-func waitLeader(t *testing.T, wh *harness.Webhook, timeout time.Duration) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for time.Now().Before(deadline) {
-		if isLeader(t, wh) {
-			return
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	t.Fatalf("webhook %s never became leader; log tail:\n%s", wh.Name, wh.LogTail(40))
-}
-
-func isLeader(t *testing.T, wh *harness.Webhook) bool {
-	code, body, err := wh.Get("/metrics")
-	if err != nil || code != 200 {
-		return false
-	}
-	for _, line := range strings.Split(body, "\n") {
-		if strings.HasPrefix(line, "allocating_webhook_leader") && strings.HasSuffix(strings.TrimSpace(line), " 1") {
-			return true
-		}
-	}
-	return false
 }
 
 // standIn starts a stand-in and closes it at the end of the test.

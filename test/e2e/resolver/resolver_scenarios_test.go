@@ -197,7 +197,7 @@ func TestResolverResumesAfterRestart(t *testing.T) {
 	wh2 := e.cp.StartWebhook(t, harness.WebhookOptions{Name: "resolver-restarted", Args: resolverArgs(e.cp)})
 	e.cp.RegisterWebhooks(t, wh2, harness.RegisterOptions{})
 	e.wh = wh2
-	waitLeader(t, wh2, 20*time.Second)
+	wh2.WaitLeader(t, 20*time.Second)
 	e.waitState(t, "r-ready", "Allocated", 5*time.Second)
 	e.waitState(t, "r-late", "Unhealthy", 5*time.Second)
 }
@@ -207,7 +207,7 @@ func TestResolverFailsOverToTheOtherReplica(t *testing.T) {
 	e := setup(t)
 	standby := e.cp.StartWebhook(t, harness.WebhookOptions{Name: "standby", Args: resolverArgs(e.cp)})
 	time.Sleep(time.Second)
-	if isLeader(t, standby) {
+	if standby.IsLeader() {
 		t.Fatal("standby leads while the first replica is alive")
 	}
 	e.readyGameServer(t, "f-ready", nil, harness.TimeoutKey, "30s")
@@ -220,7 +220,7 @@ func TestResolverFailsOverToTheOtherReplica(t *testing.T) {
 	e.cp.RegisterWebhooks(t, standby, harness.RegisterOptions{})
 	e.wh = standby
 	e.confirm(t, "f-ready")
-	waitLeader(t, standby, 20*time.Second)
+	standby.WaitLeader(t, 20*time.Second)
 	e.waitState(t, "f-ready", "Allocated", 5*time.Second)
 	e.waitState(t, "f-late", "Unhealthy", 10*time.Second)
 }

@@ -72,7 +72,7 @@ func TestResolverBurst(t *testing.T) {
 		"--lease-duration=3s", "--renew-deadline=2s", "--retry-period=500ms", "--log-level=" + logLevel(),
 		"--resolver-workers=" + envOr("AW_BURST_WORKERS", "32"),
 	}})
-	waitLeader(t, res)
+	res.WaitLeader(t, 20*time.Second)
 	ns := cp.Namespace(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
@@ -395,21 +395,6 @@ func procMem(pid int) (float64, float64) {
 		}
 	}
 	return rss, hwm
-}
-
-func waitLeader(t *testing.T, wh *harness.Webhook) {
-	deadline := time.Now().Add(20 * time.Second)
-	for time.Now().Before(deadline) {
-		if code, body, err := wh.Get("/metrics"); err == nil && code == 200 {
-			for _, line := range strings.Split(body, "\n") {
-				if strings.HasPrefix(line, "allocating_webhook_leader") && strings.HasSuffix(strings.TrimSpace(line), " 1") {
-					return
-				}
-			}
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	t.Fatalf("resolver never became leader:\n%s", wh.LogTail(40))
 }
 
 func metricsTail(t *testing.T, wh *harness.Webhook) {
