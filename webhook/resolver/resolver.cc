@@ -4,8 +4,8 @@
 #include <condition_variable>
 #include <mutex>
 
-#include "gate/config.h"
-#include "gate/keys.h"
+#include "policy/config.h"
+#include "policy/keys.h"
 #include "resolver/patches.h"
 #include "util/duration.h"
 #include "util/time_format.h"
@@ -22,7 +22,7 @@ struct Resolver::PatchDone {
   std::string key;
   std::string resource_version;  // the version the patch tested
   Verdict verdict = Verdict::kWait;
-  gate::OnTimeout action = gate::OnTimeout::kUnhealthy;
+  policy::OnTimeout action = policy::OnTimeout::kUnhealthy;
   std::optional<TimePoint> since;
   std::string ns;
   std::string fleet;       // label agones.dev/fleet ("" when none)
@@ -99,7 +99,7 @@ TimePoint FromQueueTime(runtime::Clock::time_point t) {
 // Whether the resolver has work on this server: it is Allocating, or Allocated with a bypass to
 // record or resolve.
 bool Watched(const GameServerView& gs) {
-  return gs.state == keys::kStateAllocating || gate::BypassOf(gs) != gate::Bypass::kNone;
+  return gs.state == keys::kStateAllocating || policy::BypassOf(gs) != policy::Bypass::kNone;
 }
 
 std::pair<std::string, std::string> SplitKey(const std::string& key) {
@@ -382,12 +382,12 @@ std::optional<TimePoint> Resolver::Reconcile(const std::string& key, TimePoint n
     e.next_probe = TimePoint{};
   }
 
-  gate::GateConfigResult parsed = ParseGateConfig(gs->annotations, options_.policy);
+  policy::GateConfigResult parsed = ParseGateConfig(gs->annotations, options_.policy);
   if (!parsed.ok()) {
     log::debug("resolver: invalid gate annotations, using defaults",
                {{"gameserver", key}, {"error", parsed.ErrorText()}});
   }
-  const gate::GateConfig& config = parsed.config;
+  const policy::GateConfig& config = parsed.config;
   const ProbeObservation* last = e.last_probe ? &*e.last_probe : nullptr;
   Evaluation ev = Evaluate(*gs, config, last, now, e.first_seen);
 
@@ -515,7 +515,7 @@ void Resolver::DispatchPatch(Entry& e, const std::string& key, const GameServerV
     reason = "AllocatingTimedOut";
     message = "Not confirmed playable within its deadline (" + held +
               " in Allocating, allocation " + gs.allocation + "); on-timeout moved it to " +
-              std::string(gate::OnTimeoutName(ev.action)) +
+              std::string(policy::OnTimeoutName(ev.action)) +
               ". Checks that failed last: " + Join(ev.failed, "; ");
   }
   done.key = key;
@@ -581,12 +581,12 @@ void Resolver::OnPatchDone(PatchDone done, TimePoint now) {
       metrics_->ObserveDuration(promote ? keys::kOutcomeConfirmed : keys::kOutcomeTimedOut,
                                 std::max(held, 0.0));
       if (promote) metrics_->CountPromotion();
-      else metrics_->CountTimeout(gate::OnTimeoutName(done.action));
+      else metrics_->CountTimeout(policy::OnTimeoutName(done.action));
     }
     log::info(promote ? "resolver: promoted to Allocated" : "resolver: timed out",
               {{"gameserver", done.key},
                {"state", promote ? std::string(keys::kStateAllocated)
-                                 : std::string(gate::OnTimeoutName(done.action))},
+                                 : std::string(policy::OnTimeoutName(done.action))},
                {"allocating_seconds", std::to_string(held)},
                {"patch_seconds", std::to_string(done.patch_seconds)},
                {"queued_seconds", std::to_string(done.queued_seconds)}});

@@ -2,7 +2,7 @@
 
 #include <string>
 
-#include "gate/keys.h"
+#include "policy/keys.h"
 
 namespace aw::server {
 
