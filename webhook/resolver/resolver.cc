@@ -1,8 +1,6 @@
 #include "resolver/resolver.h"
 
 #include <algorithm>
-#include <condition_variable>
-#include <mutex>
 
 #include "policy/config.h"
 #include "policy/keys.h"
@@ -10,6 +8,7 @@
 #include "util/duration.h"
 #include "util/time_format.h"
 #include "util/log.h"
+#include "util/mutex.h"
 
 namespace aw::resolver {
 
@@ -36,17 +35,17 @@ struct Resolver::PatchDone {
 // What other threads hand to the loop: notifications (as keys added to the work queue), probe
 // and patch completions (with their data), and the resync request. Guarded by `mu`.
 struct Resolver::Inbox {
-  std::mutex mu;
-  std::condition_variable_any cv;
-  bool accepting = false;  // running or step mode
-  bool stop = false;
-  bool all = false;
-  runtime::WorkQueueState queue;  // keys to reconcile, now or at a due time
-  std::vector<ProbeDone> probes;
-  std::vector<PatchDone> patches;
-  std::vector<std::shared_ptr<const GameServerView>> deleted;  // last known views
+  Mutex mu;
+  CondVar cv;  // signalled when work arrives
+  bool accepting GUARDED_BY(mu) = false;  // running or step mode
+  bool stop GUARDED_BY(mu) = false;
+  bool all GUARDED_BY(mu) = false;
+  runtime::WorkQueueState queue GUARDED_BY(mu);  // keys to reconcile, now or at a due time
+  std::vector<ProbeDone> probes GUARDED_BY(mu);
+  std::vector<PatchDone> patches GUARDED_BY(mu);
+  std::vector<std::shared_ptr<const GameServerView>> deleted GUARDED_BY(mu);  // last known views
 
-  bool HasWork() const {
+  bool HasWork() const REQUIRES(mu) {
     return stop || all || queue.Ready() > 0 || !probes.empty() || !patches.empty() ||
            !deleted.empty();
   }
@@ -126,33 +125,33 @@ Resolver::Resolver(ResolverOptions options, GameServerSource& source, Patcher& p
 Resolver::~Resolver() { Stop(); }
 
 void Resolver::Notify(const std::string& ns, const std::string& name) {
-  std::lock_guard<std::mutex> lock(inbox_->mu);
+  MutexLock lock(inbox_->mu);
   if (!inbox_->accepting) return;
   inbox_->queue.Add(ns + "/" + name);
-  inbox_->cv.notify_one();
+  inbox_->cv.Signal();
 }
 
 void Resolver::NotifyAll() {
-  std::lock_guard<std::mutex> lock(inbox_->mu);
+  MutexLock lock(inbox_->mu);
   if (!inbox_->accepting) return;
   inbox_->all = true;
-  inbox_->cv.notify_one();
+  inbox_->cv.Signal();
 }
 
 void Resolver::NotifyDeleted(const std::string& ns, const std::string& name,
                              std::shared_ptr<const GameServerView> last_known) {
-  std::lock_guard<std::mutex> lock(inbox_->mu);
+  MutexLock lock(inbox_->mu);
   if (!inbox_->accepting) return;
   if (last_known) inbox_->deleted.push_back(std::move(last_known));
   inbox_->queue.Add(ns + "/" + name);
-  inbox_->cv.notify_one();
+  inbox_->cv.Signal();
 }
 
 void Resolver::Reset() {
   entries_.clear();
   scaled_down_.clear();
   next_resync_ = TimePoint{};
-  std::lock_guard<std::mutex> lock(inbox_->mu);
+  MutexLock lock(inbox_->mu);
   inbox_->queue.Clear();
   inbox_->probes.clear();
   inbox_->patches.clear();
@@ -176,7 +175,7 @@ void Resolver::Start() {
 
 void Resolver::Stop() {
   {
-    std::lock_guard<std::mutex> lock(inbox_->mu);
+    MutexLock lock(inbox_->mu);
     inbox_->accepting = false;
     inbox_->stop = true;
   }
@@ -207,17 +206,18 @@ void Resolver::Loop(std::stop_token stop, const std::function<void()>& ready) {
   ready();
   for (;;) {
     TimePoint next = Step();
-    std::unique_lock<std::mutex> lock(inbox_->mu);
+    MutexLock lock(inbox_->mu);
     if (inbox_->stop || stop.stop_requested()) break;
     auto wait = next - clock_.Now();
     if (wait > std::chrono::seconds(1)) wait = std::chrono::seconds(1);
     if (wait > Clock::duration::zero()) {
-      inbox_->cv.wait_for(lock, stop, wait, [this] { return inbox_->HasWork(); });
+      inbox_->cv.WaitFor(inbox_->mu, stop, wait,
+                         [this]() REQUIRES(inbox_->mu) { return inbox_->HasWork(); });
     }
     if (inbox_->stop || stop.stop_requested()) break;
   }
   {
-    std::lock_guard<std::mutex> lock(inbox_->mu);
+    MutexLock lock(inbox_->mu);
     inbox_->accepting = false;
     inbox_->stop = true;
   }
@@ -236,7 +236,7 @@ TimePoint Resolver::Step() {
   std::vector<PatchDone> patches;
   std::vector<std::shared_ptr<const GameServerView>> deleted;
   {
-    std::lock_guard<std::mutex> lock(inbox_->mu);
+    MutexLock lock(inbox_->mu);
     all = inbox_->all;
     inbox_->all = false;
     probes.swap(inbox_->probes);
@@ -261,19 +261,19 @@ TimePoint Resolver::Step() {
   // requeue, a notification) waits for the next one, so a pass always ends.
   std::vector<std::string> ready;
   {
-    std::lock_guard<std::mutex> lock(inbox_->mu);
+    MutexLock lock(inbox_->mu);
     inbox_->queue.PromoteDue(QueueTime(now));
     while (std::optional<std::string> key = inbox_->queue.Pop()) ready.push_back(std::move(*key));
   }
   for (const auto& key : ready) {
     std::optional<TimePoint> again = Reconcile(key, now);
-    std::lock_guard<std::mutex> lock(inbox_->mu);
+    MutexLock lock(inbox_->mu);
     inbox_->queue.Done(key);
     if (again) inbox_->queue.AddAfter(key, QueueTime(*again));
   }
   UpdateGauge();
   TimePoint next = next_resync_;
-  std::lock_guard<std::mutex> lock(inbox_->mu);
+  MutexLock lock(inbox_->mu);
   if (inbox_->queue.Ready() > 0) return now;
   if (auto due = inbox_->queue.NextDue()) next = std::min(next, FromQueueTime(*due));
   return next;
@@ -286,12 +286,12 @@ void Resolver::Resync() {
   }
   for (const auto& [key, allocation] : scaled_down_) keys.push_back(key);  // forgotten when gone
   for (const auto& [key, e] : entries_) keys.push_back(key);  // also those gone from the source
-  std::lock_guard<std::mutex> lock(inbox_->mu);
+  MutexLock lock(inbox_->mu);
   for (const auto& key : keys) inbox_->queue.Add(key);
 }
 
 void Resolver::Enqueue(const std::string& key) {
-  std::lock_guard<std::mutex> lock(inbox_->mu);
+  MutexLock lock(inbox_->mu);
   inbox_->queue.Add(key);
 }
 
@@ -442,10 +442,10 @@ void Resolver::StartProbe(Entry& e, const std::string& key, const probe::Target&
     auto inbox = weak.lock();
     if (!inbox) return;
     obs.result = std::move(r);
-    std::lock_guard<std::mutex> lock(inbox->mu);
+    MutexLock lock(inbox->mu);
     if (!inbox->accepting) return;
     inbox->probes.push_back(ProbeDone{key, std::move(obs)});
-    inbox->cv.notify_one();
+    inbox->cv.Signal();
   });
 }
 
@@ -541,10 +541,10 @@ void Resolver::DispatchPatch(Entry& e, const std::string& key, const GameServerV
     if (done.outcome.ok()) events.Record(*view, type, reason, message);
     auto inbox = weak.lock();
     if (!inbox) return;
-    std::lock_guard<std::mutex> lock(inbox->mu);
+    MutexLock lock(inbox->mu);
     if (!inbox->accepting) return;
     inbox->patches.push_back(std::move(done));
-    inbox->cv.notify_one();
+    inbox->cv.Signal();
   });
 }
 
