@@ -41,7 +41,7 @@
 #include "gateway/io/allocator_client.h"
 #include "gateway/io/gateway.h"
 #include "gateway/io/waiters.h"
-#include "gate/keys.h"
+#include "policy/keys.h"
 #include "kube/client.h"
 #include "kube/config.h"
 #include "kube/informer.h"

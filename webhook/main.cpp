@@ -26,7 +26,7 @@
 
 #include "admission/crd_state.h"
 #include "autoscale/io/service.h"
-#include "gate/policy.h"
+#include "policy/policy.h"
 #include "kube/controllers.h"
 #include "resolver/service.h"
 #include "runtime/manager.h"
@@ -178,7 +178,7 @@ int main(int argc, char** argv) {
   flags::FlagSet fs("allocating-webhook", kSummary);
   server::ServerConfig server_cfg;
   server::RegisterServerFlags(fs, &server_cfg);
-  gate::Policy policy;
+  policy::Policy policy;
   server::RegisterPolicyFlags(fs, &policy);
   kube::KubeFlags kube_flags;
   kube::RegisterKubeFlags(fs, &kube_flags);

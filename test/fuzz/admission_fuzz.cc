@@ -77,8 +77,8 @@ class OneFleet final : public aw::autoscale::CountsView {
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  static const aw::gate::Policy policy = [] {
-    aw::gate::Policy p;
+  static const aw::policy::Policy policy = [] {
+    aw::policy::Policy p;
     p.trusted_users = {"system:serviceaccount:allocating-system:allocating-webhook"};
     return p;
   }();

@@ -7,7 +7,7 @@
 
 #include <algorithm>
 
-#include "gate/keys.h"
+#include "policy/keys.h"
 #include "admission_test_util.h"
 
 namespace aw::testing {

@@ -3,7 +3,7 @@
 
 #include <string>
 
-#include "gate/keys.h"
+#include "policy/keys.h"
 #include "admission_test_util.h"
 
 namespace aw::testing {

@@ -7,7 +7,7 @@
 #include <string>
 
 #include "admission/duplicate_keys.h"
-#include "gate/keys.h"
+#include "policy/keys.h"
 #include "admission_test_util.h"
 
 namespace aw::testing {

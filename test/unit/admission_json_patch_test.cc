@@ -1,10 +1,10 @@
-// JsonPatch / MapEdit (gate/json_patch.h): minimal ops for a string map.
-#include "gate/json_patch.h"
+// JsonPatch / MapEdit (policy/json_patch.h): minimal ops for a string map.
+#include "policy/json_patch.h"
 
 #include <gtest/gtest.h>
 #include <rapidjson/document.h>
 
-namespace aw::gate {
+namespace aw::policy {
 namespace {
 
 rapidjson::Document Parse(const char* json) {
@@ -62,4 +62,4 @@ TEST(JsonPatch, SerializesInOrder) {
 }
 
 }  // namespace
-}  // namespace aw::gate
+}  // namespace aw::policy

@@ -2,8 +2,8 @@
 // fail-open, trusted vs untrusted, patch shape and idempotence under reinvocation.
 #include <gtest/gtest.h>
 
-#include "gate/json_patch.h"
-#include "gate/keys.h"
+#include "policy/json_patch.h"
+#include "policy/keys.h"
 #include "admission_test_util.h"
 #include "util/time_format.h"
 
@@ -389,10 +389,10 @@ TEST(MutateOperations, CreateAndDeleteAreAllowedUnchanged) {
 }
 
 TEST(MutatePatch, PointerEscaping) {
-  EXPECT_EQ(gate::EscapePointerToken("a~b/c"), "a~0b~1c");
-  EXPECT_EQ(gate::EscapePointerToken("~/~/"), "~0~1~0~1");
-  EXPECT_EQ(gate::EscapePointerToken("plain"), "plain");
-  EXPECT_EQ(gate::EscapePointerToken(""), "");
+  EXPECT_EQ(policy::EscapePointerToken("a~b/c"), "a~0b~1c");
+  EXPECT_EQ(policy::EscapePointerToken("~/~/"), "~0~1~0~1");
+  EXPECT_EQ(policy::EscapePointerToken("plain"), "plain");
+  EXPECT_EQ(policy::EscapePointerToken(""), "");
 }
 
 TEST(MutatePatch, EveryPatchAppliesAndIsIdempotentAcrossScenarios) {

@@ -25,8 +25,8 @@ std::chrono::system_clock::time_point TestNow() {
                                                   nanoseconds{123456789});
 }
 
-gate::Policy TestPolicy() {
-  gate::Policy p;
+policy::Policy TestPolicy() {
+  policy::Policy p;
   p.trusted_users = {std::string(kResolver)};
   return p;
 }

@@ -16,7 +16,7 @@
 #include <vector>
 
 #include "admission/handler.h"
-#include "gate/policy.h"
+#include "policy/policy.h"
 
 namespace aw::testing {
 
@@ -33,7 +33,7 @@ inline constexpr std::string_view kV1beta1 = "admission.k8s.io/v1beta1";
 
 // 2026-12-02T14:30:00.123456789Z
 std::chrono::system_clock::time_point TestNow();
-gate::Policy TestPolicy();  // trusted: kResolver
+policy::Policy TestPolicy();  // trusted: kResolver
 
 std::string ReadFile(const std::string& path);
 std::string ReadFixture(std::string_view rel);  // relative to test/fixtures/
@@ -85,7 +85,7 @@ struct Response {
 };
 
 struct CallOptions {
-  gate::Policy policy = TestPolicy();
+  policy::Policy policy = TestPolicy();
   bool crd = true;
   std::chrono::system_clock::time_point now = TestNow();
 };

@@ -2,7 +2,7 @@
 // /validate/gameserverallocations.
 #include <gtest/gtest.h>
 
-#include "gate/keys.h"
+#include "policy/keys.h"
 #include "admission_test_util.h"
 
 namespace aw::testing {

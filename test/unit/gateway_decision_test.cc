@@ -43,7 +43,7 @@ Decision DecideFor(const Gs& g) {
   rapidjson::Document doc;
   doc.Parse(json.c_str());
   EXPECT_FALSE(doc.HasParseError()) << json;
-  const auto view = gate::ParseGameServer(doc);
+  const auto view = policy::ParseGameServer(doc);
   return Decide(&view, false, kOurs);
 }
 
@@ -171,7 +171,7 @@ TEST(GatewayDecision, BadShapesNeverCrash) {
                            R"({"metadata":{"annotations":{"agones.dev/last-allocated":5}}})"}) {
     rapidjson::Document doc;
     doc.Parse(json);
-    const auto view = gate::ParseGameServer(doc);
+    const auto view = policy::ParseGameServer(doc);
     auto d = Decide(&view, false, kOurs);
     EXPECT_EQ(d.verdict, Verdict::kWait) << json;
   }

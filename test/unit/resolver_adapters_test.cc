@@ -39,7 +39,7 @@ TEST(ClassifyPatchError, MapsApiErrors) {
 }
 
 TEST(ResolverFlags, ProbeTimeoutMustBeBelowThePeriod) {
-  gate::Policy policy;  // default probe period 250ms
+  policy::Policy policy;  // default probe period 250ms
   ResolverFlags f;
   EXPECT_TRUE(ValidateResolverFlags(f, policy).ok());
   f.probe_timeout = std::chrono::milliseconds(250);

@@ -2,7 +2,7 @@
 // the patches it writes.
 #include <gtest/gtest.h>
 
-#include "gate/config.h"
+#include "policy/config.h"
 #include "resolver/evaluate.h"
 #include "resolver/patches.h"
 #include "resolver_test_util.h"
@@ -20,10 +20,10 @@ const std::string kReady(keys::kSdkReady);
 const std::string kAlloc(keys::kAllocation);
 const std::string kLast(keys::kLastAllocated);
 
-gate::GateConfig Config(std::map<std::string, std::string> ann = {}) {
-  gate::Policy policy;
+policy::GateConfig Config(std::map<std::string, std::string> ann = {}) {
+  policy::Policy policy;
   std::map<std::string, std::string, std::less<>> m(ann.begin(), ann.end());
-  return gate::ParseGateConfig(m, policy).config;
+  return policy::ParseGateConfig(m, policy).config;
 }
 
 GsSpec Allocating(std::map<std::string, std::string> extra = {}, TimePoint since = T0()) {
@@ -137,7 +137,7 @@ TEST(Evaluate, DeadlineArithmetic) {
   EXPECT_EQ(Evaluate(View(s), cfg, nullptr, T0() + 90s - 1ns, T0()).verdict, Verdict::kWait);
   ev = Evaluate(View(s), cfg, nullptr, T0() + 90s, T0());
   EXPECT_EQ(ev.verdict, Verdict::kTimeOut);
-  EXPECT_EQ(ev.action, gate::OnTimeout::kUnhealthy);
+  EXPECT_EQ(ev.action, policy::OnTimeout::kUnhealthy);
   ASSERT_EQ(ev.failed.size(), 1u);
   EXPECT_NE(ev.failed[0].find("not set"), std::string::npos);
   // Default timeout from the policy (30s).
@@ -155,9 +155,9 @@ TEST(Evaluate, DeadlineFromFirstSeenWithoutSince) {
 
 TEST(Evaluate, OnTimeoutActions) {
   GsSpec s = Allocating();
-  for (auto [text, want] : {std::pair{"Allocated", gate::OnTimeout::kAllocated},
-                            std::pair{"Shutdown", gate::OnTimeout::kShutdown},
-                            std::pair{"Unhealthy", gate::OnTimeout::kUnhealthy}}) {
+  for (auto [text, want] : {std::pair{"Allocated", policy::OnTimeout::kAllocated},
+                            std::pair{"Shutdown", policy::OnTimeout::kShutdown},
+                            std::pair{"Unhealthy", policy::OnTimeout::kUnhealthy}}) {
     Evaluation ev = Evaluate(View(s), Config({{"allocating.agones.dev/on-timeout", text}}),
                              nullptr, T0() + 31s, T0());
     EXPECT_EQ(ev.verdict, Verdict::kTimeOut);
@@ -169,9 +169,9 @@ TEST(Evaluate, HeldScaleDownTimesOutToShutdownNotUnhealthy) {
   // The Agones controller asked to shut it down while Allocating: an Unhealthy server would never
   // be replaced by it, so Unhealthy becomes Shutdown; the other actions stay.
   GsSpec s = Allocating({{std::string(keys::kShutdownRequested), "2026-12-02T14:00:00Z"}});
-  for (auto [text, want] : {std::pair{"Allocated", gate::OnTimeout::kAllocated},
-                            std::pair{"Shutdown", gate::OnTimeout::kShutdown},
-                            std::pair{"Unhealthy", gate::OnTimeout::kShutdown}}) {
+  for (auto [text, want] : {std::pair{"Allocated", policy::OnTimeout::kAllocated},
+                            std::pair{"Shutdown", policy::OnTimeout::kShutdown},
+                            std::pair{"Unhealthy", policy::OnTimeout::kShutdown}}) {
     Evaluation ev = Evaluate(View(s), Config({{"allocating.agones.dev/on-timeout", text}}),
                              nullptr, T0() + 31s, T0());
     EXPECT_EQ(ev.verdict, Verdict::kTimeOut);
@@ -278,20 +278,20 @@ TEST(Patches, PromoteTestsVersionAndAllocation) {
 
 TEST(Patches, TimeoutActions) {
   GameServerView v = View(Allocating());
-  std::string unhealthy = TimeoutPatch(v, gate::OnTimeout::kUnhealthy);
+  std::string unhealthy = TimeoutPatch(v, policy::OnTimeout::kUnhealthy);
   EXPECT_NE(unhealthy.find("\"value\":\"Unhealthy\""), std::string::npos);
   EXPECT_NE(unhealthy.find("\"value\":\"TimedOut\""), std::string::npos);
   EXPECT_EQ(unhealthy.find("confirmed"), std::string::npos);
-  std::string allocated = TimeoutPatch(v, gate::OnTimeout::kAllocated);
+  std::string allocated = TimeoutPatch(v, policy::OnTimeout::kAllocated);
   EXPECT_NE(allocated.find("confirmed\",\"value\":\"" + v.allocation), std::string::npos);
-  EXPECT_NE(TimeoutPatch(v, gate::OnTimeout::kShutdown).find("\"Shutdown\""),
+  EXPECT_NE(TimeoutPatch(v, policy::OnTimeout::kShutdown).find("\"Shutdown\""),
             std::string::npos);
 }
 
 TEST(Patches, AddsTheAnnotationsMapWhenAbsent) {
   rapidjson::Document d;
   d.Parse("{\"metadata\":{\"name\":\"x\",\"resourceVersion\":\"7\"},\"status\":{\"state\":\"Allocating\"}}");
-  std::string p = TimeoutPatch(ParseGameServer(d), gate::OnTimeout::kUnhealthy);
+  std::string p = TimeoutPatch(ParseGameServer(d), policy::OnTimeout::kUnhealthy);
   EXPECT_NE(p.find("{\"op\":\"add\",\"path\":\"/metadata/annotations\",\"value\":{"
                    "\"allocating.agones.dev/outcome\":\"TimedOut\"}}"),
             std::string::npos)
@@ -311,8 +311,8 @@ using namespace std::chrono_literals;
 
 // Issue 27: an opted-in server that reached Allocated without the gate (admission unreachable).
 TEST(EvaluateBypass, RecordCountsFromTheAllocation) {
-  gate::Policy policy;
-  gate::GateConfig cfg = gate::ParseGateConfig(std::map<std::string, std::string, std::less<>>{},
+  policy::Policy policy;
+  policy::GateConfig cfg = policy::ParseGateConfig(std::map<std::string, std::string, std::less<>>{},
                                                policy).config;
   GsSpec s;
   s.state = "Allocated";
@@ -351,8 +351,8 @@ TEST(EvaluateBypass, RecordCountsFromTheAllocation) {
 }
 
 TEST(EvaluateBypass, OpenBypassGetsTheSameChecksAndNeverAnAction) {
-  gate::Policy policy;
-  gate::GateConfig cfg = gate::ParseGateConfig(std::map<std::string, std::string, std::less<>>{
+  policy::Policy policy;
+  policy::GateConfig cfg = policy::ParseGateConfig(std::map<std::string, std::string, std::less<>>{
                                                    {"allocating.agones.dev/timeout", "10s"}},
                                                policy).config;
   const std::string id = util::FormatRfc3339Nano(T0());

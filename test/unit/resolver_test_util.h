@@ -13,7 +13,7 @@
 #include <rapidjson/stringbuffer.h>
 #include <rapidjson/writer.h>
 
-#include "gate/keys.h"
+#include "policy/keys.h"
 #include "resolver/gameserver.h"
 #include "resolver/ports.h"
 #include "probe/prober.h"
@@ -163,9 +163,9 @@ class FakePatcher final : public Patcher {
         if (have != value) return Status::Conflict("test failed: " + path);
       } else if (kind == "remove" && path.rfind("/metadata/annotations/", 0) == 0) {
         if (!next.Annotation(key)) return Status::InvalidArgument("remove of an absent key");
-        gate::StringMap::Map m = next.annotations.entries();
+        policy::StringMap::Map m = next.annotations.entries();
         m.erase(key);
-        next.annotations = gate::StringMap(std::move(m));
+        next.annotations = policy::StringMap(std::move(m));
       } else if (path == "/status/state") {
         next.state = value;
       } else if (path.rfind("/metadata/annotations/", 0) == 0) {

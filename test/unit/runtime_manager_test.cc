@@ -166,9 +166,13 @@ TEST(Manager, LeadershipBeforeTheGroupsAreUpWaitsForThem) {
   ASSERT_TRUE(m.Add(Component("http", j), {"servers"}).ok());
   ASSERT_TRUE(m.Add(Component("resolver", j), {"servers", true}).ok());
   m.SetLeader(true);
-  std::jthread runner([&](std::stop_token st) { (void)m.Run(st); });
+  Status result;
+  std::jthread runner([&](std::stop_token st) { result = m.Run(st); });
   WaitFor(j, "start resolver");
   EXPECT_LT(j.Index("start http"), j.Index("start resolver"));
+  runner.request_stop();
+  runner.join();
+  EXPECT_TRUE(result.ok()) << result.ToString();
 }
 
 TEST(Manager, StopDeadlineNamesWhatIsStillRunning) {

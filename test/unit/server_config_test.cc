@@ -8,7 +8,7 @@ namespace {
 
 struct Parsed {
   ServerConfig cfg;
-  gate::Policy policy;
+  policy::Policy policy;
   flags::FlagSet::Result result;
 };
 

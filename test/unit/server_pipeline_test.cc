@@ -7,7 +7,7 @@
 #include <string>
 
 #include "admission/crd_state.h"
-#include "gate/policy.h"
+#include "policy/policy.h"
 #include "server/admission_metrics.h"
 #include "server/admission_pipeline.h"
 
@@ -51,7 +51,7 @@ class PipelineTest : public ::testing::Test {
   }
 
   prometheus::Registry registry_;
-  gate::Policy policy_;
+  policy::Policy policy_;
   admission::AtomicCrdReadiness crd_;
   AdmissionMetrics metrics_;
   AdmissionPipeline pipeline_;

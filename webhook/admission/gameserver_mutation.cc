@@ -1,5 +1,5 @@
 // /mutate/gameservers: the Allocating gate. The rule for each update is looked up in the gate's
-// decision table (gate/decision_table.h, docs/design.md "Decision tables"); this file carries out
+// decision table (policy/decision_table.h, docs/design.md "Decision tables"); this file carries out
 // the rule's edits.
 #include <fmt/format.h>
 
@@ -8,22 +8,22 @@
 #include <vector>
 
 #include "admission/decisions.h"
-#include "gate/config.h"
-#include "gate/decision_table.h"
+#include "policy/config.h"
+#include "policy/decision_table.h"
 #include "admission/identity.h"
-#include "gate/json_patch.h"
-#include "gate/keys.h"
+#include "policy/json_patch.h"
+#include "policy/keys.h"
 #include "util/text.h"
 #include "util/time_format.h"
 
 namespace aw::admission {
 namespace {
 
-using gate::BadRequest;
-using gate::FreshLastAllocated;
-using gate::GameServerView;
-using gate::JsonPatch;
-using gate::MapEdit;
+using policy::BadRequest;
+using policy::FreshLastAllocated;
+using policy::GameServerView;
+using policy::JsonPatch;
+using policy::MapEdit;
 
 constexpr std::string_view kAnnotationsPath = "/metadata/annotations";
 constexpr std::string_view kLabelsPath = "/metadata/labels";
@@ -201,16 +201,16 @@ Decision MutateGameServer(const ReviewRequest& req, const Context& ctx) {
   }
   if (!req.object) throw BadRequest("request.object is missing (required for UPDATE)");
   if (!req.old_object) throw BadRequest("request.oldObject is missing (required for UPDATE)");
-  GameServerView n = gate::ParseGameServer(req.object, "request.object", gate::Parse::kStrict);
-  GameServerView o = gate::ParseGameServer(req.old_object, "request.oldObject", gate::Parse::kStrict);
+  GameServerView n = policy::ParseGameServer(req.object, "request.object", policy::Parse::kStrict);
+  GameServerView o = policy::ParseGameServer(req.old_object, "request.oldObject", policy::Parse::kStrict);
 
   const bool trusted = ctx.policy.IsTrusted(std::string(req.username));
-  gate::GateInput in;
+  policy::GateInput in;
   // The old object counts too, so that removing the label in the very update that allocates
   // cannot bypass the gate.
   in.opted_in = n.OptedIn() || o.OptedIn();
-  in.old_phase = gate::PhaseOf(o.state);
-  in.new_phase = gate::PhaseOf(n.state);
+  in.old_phase = policy::PhaseOf(o.state);
+  in.new_phase = policy::PhaseOf(n.state);
   in.writer = WriterOf(req, ctx.policy);
   if (in.opted_in) {
     auto confirmed = n.Annotation(keys::kConfirmed);
@@ -218,26 +218,26 @@ Decision MutateGameServer(const ReviewRequest& req, const Context& ctx) {
     in.confirmed = confirmed && !confirmed->empty() && allocation && *confirmed == *allocation;
     in.timed_out = n.Annotation(keys::kOutcome) == keys::kOutcomeTimedOut;
     in.crd_accepts = ctx.crd_accepts_allocating;
-    if (in.new_phase == gate::Phase::kAllocated) {
+    if (in.new_phase == policy::Phase::kAllocated) {
       // Invalid configuration values fall back to defaults here; the validating webhook reports
       // them.
-      in.mode = gate::ParseGateConfig(n.annotations, ctx.policy).config.mode;
+      in.mode = policy::ParseGateConfig(n.annotations, ctx.policy).config.mode;
     }
     in.deleting = n.deleting;
     in.has_since = n.Annotation(keys::kSince).has_value();
     in.shutdown_requested =
         o.Annotation(keys::kShutdownRequested) || n.Annotation(keys::kShutdownRequested);
-    if (in.old_phase == gate::Phase::kAllocating && in.new_phase == gate::Phase::kShutdown) {
+    if (in.old_phase == policy::Phase::kAllocating && in.new_phase == policy::Phase::kShutdown) {
       // The old object's setting: the template's choice when the server was allocated (a
       // Shutdown write cannot change what it gets).
-      in.hold_scale_down = gate::ParseGateConfig(o.annotations, ctx.policy).config.on_scale_down ==
-                           gate::OnScaleDown::kHold;
+      in.hold_scale_down = policy::ParseGateConfig(o.annotations, ctx.policy).config.on_scale_down ==
+                           policy::OnScaleDown::kHold;
     }
   }
-  const gate::GateRule& rule = gate::DecideGate(in);
+  const policy::GateRule& rule = policy::DecideGate(in);
   if (!in.opted_in) return Decision::Allow("not opted in");
 
-  const std::string name = gate::ObjectName(n, req.namespace_, req.name);
+  const std::string name = policy::ObjectName(n, req.namespace_, req.name);
   const std::string_view os = o.state;
   const std::string_view ns = n.state;
   const std::string_view user = req.username;
@@ -259,32 +259,32 @@ Decision MutateGameServer(const ReviewRequest& req, const Context& ctx) {
                 : fmt::format("user \"{}\" is not trusted to promote", user);
   const std::string now = util::FormatRfc3339Nano(ctx.now);
   switch (rule.cycle) {
-    case gate::CycleEdit::kNone: break;
-    case gate::CycleEdit::kEnterOnAllocation: EnterCycleOnAllocation(o, n, now, &e.ann); break;
-    case gate::CycleEdit::kEnterDirectly: EnterCycleDirectly(o, n, now, &e.ann); break;
-    case gate::CycleEdit::kStay: StayInCycle(o, n, now, &e.ann); break;
-    case gate::CycleEdit::kHold:
+    case policy::CycleEdit::kNone: break;
+    case policy::CycleEdit::kEnterOnAllocation: EnterCycleOnAllocation(o, n, now, &e.ann); break;
+    case policy::CycleEdit::kEnterDirectly: EnterCycleDirectly(o, n, now, &e.ann); break;
+    case policy::CycleEdit::kStay: StayInCycle(o, n, now, &e.ann); break;
+    case policy::CycleEdit::kHold:
       StayInCycle(o, n, now, &e.ann);
       if (!o.Annotation(keys::kShutdownRequested)) e.ann.Set(keys::kShutdownRequested, now);
       break;
-    case gate::CycleEdit::kScaledDown:
+    case policy::CycleEdit::kScaledDown:
       e.ann.Set(keys::kOutcome, keys::kOutcomeScaledDown);
       e.ann.Remove(keys::kConfirmed);
       e.ann.Remove(keys::kShutdownRequested);
       break;
-    case gate::CycleEdit::kClear:
+    case policy::CycleEdit::kClear:
       for (std::string_view k : keys::kOwnedAnnotations) e.ann.Remove(k);
       break;
   }
   if (rule.keep_opted_in) KeepOptedIn(n, &e.labels, &e.neutralised);
 
-  if (rule.verdict == gate::Verdict::kFailOpen) {
+  if (rule.verdict == policy::Verdict::kFailOpen) {
     Decision d = Decision::Allow("fail open: CRD does not accept Allocating (" + why + ")");
     d.fail_open = true;
     d.warnings.push_back(FailOpenWarning(name));
     return finish(std::move(d), std::nullopt);
   }
-  if (rule.verdict == gate::Verdict::kDeny) {
+  if (rule.verdict == policy::Verdict::kDeny) {
     std::string msg =
         os == keys::kStateAllocating
             ? fmt::format(
@@ -300,19 +300,19 @@ Decision MutateGameServer(const ReviewRequest& req, const Context& ctx) {
     return d;
   }
 
-  if (in.new_phase == gate::Phase::kAllocated) {
-    if (in.old_phase == gate::Phase::kAllocated) {
+  if (in.new_phase == policy::Phase::kAllocated) {
+    if (in.old_phase == policy::Phase::kAllocated) {
       // Re-allocation (or any update) of a server that is already Allocated: it is playable.
       return finish(Decision::Allow("already Allocated"), std::nullopt);
     }
-    if (rule.state == gate::StateWrite::kAsWritten) {
+    if (rule.state == policy::StateWrite::kAsWritten) {
       return Decision::Allow(in.confirmed
                                  ? "promotion by a trusted identity with confirmed == allocation"
                                  : "timeout resolution to Allocated by a trusted identity");
     }
     return finish(Decision::Allow("rewritten to Allocating: " + why), keys::kStateAllocating);
   }
-  if (rule.cycle == gate::CycleEdit::kHold) {
+  if (rule.cycle == policy::CycleEdit::kHold) {
     // Scale-down protection: the Agones controller's Shutdown of a server that is being prepared
     // for a match (GameServerSet scale-down, rolling update) is not applied, as Agones never
     // shuts down an Allocated one; the update itself succeeds, so the controller's pass goes on.
@@ -328,7 +328,7 @@ Decision MutateGameServer(const ReviewRequest& req, const Context& ctx) {
         name, keys::kTimeout, keys::kShutdownRequested));
     return finish(std::move(d), keys::kStateAllocating);
   }
-  if (rule.cycle == gate::CycleEdit::kScaledDown) {
+  if (rule.cycle == policy::CycleEdit::kScaledDown) {
     // Scale-down or rolling update (on-scale-down: Shutdown, the default): the Agones controller's
     // Shutdown of a server that is still being prepared for a match is applied, as it is for a
     // Ready server: nobody has been sent to it yet (players are sent at Allocated). Holding it
@@ -341,17 +341,17 @@ Decision MutateGameServer(const ReviewRequest& req, const Context& ctx) {
     d.scaled_down = true;
     return finish(std::move(d), std::nullopt);
   }
-  if (in.new_phase == gate::Phase::kAllocating) {
+  if (in.new_phase == policy::Phase::kAllocating) {
     return finish(Decision::Allow("Allocating"), std::nullopt);
   }
-  if (!gate::In(in.old_phase, gate::kInCycle)) return Decision::Allow("outside the allocation cycle");
+  if (!policy::In(in.old_phase, policy::kInCycle)) return Decision::Allow("outside the allocation cycle");
 
   // Row 5: leaving the cycle. Only the transition cleans up, and only after an untrusted write:
   // what a trusted identity (the resolver) leaves on a server it moves out, e.g. outcome:
   // TimedOut on an Unhealthy server, stays visible afterwards. Row 6 (deferred scale-down): the
   // Agones controller asked to shut this server down while it was Allocating, and from then on
   // counts it as deleted, so whatever state it leaves the cycle for, it is shut down now.
-  const bool deferred = rule.state == gate::StateWrite::kShutdown;
+  const bool deferred = rule.state == policy::StateWrite::kShutdown;
   std::optional<std::string_view> new_state;
   Decision d = Decision::Allow(trusted ? "trusted identity leaving the cycle"
                                        : "outside the allocation cycle");

@@ -1,21 +1,21 @@
 // /validate/gameservers: configuration annotations, owned-annotation protection (the rules of
-// gate::OwnedRules(), docs/design.md "Decision tables"), the readiness annotation's writer.
+// policy::OwnedRules(), docs/design.md "Decision tables"), the readiness annotation's writer.
 #include <fmt/format.h>
 
 #include <chrono>
 
 #include "admission/decisions.h"
-#include "gate/config.h"
-#include "gate/decision_table.h"
+#include "policy/config.h"
+#include "policy/decision_table.h"
 #include "admission/identity.h"
-#include "gate/keys.h"
+#include "policy/keys.h"
 #include "util/text.h"
 #include "util/time_format.h"
 
 namespace aw::admission {
 namespace {
 
-using gate::GameServerView;
+using policy::GameServerView;
 
 // How far a `since` written by an untrusted request (i.e. by the mutating webhook's rewrite on
 // its behalf) may be from this replica's clock: covers the mutate->validate delay and clock skew.
@@ -30,24 +30,24 @@ std::string Quoted(std::optional<std::string_view> v) {
 }
 
 // Checks one owned annotation change by an untrusted identity against what the mutating
-// webhook's rewrite produces (gate::DecideOwned); returns an error message or "" when the change
+// webhook's rewrite produces (policy::DecideOwned); returns an error message or "" when the change
 // is allowed.
 std::string CheckOwnedChange(std::string_view key, const GameServerView& o,
                              const GameServerView& n, std::string_view user,
                              const Context& ctx) {
   auto ov = o.Annotation(key);
   auto nv = n.Annotation(key);
-  gate::OwnedInput in;
-  in.key = gate::OwnedKeyOf(key);
-  in.change = nv ? gate::OwnedChange::kSet : gate::OwnedChange::kRemove;
-  in.old_phase = gate::PhaseOf(o.state);
-  in.new_phase = gate::PhaseOf(n.state);
-  in.writer = ctx.policy.IsAgonesController(std::string(user)) ? gate::Writer::kAgonesController
-                                                               : gate::Writer::kOther;
+  policy::OwnedInput in;
+  in.key = policy::OwnedKeyOf(key);
+  in.change = nv ? policy::OwnedChange::kSet : policy::OwnedChange::kRemove;
+  in.old_phase = policy::PhaseOf(o.state);
+  in.new_phase = policy::PhaseOf(n.state);
+  in.writer = ctx.policy.IsAgonesController(std::string(user)) ? policy::Writer::kAgonesController
+                                                               : policy::Writer::kOther;
   in.was_absent = !ov;
-  const gate::OwnedRule& rule = gate::DecideOwned(in);
-  if (rule.verdict == gate::OwnedVerdict::kAllow) return "";
-  if (rule.verdict == gate::OwnedVerdict::kDeny) {
+  const policy::OwnedRule& rule = policy::DecideOwned(in);
+  if (rule.verdict == policy::OwnedVerdict::kAllow) return "";
+  if (rule.verdict == policy::OwnedVerdict::kDeny) {
     if (!nv) return fmt::format("{} may not be removed while the GameServer is {}", key, n.state);
     if (key == keys::kShutdownRequested) {
       return fmt::format("{} is written only by the webhook (scale-down protection)", key);
@@ -78,7 +78,7 @@ std::string CheckOwnedChange(std::string_view key, const GameServerView& o,
     return "";
   }
   // allocation: agones.dev/last-allocated set by this update, else since.
-  auto fresh = gate::FreshLastAllocated(o, n);
+  auto fresh = policy::FreshLastAllocated(o, n);
   auto expected = fresh ? fresh : n.Annotation(keys::kSince);
   if (!expected || *expected != *nv) {
     return fmt::format("{}: \"{}\" must equal {} ({})", key, util::Clip(*nv, 100),
@@ -90,7 +90,7 @@ std::string CheckOwnedChange(std::string_view key, const GameServerView& o,
 }  // namespace
 
 std::optional<std::string> ProbePortMismatch(
-    const gate::GateConfig& cfg, const std::optional<std::vector<std::string_view>>& port_names) {
+    const policy::GateConfig& cfg, const std::optional<std::vector<std::string_view>>& port_names) {
   if (!cfg.probe_port || cfg.probe_port->IsNumber() || !port_names) return std::nullopt;
   std::string known;
   for (std::string_view n : *port_names) {
@@ -116,8 +116,8 @@ Decision ValidateGameServer(const ReviewRequest& req, const Context& ctx) {
   if (std::optional<Decision> skip = SkipUnlessCreateOrUpdate(req)) return *skip;
   const bool update = req.operation == "UPDATE";
   const bool create = !update;
-  GameServerView n = gate::ParseGameServer(req.object, "request.object", gate::Parse::kStrict);
-  GameServerView o = update ? gate::ParseGameServer(req.old_object, "request.oldObject", gate::Parse::kStrict) : GameServerView{};
+  GameServerView n = policy::ParseGameServer(req.object, "request.object", policy::Parse::kStrict);
+  GameServerView o = update ? policy::ParseGameServer(req.old_object, "request.oldObject", policy::Parse::kStrict) : GameServerView{};
 
   Decision d = Decision::Allow("valid");
   auto label = n.Label(keys::kEnabledLabel);
@@ -129,14 +129,14 @@ Decision ValidateGameServer(const ReviewRequest& req, const Context& ctx) {
     d.reason = "not opted in";
     return d;
   }
-  const std::string name = gate::ObjectName(n, req.namespace_, req.name);
+  const std::string name = policy::ObjectName(n, req.namespace_, req.name);
   const std::string user(req.username);
   const bool trusted = ctx.policy.IsTrusted(user);
 
   // Configuration annotations. On UPDATE only changed keys are enforced, so that a value made
   // invalid by a later policy change never blocks Agones' own updates of the server.
   if (n.OptedIn()) {
-    gate::GateConfigResult cfg = gate::ParseGateConfig(n.annotations, ctx.policy);
+    policy::GateConfigResult cfg = policy::ParseGateConfig(n.annotations, ctx.policy);
     const bool newly_opted = update && !o.OptedIn();
     std::vector<std::string> errors;
     for (size_t i = 0; i < cfg.errors.size(); ++i) {
@@ -147,7 +147,7 @@ Decision ValidateGameServer(const ReviewRequest& req, const Context& ctx) {
       }
     }
     if (auto mismatch = ProbePortMismatch(
-            cfg.config, gate::PortNames(OptObject(*req.object, "spec", "request.object"),
+            cfg.config, policy::PortNames(OptObject(*req.object, "spec", "request.object"),
                                   "request.object.spec"))) {
       if (create || newly_opted || ConfigChanged(o, n, keys::kProbePort)) {
         errors.push_back(*mismatch);
@@ -159,9 +159,9 @@ Decision ValidateGameServer(const ReviewRequest& req, const Context& ctx) {
       bool changed = create || newly_opted || ConfigChanged(o, n, keys::kRequireAnnotation) ||
                      ConfigChanged(o, n, keys::kProbePort);
       if (changed) {
-        errors.push_back(gate::CanNeverConfirmMessage());
+        errors.push_back(policy::CanNeverConfirmMessage());
       } else {
-        d.warnings.push_back(gate::CanNeverConfirmMessage());
+        d.warnings.push_back(policy::CanNeverConfirmMessage());
       }
     }
     for (auto& w : cfg.warnings) d.warnings.push_back(std::move(w));

@@ -18,7 +18,7 @@
 #include <string_view>
 #include <vector>
 
-#include "gate/policy.h"
+#include "policy/policy.h"
 
 namespace aw::admission {
 
@@ -44,7 +44,7 @@ enum class Outcome { kAllowed, kRewritten, kDenied, kError };
 std::string_view OutcomeName(Outcome outcome);
 
 struct Context {
-  const gate::Policy& policy;
+  const policy::Policy& policy;
   bool crd_accepts_allocating;
   std::chrono::system_clock::time_point now;
 };

@@ -2,9 +2,9 @@
 
 namespace aw::admission {
 
-using gate::Json;
-using gate::OptObject;
-using gate::OptString;
+using policy::Json;
+using policy::OptObject;
+using policy::OptString;
 
 std::string_view PodServiceAccount(const Json* gameserver, const std::string& path) {
   if (!gameserver || !gameserver->IsObject()) return {};
@@ -17,27 +17,27 @@ std::string_view PodServiceAccount(const Json* gameserver, const std::string& pa
   return OptString(*pod, "serviceAccountName", path + ".spec.template.spec").value_or("");
 }
 
-std::string_view GameServerNamespace(const ReviewRequest& req, const gate::GameServerView& gs) {
+std::string_view GameServerNamespace(const ReviewRequest& req, const policy::GameServerView& gs) {
   return gs.namespace_.empty() ? req.namespace_ : gs.namespace_;
 }
 
-std::string SdkIdentityOf(const ReviewRequest& req, const gate::GameServerView& gs, const Json* gs_json,
-                          const gate::Policy& policy) {
+std::string SdkIdentityOf(const ReviewRequest& req, const policy::GameServerView& gs, const Json* gs_json,
+                          const policy::Policy& policy) {
   return policy.SdkIdentity(GameServerNamespace(req, gs),
                             PodServiceAccount(gs_json, "request.object"));
 }
 
-bool IsSdkWriter(const ReviewRequest& req, const gate::GameServerView& gs, const Json* gs_json,
-                 const gate::Policy& policy) {
+bool IsSdkWriter(const ReviewRequest& req, const policy::GameServerView& gs, const Json* gs_json,
+                 const policy::Policy& policy) {
   return !req.username.empty() && !GameServerNamespace(req, gs).empty() &&
          req.username == SdkIdentityOf(req, gs, gs_json, policy);
 }
 
-gate::Writer WriterOf(const ReviewRequest& req, const gate::Policy& policy) {
+policy::Writer WriterOf(const ReviewRequest& req, const policy::Policy& policy) {
   const std::string user(req.username);
-  if (policy.IsTrusted(user)) return gate::Writer::kTrusted;
-  if (policy.IsAgonesController(user)) return gate::Writer::kAgonesController;
-  return gate::Writer::kOther;
+  if (policy.IsTrusted(user)) return policy::Writer::kTrusted;
+  if (policy.IsAgonesController(user)) return policy::Writer::kAgonesController;
+  return policy::Writer::kOther;
 }
 
 }  // namespace aw::admission

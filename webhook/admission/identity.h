@@ -8,30 +8,30 @@
 #include <string>
 #include <string_view>
 
-#include "gate/decision_table.h"
-#include "gate/gameserver.h"
-#include "gate/policy.h"
+#include "policy/decision_table.h"
+#include "policy/gameserver.h"
+#include "policy/policy.h"
 #include "admission/review.h"
 
 namespace aw::admission {
 
 // spec.template.spec.serviceAccountName of a GameServer object ("" when absent). Agones runs the
 // pod (and so the SDK sidecar) as the SDK service account only when the template names none.
-std::string_view PodServiceAccount(const gate::Json* gameserver, const std::string& path);
+std::string_view PodServiceAccount(const policy::Json* gameserver, const std::string& path);
 
 // The namespace of the GameServer under review: metadata.namespace, else request.namespace.
-std::string_view GameServerNamespace(const ReviewRequest& req, const gate::GameServerView& gs);
+std::string_view GameServerNamespace(const ReviewRequest& req, const policy::GameServerView& gs);
 
 // The username of the SDK sidecar of the GameServer `gs` (object JSON `gs_json`).
-std::string SdkIdentityOf(const ReviewRequest& req, const gate::GameServerView& gs, const gate::Json* gs_json,
-                          const gate::Policy& policy);
+std::string SdkIdentityOf(const ReviewRequest& req, const policy::GameServerView& gs, const policy::Json* gs_json,
+                          const policy::Policy& policy);
 
 // Whether the request comes from that SDK identity.
-bool IsSdkWriter(const ReviewRequest& req, const gate::GameServerView& gs, const gate::Json* gs_json,
-                 const gate::Policy& policy);
+bool IsSdkWriter(const ReviewRequest& req, const policy::GameServerView& gs, const policy::Json* gs_json,
+                 const policy::Policy& policy);
 
 // The writer class of the request: trusted (policy.trusted_users), else the Agones controller
 // (policy.agones_controller_users), else other.
-gate::Writer WriterOf(const ReviewRequest& req, const gate::Policy& policy);
+policy::Writer WriterOf(const ReviewRequest& req, const policy::Policy& policy);
 
 }  // namespace aw::admission

@@ -17,18 +17,18 @@
 #include <string_view>
 #include <vector>
 
-#include "gate/gameserver.h"
+#include "policy/gameserver.h"
 
 namespace aw::admission {
 
-// Admission reads JSON with the gate's typed accessors (gate/gameserver.h).
-using gate::BadRequest;
-using gate::Json;
-using gate::JsonTypeName;
-using gate::Member;
-using gate::OptBool;
-using gate::OptObject;
-using gate::OptString;
+// Admission reads JSON with the gate's typed accessors (policy/gameserver.h).
+using policy::BadRequest;
+using policy::Json;
+using policy::JsonTypeName;
+using policy::Member;
+using policy::OptBool;
+using policy::OptObject;
+using policy::OptString;
 
 struct ReviewRequest {
   ReviewRequest();

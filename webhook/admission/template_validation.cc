@@ -3,15 +3,15 @@
 #include <fmt/format.h>
 
 #include "admission/decisions.h"
-#include "gate/config.h"
-#include "gate/keys.h"
+#include "policy/config.h"
+#include "policy/keys.h"
 #include "util/text.h"
 
 namespace aw::admission {
 namespace {
 
-using gate::ObjectMeta;
-using gate::StringMap;
+using policy::ObjectMeta;
+using policy::StringMap;
 
 // spec.template.metadata of a Fleet or GameServerSet (empty view when absent).
 ObjectMeta ReadTemplateMeta(const Json* obj, const std::string& path) {
@@ -23,7 +23,7 @@ ObjectMeta ReadTemplateMeta(const Json* obj, const std::string& path) {
   if (!spec) return {};
   const Json* tmpl = OptObject(*spec, "template", path + ".spec");
   if (!tmpl) return {};
-  return gate::ReadMeta(OptObject(*tmpl, "metadata", path + ".spec.template"),
+  return policy::ReadMeta(OptObject(*tmpl, "metadata", path + ".spec.template"),
                   path + ".spec.template.metadata");
 }
 
@@ -37,12 +37,12 @@ Decision ValidateTemplateOwner(const ReviewRequest& req, const Context& ctx) {
     throw BadRequest(
         fmt::format("request.object is {}, expected an object", JsonTypeName(*req.object)));
   }
-  ObjectMeta meta = gate::ReadMeta(OptObject(*req.object, "metadata", "request.object"),
+  ObjectMeta meta = policy::ReadMeta(OptObject(*req.object, "metadata", "request.object"),
                            "request.object.metadata");
   ObjectMeta t = ReadTemplateMeta(req.object, "request.object");
   ObjectMeta ot = update ? ReadTemplateMeta(req.old_object, "request.oldObject") : ObjectMeta{};
   const std::string kind = req.kind.empty() ? "object" : std::string(req.kind);
-  const std::string name = gate::ObjectName(meta, req.namespace_, req.name);
+  const std::string name = policy::ObjectName(meta, req.namespace_, req.name);
 
   Decision d = Decision::Allow("valid");
   auto label = t.labels.Get(keys::kEnabledLabel);
@@ -58,7 +58,7 @@ Decision ValidateTemplateOwner(const ReviewRequest& req, const Context& ctx) {
     return create || !ot.OptedIn() || ot.annotations.Get(key) != t.annotations.Get(key);
   };
   std::vector<std::string> errors;
-  gate::GateConfigResult cfg = gate::ParseGateConfig(t.annotations, ctx.policy);
+  policy::GateConfigResult cfg = policy::ParseGateConfig(t.annotations, ctx.policy);
   for (size_t i = 0; i < cfg.errors.size(); ++i) {
     if (changed(cfg.error_keys[i])) {
       errors.push_back(cfg.errors[i]);
@@ -73,7 +73,7 @@ Decision ValidateTemplateOwner(const ReviewRequest& req, const Context& ctx) {
     }
   }
   if (auto mismatch =
-          ProbePortMismatch(cfg.config, gate::PortNames(tspec, "request.object.spec.template.spec"))) {
+          ProbePortMismatch(cfg.config, policy::PortNames(tspec, "request.object.spec.template.spec"))) {
     if (changed(keys::kProbePort)) {
       errors.push_back(*mismatch);
     } else {
@@ -82,9 +82,9 @@ Decision ValidateTemplateOwner(const ReviewRequest& req, const Context& ctx) {
   }
   if (cfg.config.CanNeverConfirm()) {
     if (changed(keys::kRequireAnnotation) || changed(keys::kProbePort)) {
-      errors.push_back(gate::CanNeverConfirmMessage());
+      errors.push_back(policy::CanNeverConfirmMessage());
     } else {
-      d.warnings.push_back(gate::CanNeverConfirmMessage());
+      d.warnings.push_back(policy::CanNeverConfirmMessage());
     }
   }
   for (std::string_view key : keys::kOwnedAnnotations) {
@@ -121,9 +121,9 @@ Decision ValidateGameServerAllocation(const ReviewRequest& req, const Context& c
     throw BadRequest(
         fmt::format("request.object is {}, expected an object", JsonTypeName(*req.object)));
   }
-  ObjectMeta meta = gate::ReadMeta(OptObject(*req.object, "metadata", "request.object"),
+  ObjectMeta meta = policy::ReadMeta(OptObject(*req.object, "metadata", "request.object"),
                            "request.object.metadata");
-  const std::string name = gate::ObjectName(meta, req.namespace_, req.name);
+  const std::string name = policy::ObjectName(meta, req.namespace_, req.name);
   const Json* spec = OptObject(*req.object, "spec", "request.object");
   if (!spec) return Decision::Allow("no spec");
   std::vector<std::string> errors;
@@ -155,7 +155,7 @@ Decision ValidateGameServerAllocation(const ReviewRequest& req, const Context& c
           path, keys::kEnabledLabel));
     }
     // Configuration annotations are merged into the GameServer: they must parse.
-    gate::GateConfigResult cfg = gate::ParseGateConfig(m.annotations, ctx.policy);
+    policy::GateConfigResult cfg = policy::ParseGateConfig(m.annotations, ctx.policy);
     for (const auto& e : cfg.errors) errors.push_back(path + ".annotations: " + e);
   }
   if (!errors.empty()) {

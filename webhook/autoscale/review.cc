@@ -10,7 +10,7 @@
 #include <optional>
 
 #include "admission/duplicate_keys.h"
-#include "gate/gameserver.h"
+#include "policy/gameserver.h"
 #include "admission/nesting_depth.h"
 #include "util/text.h"
 
@@ -33,7 +33,7 @@ Status RequiredString(const rapidjson::Value& obj, const char* name, std::string
   }
   if (!v->IsString()) {
     return Status::InvalidArgument(
-        fmt::format("request.{} is {}, expected a string", name, gate::JsonTypeName(*v)));
+        fmt::format("request.{} is {}, expected a string", name, policy::JsonTypeName(*v)));
   }
   if (v->GetStringLength() == 0) {
     return Status::InvalidArgument(fmt::format("request.{} is empty", name));
@@ -51,7 +51,7 @@ Status Count(const rapidjson::Value& status, const char* name, bool required, in
   }
   if (!v->IsNumber()) {
     return Status::InvalidArgument(
-        fmt::format("request.status.{} is {}, expected an integer", name, gate::JsonTypeName(*v)));
+        fmt::format("request.status.{} is {}, expected an integer", name, policy::JsonTypeName(*v)));
   }
   if (v->IsUint64() && !v->IsInt64()) {
     return Status::InvalidArgument(fmt::format(
@@ -84,7 +84,7 @@ Status OptionalConst(const rapidjson::Value& doc, const char* name, std::string_
                                 ? fmt::format("\"{}\"", util::Clip(std::string_view(v->GetString(),
                                                                                        v->GetStringLength()),
                                                                       60))
-                                : std::string(gate::JsonTypeName(*v));
+                                : std::string(policy::JsonTypeName(*v));
     return Status::InvalidArgument(
         fmt::format("body.{} is {}, expected \"{}\" (or absent, as Agones sends it)", name, got,
                     want));
@@ -117,7 +117,7 @@ Status ParseAutoscaleReview(std::string_view body, AutoscaleRequest* out) {
   if (auto dup = admission::FindDuplicateKey(doc)) return Status::InvalidArgument(dup->Message());
   if (!doc.IsObject()) {
     return Status::InvalidArgument(
-        fmt::format("request body is {}, expected a FleetAutoscaleReview object", gate::JsonTypeName(doc)));
+        fmt::format("request body is {}, expected a FleetAutoscaleReview object", policy::JsonTypeName(doc)));
   }
   if (Status s = OptionalConst(doc, "apiVersion", "autoscaling.agones.dev/v1"); !s.ok()) return s;
   if (Status s = OptionalConst(doc, "kind", "FleetAutoscaleReview"); !s.ok()) return s;
@@ -127,7 +127,7 @@ Status ParseAutoscaleReview(std::string_view body, AutoscaleRequest* out) {
   }
   if (!req->IsObject()) {
     return Status::InvalidArgument(
-        fmt::format("body.request is {}, expected an object", gate::JsonTypeName(*req)));
+        fmt::format("body.request is {}, expected an object", policy::JsonTypeName(*req)));
   }
   AutoscaleRequest r;
   if (Status s = RequiredString(*req, "uid", &r.uid); !s.ok()) return s;
@@ -139,7 +139,7 @@ Status ParseAutoscaleReview(std::string_view body, AutoscaleRequest* out) {
   }
   if (!status->IsObject()) {
     return Status::InvalidArgument(
-        fmt::format("request.status is {}, expected an object", gate::JsonTypeName(*status)));
+        fmt::format("request.status is {}, expected an object", policy::JsonTypeName(*status)));
   }
   if (Status s = Count(*status, "replicas", true, &r.status.replicas); !s.ok()) return s;
   if (Status s = Count(*status, "readyReplicas", false, &r.status.ready_replicas); !s.ok()) {

@@ -6,7 +6,7 @@
 #include <rapidjson/writer.h>
 
 #include "admission/nesting_depth.h"
-#include "gate/keys.h"
+#include "policy/keys.h"
 #include "util/duration.h"
 
 namespace aw::gateway {

@@ -2,8 +2,8 @@
 
 #include <fmt/format.h>
 
-#include "gate/decision_table.h"
-#include "gate/keys.h"
+#include "policy/decision_table.h"
+#include "policy/keys.h"
 #include "util/time_format.h"
 
 namespace aw::gateway {
@@ -22,7 +22,7 @@ int CompareAllocation(std::string_view seen, std::string_view ours) {
 
 }  // namespace
 
-Decision Decide(const gate::GameServerView* gs, bool deleted, std::string_view last_allocated) {
+Decision Decide(const policy::GameServerView* gs, bool deleted, std::string_view last_allocated) {
   if (deleted) return {Verdict::kRetry, "deleted"};
   if (gs == nullptr || !gs->present) return {Verdict::kWait, "not seen yet"};
   auto annotation = [gs](std::string_view key) { return gs->Annotation(key).value_or(""); };
@@ -37,11 +37,11 @@ Decision Decide(const gate::GameServerView* gs, bool deleted, std::string_view l
     if (!gs->OptedIn()) return {Verdict::kAnswer, "Allocated (not opted in to the gate)"};
     // An allocation that bypassed the gate (admission unreachable) is answered only once the
     // resolver has confirmed it after the fact; keys it has not recorded yet are not trusted.
-    const gate::Bypass bypass = gate::BypassOf(*gs);
-    if (bypass == gate::Bypass::kUnseen) {
+    const policy::Bypass bypass = policy::BypassOf(*gs);
+    if (bypass == policy::Bypass::kUnseen) {
       return {Verdict::kWait, "Allocated without passing the gate (admission bypassed)"};
     }
-    if (bypass == gate::Bypass::kOpen) {
+    if (bypass == policy::Bypass::kOpen) {
       return {Verdict::kWait, "bypassed the gate: waiting for the confirmation after the fact"};
     }
     if (outcome == keys::kOutcomeConfirmed && !allocation.empty() && confirmed == allocation) {

@@ -25,7 +25,7 @@
 #include <string>
 #include <string_view>
 
-#include "gate/gameserver.h"
+#include "policy/gameserver.h"
 
 namespace aw::gateway {
 
@@ -36,9 +36,9 @@ struct Decision {
   std::string reason;
 };
 
-// `gameserver` (the project's one GameServer view, gate::ParseGameServer) may be null or not
+// `gameserver` (the project's one GameServer view, policy::ParseGameServer) may be null or not
 // present (not seen yet); `deleted` when the watch reported its deletion.
-Decision Decide(const gate::GameServerView* gameserver, bool deleted,
+Decision Decide(const policy::GameServerView* gameserver, bool deleted,
                 std::string_view last_allocated);
 
 bool AttemptsLeft(int attempts_made, int max_attempts, std::chrono::nanoseconds time_left);

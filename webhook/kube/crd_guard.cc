@@ -39,7 +39,7 @@ CrdGuard::~CrdGuard() { Stop(); }
 void CrdGuard::Start() {
   Publish(false, "starting: CRD not read yet");
   {
-    std::lock_guard<std::mutex> lk(mu_);
+    MutexLock lk(mu_);
     if (repair_thread_.joinable()) return;
     stop_ = false;
     repair_thread_ = std::thread([this] { RunRepairs(); });
@@ -49,10 +49,10 @@ void CrdGuard::Start() {
 
 void CrdGuard::Stop() {
   {
-    std::lock_guard<std::mutex> lk(mu_);
+    MutexLock lk(mu_);
     stop_ = true;
   }
-  cv_.notify_all();
+  cv_.SignalAll();
   informer_->Stop();
   if (repair_thread_.joinable()) repair_thread_.join();
 }
@@ -60,15 +60,15 @@ void CrdGuard::Stop() {
 void CrdGuard::SetLeader(bool leader) {
   leader_.store(leader);
   {
-    std::lock_guard<std::mutex> lk(mu_);
+    MutexLock lk(mu_);
     dirty_ = true;
   }
-  cv_.notify_all();
+  cv_.SignalAll();
 }
 
 void CrdGuard::Publish(bool accepts, const std::string& why) {
   // Called from the informer thread and the repair thread.
-  std::lock_guard<std::mutex> lk(publish_mu_);
+  MutexLock lk(publish_mu_);
   bool prev = accepts_.exchange(accepts);
   readiness_.Set(accepts);
   if (gauge_) gauge_->Set(accepts ? 1 : 0);
@@ -90,10 +90,10 @@ void CrdGuard::Evaluate(const ObjectPtr& obj) {
   Publish(c.accepts, c.summary);
   if (!c.accepts) {
     {
-      std::lock_guard<std::mutex> lk(mu_);
+      MutexLock lk(mu_);
       dirty_ = true;
     }
-    cv_.notify_all();
+    cv_.SignalAll();
   }
 }
 
@@ -169,8 +169,8 @@ void CrdGuard::RunRepairs() {
   while (true) {
     bool woke_by_change = false;
     {
-      std::unique_lock<std::mutex> lk(mu_);
-      cv_.wait_for(lk, wait, [&] { return stop_ || dirty_; });
+      MutexLock lk(mu_);
+      cv_.WaitFor(mu_, wait, [&]() REQUIRES(mu_) { return stop_ || dirty_; });
       if (stop_) return;
       woke_by_change = dirty_;
       dirty_ = false;

@@ -21,6 +21,7 @@
 #include "admission/crd_state.h"
 #include "kube/crd_enum.h"
 #include "kube/informer.h"
+#include "util/mutex.h"
 
 namespace prometheus {
 class Registry;
@@ -41,18 +42,18 @@ class CrdGuard final : private InformerHandler {
   CrdGuard(Client& client, CrdGuardOptions opts, admission::AtomicCrdReadiness& readiness,
            prometheus::Registry* registry);
   ~CrdGuard() override;
-  void Start();
-  void Stop();
+  void Start() EXCLUDES(mu_);
+  void Stop() EXCLUDES(mu_);
   // Called by leader election (or once with true when leader election is off).
-  void SetLeader(bool leader);
+  void SetLeader(bool leader) EXCLUDES(mu_);
   bool Accepts() const { return accepts_.load(); }
 
  private:
   void OnUpsert(const ObjectPtr& obj) override;
   void OnDelete(const ObjectPtr& last_known) override;
   void Evaluate(const ObjectPtr& obj);
-  void Publish(bool accepts, const std::string& why);
-  void RunRepairs();
+  void Publish(bool accepts, const std::string& why) EXCLUDES(publish_mu_);
+  void RunRepairs() EXCLUDES(mu_);
   bool TryRepair();  // one attempt cycle; false when it should be retried later
 
   Client& client_;
@@ -62,14 +63,14 @@ class CrdGuard final : private InformerHandler {
   std::atomic<bool> accepts_{false};
   std::atomic<bool> leader_{false};
   std::atomic<bool> known_{false};
-  std::mutex publish_mu_;
-  bool published_once_ = false;  // guarded by publish_mu_
-  std::mutex mu_;
-  std::condition_variable cv_;
-  bool dirty_ = false;
-  bool stop_ = false;
-  bool forbidden_logged_ = false;
-  std::thread repair_thread_;
+  Mutex publish_mu_;  // orders publications from the informer and repair threads
+  bool published_once_ GUARDED_BY(publish_mu_) = false;
+  Mutex mu_;
+  CondVar cv_;  // wakes the repair thread: a change (dirty_) or stop
+  bool dirty_ GUARDED_BY(mu_) = false;
+  bool stop_ GUARDED_BY(mu_) = false;
+  bool forbidden_logged_ = false;  // repair thread only
+  std::thread repair_thread_;      // started by Start, joined by Stop (the owner's thread)
   prometheus::Gauge* gauge_ = nullptr;
   prometheus::Counter* repairs_ok_ = nullptr;
   prometheus::Counter* repairs_failed_ = nullptr;

@@ -66,7 +66,7 @@ EventRecorder::EventRecorder(Client& client, EventRecorderOptions opts, promethe
 EventRecorder::~EventRecorder() { Stop(); }
 
 void EventRecorder::Start() {
-  std::lock_guard<std::mutex> lk(mu_);
+  MutexLock lk(mu_);
   if (thread_.joinable()) return;
   stop_ = false;
   thread_ = std::thread([this] { Run(); });
@@ -74,11 +74,11 @@ void EventRecorder::Start() {
 
 void EventRecorder::Stop() {
   {
-    std::lock_guard<std::mutex> lk(mu_);
+    MutexLock lk(mu_);
     stop_ = true;
     queue_.clear();
   }
-  cv_.notify_all();
+  cv_.SignalAll();
   if (thread_.joinable()) thread_.join();
 }
 
@@ -86,7 +86,7 @@ void EventRecorder::Record(const ObjectReference& obj, EventType type, std::stri
                            std::string message) {
   if (message.size() > 1024) message.resize(1024);
   {
-    std::lock_guard<std::mutex> lk(mu_);
+    MutexLock lk(mu_);
     if (stop_ || queue_.size() >= opts_.queue_size) {
       if (dropped_) dropped_->Increment();
       return;
@@ -94,7 +94,7 @@ void EventRecorder::Record(const ObjectReference& obj, EventType type, std::stri
     queue_.push_back(Pending{obj, type, std::move(reason), std::move(message),
                              std::chrono::system_clock::now()});
   }
-  cv_.notify_one();
+  cv_.Signal();
 }
 
 void EventRecorder::Run() {
@@ -102,12 +102,12 @@ void EventRecorder::Run() {
   while (true) {
     Pending p;
     {
-      std::unique_lock<std::mutex> lk(mu_);
-      cv_.wait(lk, [&] { return stop_ || !queue_.empty(); });
+      MutexLock lk(mu_);
+      cv_.Wait(mu_, [&]() REQUIRES(mu_) { return stop_ || !queue_.empty(); });
       if (stop_) return;
       std::chrono::milliseconds wait{0};
       while (!bucket.TryTake(std::chrono::steady_clock::now(), &wait)) {
-        cv_.wait_for(lk, wait, [&] { return stop_; });
+        cv_.WaitFor(mu_, wait, [&]() REQUIRES(mu_) { return stop_; });
         if (stop_) return;
       }
       p = std::move(queue_.front());

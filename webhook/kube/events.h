@@ -19,6 +19,7 @@
 #include <thread>
 
 #include "kube/client.h"
+#include "util/mutex.h"
 
 namespace prometheus {
 class Registry;
@@ -68,9 +69,10 @@ class EventRecorder {
  public:
   EventRecorder(Client& client, EventRecorderOptions opts, prometheus::Registry* registry);
   ~EventRecorder();
-  void Start();
-  void Stop();  // drops what is still queued; returns promptly
-  void Record(const ObjectReference& obj, EventType type, std::string reason, std::string message);
+  void Start() EXCLUDES(mu_);
+  void Stop() EXCLUDES(mu_);  // drops what is still queued; returns promptly
+  void Record(const ObjectReference& obj, EventType type, std::string reason, std::string message)
+      EXCLUDES(mu_);
 
  private:
   struct Pending {
@@ -85,17 +87,17 @@ class EventRecorder {
     std::string first_ts;
     std::chrono::steady_clock::time_point last;
   };
-  void Run();
-  void Send(const Pending& p);
+  void Run() EXCLUDES(mu_);
+  void Send(const Pending& p);  // on the recorder's thread, without mu_
 
   Client& client_;
   EventRecorderOptions opts_;
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::deque<Pending> queue_;
-  bool stop_ = false;
-  std::thread thread_;
-  std::map<std::string, Seen> seen_;  // aggregation key -> existing event
+  Mutex mu_;
+  CondVar cv_;  // signalled on Record and Stop
+  std::deque<Pending> queue_ GUARDED_BY(mu_);
+  bool stop_ GUARDED_BY(mu_) = false;
+  std::thread thread_;  // started by Start, joined by Stop (the owner's thread)
+  std::map<std::string, Seen> seen_;  // aggregation key -> existing event (recorder's thread only)
   prometheus::Counter* sent_ = nullptr;
   prometheus::Counter* dropped_ = nullptr;
   prometheus::Counter* failed_ = nullptr;

@@ -17,7 +17,7 @@
 // come back through OnUpsert.
 #pragma once
 
-#include "gate/keys.h"
+#include "policy/keys.h"
 #include "kube/informer.h"
 
 namespace aw::kube {

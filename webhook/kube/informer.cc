@@ -55,22 +55,22 @@ void Informer::Start() {
 
 void Informer::Stop() {
   {
-    std::lock_guard<std::mutex> lk(wait_mu_);
+    MutexLock lk(wait_mu_);
     stop_.store(true);
   }
-  wait_cv_.notify_all();
+  wait_cv_.SignalAll();
   cancel_.Cancel();
   if (thread_.joinable()) thread_.join();
 }
 
 bool Informer::WaitForSync(std::chrono::milliseconds timeout) {
-  std::unique_lock<std::mutex> lk(wait_mu_);
-  wait_cv_.wait_for(lk, timeout, [&] { return synced_.load() || stop_.load(); });
+  MutexLock lk(wait_mu_);
+  wait_cv_.WaitFor(wait_mu_, timeout, [&] { return synced_.load() || stop_.load(); });
   return synced_.load();
 }
 
 std::vector<ObjectPtr> Informer::Snapshot() const {
-  std::lock_guard<std::mutex> lk(mu_);
+  MutexLock lk(mu_);
   std::vector<ObjectPtr> out;
   out.reserve(store_.size());
   for (const auto& [k, v] : store_) out.push_back(v);
@@ -78,13 +78,13 @@ std::vector<ObjectPtr> Informer::Snapshot() const {
 }
 
 ObjectPtr Informer::Get(const std::string& ns, const std::string& name) const {
-  std::lock_guard<std::mutex> lk(mu_);
+  MutexLock lk(mu_);
   auto it = store_.find(Key(ns, name));
   return it == store_.end() ? nullptr : it->second;
 }
 
 std::vector<ObjectPtr> Informer::GetByName(const std::string& name) const {
-  std::lock_guard<std::mutex> lk(mu_);
+  MutexLock lk(mu_);
   std::vector<ObjectPtr> out;
   for (const auto& [k, v] : store_) {
     if (v->name == name) out.push_back(v);
@@ -94,12 +94,12 @@ std::vector<ObjectPtr> Informer::GetByName(const std::string& name) const {
 
 void Informer::RequestRelist() {
   relist_requested_.store(true);
-  wait_cv_.notify_all();
+  wait_cv_.SignalAll();
 }
 
 bool Informer::SleepFor(std::chrono::milliseconds d) {
-  std::unique_lock<std::mutex> lk(wait_mu_);
-  wait_cv_.wait_for(lk, d, [&] { return stop_.load(); });
+  MutexLock lk(wait_mu_);
+  wait_cv_.WaitFor(wait_mu_, d, [&] { return stop_.load(); });
   return !stop_.load();
 }
 
@@ -112,7 +112,7 @@ void Informer::ApplyUpsert(JsonPtr doc) {
   if (obj->name.empty()) return;
   std::string key = Key(obj->namespace_, obj->name);
   {
-    std::lock_guard<std::mutex> lk(mu_);
+    MutexLock lk(mu_);
     auto it = store_.find(key);
     if (it != store_.end() && it->second->resource_version == obj->resource_version &&
         it->second->uid == obj->uid) {
@@ -128,7 +128,7 @@ void Informer::ApplyDelete(const JsonPtr& doc) {
   std::string key = Key(MetaString(*doc, "namespace"), MetaString(*doc, "name"));
   ObjectPtr last;
   {
-    std::lock_guard<std::mutex> lk(mu_);
+    MutexLock lk(mu_);
     auto it = store_.find(key);
     if (it == store_.end()) return;
     last = it->second;
@@ -167,7 +167,7 @@ bool Informer::Relist() {
   }
   std::vector<ObjectPtr> gone;
   {
-    std::lock_guard<std::mutex> lk(mu_);
+    MutexLock lk(mu_);
     for (const auto& [k, v] : store_) {
       if (!seen.count(k)) gone.push_back(v);
     }
@@ -180,10 +180,10 @@ bool Informer::Relist() {
                              {"resourceVersion", resume_rv_}});
   for (auto* h : handlers_) h->OnSynced();
   {
-    std::lock_guard<std::mutex> lk(wait_mu_);
+    MutexLock lk(wait_mu_);
     synced_.store(true);
   }
-  wait_cv_.notify_all();
+  wait_cv_.SignalAll();
   return true;
 }
 

@@ -27,6 +27,7 @@
 #include <vector>
 
 #include "kube/client.h"
+#include "util/mutex.h"
 
 namespace prometheus {
 class Registry;
@@ -84,10 +85,10 @@ class Informer {
   bool HasSynced() const { return synced_.load(); }
   // Waits until the first list was applied (or timeout / Stop). Returns HasSynced().
   bool WaitForSync(std::chrono::milliseconds timeout);
-  std::vector<ObjectPtr> Snapshot() const;
-  ObjectPtr Get(const std::string& ns, const std::string& name) const;
+  std::vector<ObjectPtr> Snapshot() const EXCLUDES(mu_);
+  ObjectPtr Get(const std::string& ns, const std::string& name) const EXCLUDES(mu_);
   // Every cached object with this name, whatever its namespace (one pass over the cache).
-  std::vector<ObjectPtr> GetByName(const std::string& name) const;
+  std::vector<ObjectPtr> GetByName(const std::string& name) const EXCLUDES(mu_);
   // Asks the thread to re-list (e.g. after a resolver suspects drift); takes effect at the next
   // event or bookmark, or when the watch restarts.
   void RequestRelist();
@@ -106,13 +107,15 @@ class Informer {
   Client& client_;
   InformerOptions opts_;
   std::vector<InformerHandler*> handlers_;
-  mutable std::mutex mu_;
-  std::map<std::string, ObjectPtr> store_;  // key ns/name
+  mutable Mutex mu_;
+  std::map<std::string, ObjectPtr> store_ GUARDED_BY(mu_);  // key ns/name
   std::atomic<bool> synced_{false};
   std::atomic<bool> stop_{false};
   std::atomic<bool> relist_requested_{false};
-  std::mutex wait_mu_;
-  std::condition_variable wait_cv_;
+  // wait_cv_ wakes WaitForSync and SleepFor when synced_ or stop_ change (atomics, written under
+  // wait_mu_ so that a waiter cannot miss the change between its test and its sleep).
+  Mutex wait_mu_;
+  CondVar wait_cv_;
   std::thread thread_;
   std::chrono::steady_clock::time_point last_resync_;
   std::string resume_rv_;

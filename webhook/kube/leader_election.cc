@@ -55,21 +55,21 @@ void LeaderElector::Start() {
 
 void LeaderElector::Stop() {
   {
-    std::lock_guard<std::mutex> lk(mu_);
+    MutexLock lk(mu_);
     stop_.store(true);
   }
-  cv_.notify_all();
+  cv_.SignalAll();
   if (thread_.joinable()) thread_.join();
 }
 
 std::string LeaderElector::CurrentLeader() const {
-  std::lock_guard<std::mutex> lk(leader_mu_);
+  MutexLock lk(leader_mu_);
   return last_leader_;
 }
 
 bool LeaderElector::Sleep(milliseconds d) {
-  std::unique_lock<std::mutex> lk(mu_);
-  cv_.wait_for(lk, d, [&] { return stop_.load(); });
+  MutexLock lk(mu_);
+  cv_.WaitFor(mu_, d, [&] { return stop_.load(); });
   return !stop_.load();
 }
 
@@ -113,7 +113,7 @@ bool LeaderElector::TryAcquireOrRenew() {
     std::string holder = current->holder_identity;
     bool changed = false;
     {
-      std::lock_guard<std::mutex> lk(leader_mu_);
+      MutexLock lk(leader_mu_);
       if (holder != last_leader_) {
         last_leader_ = holder;
         changed = true;
@@ -157,7 +157,7 @@ bool LeaderElector::TryAcquireOrRenew() {
   observed_ = next;
   observed_time_ = Clock::now();
   {
-    std::lock_guard<std::mutex> lk(leader_mu_);
+    MutexLock lk(leader_mu_);
     if (last_leader_ != cfg_.identity) {
       last_leader_ = cfg_.identity;
       if (cb_.on_new_leader) cb_.on_new_leader(cfg_.identity);

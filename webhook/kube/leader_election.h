@@ -21,6 +21,7 @@
 
 #include "kube/client.h"
 #include "kube/lease_logic.h"
+#include "util/mutex.h"
 
 namespace prometheus {
 class Registry;
@@ -54,30 +55,32 @@ class LeaderElector {
                 prometheus::Registry* registry);
   ~LeaderElector();
   void Start();
-  void Stop();  // releases the lease if leading; idempotent; returns within ~1s
+  void Stop() EXCLUDES(mu_);  // releases the lease if leading; idempotent; returns within ~1s
   bool IsLeader() const { return leading_.load(); }
-  std::string CurrentLeader() const;
+  std::string CurrentLeader() const EXCLUDES(leader_mu_);
 
  private:
   void Run();
-  bool TryAcquireOrRenew();
+  bool TryAcquireOrRenew() EXCLUDES(leader_mu_);
   void Release();
   void SetLeading(bool leading);
-  bool Sleep(std::chrono::milliseconds d);
+  bool Sleep(std::chrono::milliseconds d) EXCLUDES(mu_);
 
   Client& client_;
   LeaderElectionConfig cfg_;
   LeaderCallbacks cb_;
   std::atomic<bool> leading_{false};
   std::atomic<bool> stop_{false};
-  std::mutex mu_;
-  std::condition_variable cv_;
+  // cv_ wakes Sleep when stop_ (an atomic, written under mu_ so a sleeper cannot miss it) is set.
+  Mutex mu_;
+  CondVar cv_;
   std::thread thread_;
+  // The elector's thread only: the last lease observed and when.
   std::optional<LeaseRecord> observed_;
   std::string observed_rv_;
   std::chrono::steady_clock::time_point observed_time_{};
-  std::string last_leader_;
-  mutable std::mutex leader_mu_;
+  mutable Mutex leader_mu_;
+  std::string last_leader_ GUARDED_BY(leader_mu_);
   prometheus::Gauge* gauge_ = nullptr;
   prometheus::Counter* transitions_ = nullptr;
 };

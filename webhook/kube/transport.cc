@@ -31,6 +31,7 @@
 #include "util/file.h"
 #include "util/log.h"
 #include "util/openssl_errors.h"
+#include "util/mutex.h"
 
 namespace aw::kube {
 namespace {
@@ -88,7 +89,7 @@ class TokenSource {
 
   std::string Get(bool force_reload) {
     if (file_.empty()) return token_;
-    std::lock_guard<std::mutex> lk(mu_);
+    MutexLock lk(mu_);
     auto now = Clock::now();
     if (force_reload || !loaded_ || now - last_check_ >= std::chrono::seconds(1)) {
       last_check_ = now;
@@ -123,13 +124,13 @@ class TokenSource {
  private:
   std::string token_;
   std::string file_;
-  std::mutex mu_;
-  bool loaded_ = false;
-  std::string cached_;
-  Clock::time_point last_check_{};
-  struct timespec mtime_ {};
-  off_t size_ = 0;
-  ino_t ino_ = 0;
+  Mutex mu_;  // the token file's cached state: Get is called from every caller's thread
+  bool loaded_ GUARDED_BY(mu_) = false;
+  std::string cached_ GUARDED_BY(mu_);
+  Clock::time_point last_check_ GUARDED_BY(mu_){};
+  struct timespec mtime_ GUARDED_BY(mu_) {};
+  off_t size_ GUARDED_BY(mu_) = 0;
+  ino_t ino_ GUARDED_BY(mu_) = 0;
 };
 
 enum class Stage { kResolve, kConnect, kTlsHandshake, kWrite, kRead };
@@ -207,13 +208,13 @@ class Conn {
       ERR_clear_error();
     }
     if (ssl_) SSL_free(ssl_);
-    std::lock_guard<std::mutex> lk(mu_);
+    MutexLock lk(mu_);
     if (fd_ >= 0) ::close(fd_);
     fd_ = -1;
   }
 
   void Stop() {
-    std::lock_guard<std::mutex> lk(mu_);
+    MutexLock lk(mu_);
     stopped_.store(true);
     if (fd_ >= 0) ::shutdown(fd_, SHUT_RDWR);
   }
@@ -253,7 +254,7 @@ class Conn {
         continue;
       }
       {
-        std::lock_guard<std::mutex> lk(mu_);
+        MutexLock lk(mu_);
         fd_ = fd;
       }
       if (stopped_.load()) return StoppedFailure(Stage::kConnect);
@@ -287,7 +288,7 @@ class Conn {
       return last;
     }
     int one = 1;
-    setsockopt(fd_, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+    setsockopt(fd(), IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
     if (ctx == nullptr) {
       plain_ = true;
       return std::nullopt;
@@ -295,7 +296,7 @@ class Conn {
     const std::string& name = server_name.empty() ? host : server_name;
 
     ssl_ = SSL_new(ctx);
-    if (!ssl_ || SSL_set_fd(ssl_, fd_) != 1) {
+    if (!ssl_ || SSL_set_fd(ssl_, fd()) != 1) {
       Failure f{Stage::kTlsHandshake, "cannot set up TLS: " + util::OpenSslErrors()};
       return f;
     }
@@ -330,7 +331,7 @@ class Conn {
       const char* p = data.data() + *written;
       int r = 0;
       if (plain_) {
-        auto f = PlainOp([&] { return r = static_cast<int>(::send(fd_, p, n, MSG_NOSIGNAL)); },
+        auto f = PlainOp([&] { return r = static_cast<int>(::send(fd(), p, n, MSG_NOSIGNAL)); },
                          POLLOUT, Stage::kWrite, Clock::now() + timeout, timeout);
         if (f) return f;
         *written += static_cast<size_t>(r);
@@ -349,7 +350,7 @@ class Conn {
     char tmp[16384];
     int r = 0;
     if (plain_) {
-      auto f = PlainOp([&] { return r = static_cast<int>(::recv(fd_, tmp, sizeof(tmp), 0)); },
+      auto f = PlainOp([&] { return r = static_cast<int>(::recv(fd(), tmp, sizeof(tmp), 0)); },
                        POLLIN, Stage::kRead, Clock::now() + timeout, timeout);
       if (f) return f;
       buf->append(tmp, static_cast<size_t>(r));
@@ -366,8 +367,8 @@ class Conn {
 
   // True when the idle connection still looks open: nothing to read, no hang-up, no error.
   bool IdleAndOpen() const {
-    if (fd_ < 0 || (!plain_ && (!ssl_ || SSL_pending(ssl_) > 0))) return false;
-    pollfd p{fd_, POLLIN | POLLRDHUP, 0};
+    if (fd() < 0 || (!plain_ && (!ssl_ || SSL_pending(ssl_) > 0))) return false;
+    pollfd p{fd(), POLLIN | POLLRDHUP, 0};
     int r = ::poll(&p, 1, 0);
     return r == 0;
   }
@@ -381,7 +382,7 @@ class Conn {
 
  private:
   void CloseFd() {
-    std::lock_guard<std::mutex> lk(mu_);
+    MutexLock lk(mu_);
     if (fd_ >= 0) ::close(fd_);
     fd_ = -1;
   }
@@ -407,7 +408,7 @@ class Conn {
       }
       auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - now) +
                   std::chrono::milliseconds(1);
-      pollfd p{fd_, events, 0};
+      pollfd p{fd(), events, 0};
       int r = ::poll(&p, 1, static_cast<int>(std::min(left, kPollSlice).count()));
       if (r < 0 && errno != EINTR) {
         Failure f{stage, std::string("poll: ") + std::strerror(errno)};
@@ -498,8 +499,12 @@ class Conn {
     }
   }
 
-  mutable std::mutex mu_;
-  int fd_ = -1;
+  // The socket is written (opened, closed) only by the thread that owns the connection, under
+  // mu_, and read without it by that thread (fd()); Stop() from another thread reads it under mu_,
+  // so it never shuts down a descriptor number that was closed and reused.
+  int fd() const NO_THREAD_SAFETY_ANALYSIS { return fd_; }  // owner thread only
+  mutable Mutex mu_;
+  int fd_ GUARDED_BY(mu_) = -1;
   std::atomic<bool> stopped_{false};
   SSL* ssl_ = nullptr;
   bool plain_ = false;  // no TLS on this connection (ClientConfig::plain_http)
@@ -716,13 +721,13 @@ class ResponseReader {
 void Cancellation::Cancel() {
   auto deadline = Clock::now() + std::chrono::milliseconds(1500);
   {
-    std::lock_guard<std::mutex> lk(mu_);
+    MutexLock lk(mu_);
     cancelled_ = true;
   }
   // The call may be between "registered" and "socket open": keep stopping for a short while.
   while (true) {
     {
-      std::lock_guard<std::mutex> lk(mu_);
+      MutexLock lk(mu_);
       if (!stopper_) return;
       stopper_();
     }
@@ -732,12 +737,12 @@ void Cancellation::Cancel() {
 }
 
 bool Cancellation::cancelled() const {
-  std::lock_guard<std::mutex> lk(mu_);
+  MutexLock lk(mu_);
   return cancelled_;
 }
 
 void Cancellation::Reset() {
-  std::lock_guard<std::mutex> lk(mu_);
+  MutexLock lk(mu_);
   cancelled_ = false;
 }
 
@@ -752,7 +757,7 @@ class HttpsTransport final : public Transport {
 
   ~HttpsTransport() override {
     {
-      std::lock_guard<std::mutex> lk(mu_);
+      MutexLock lk(mu_);
       idle_.clear();
     }
     if (ctx_) SSL_CTX_free(ctx_);
@@ -840,7 +845,7 @@ class HttpsTransport final : public Transport {
     {
       // A call registers its connection under mu_ and then re-checks shutdown_, so one pass
       // stops every call in flight; Stop() is sticky, so a connection still opening stops too.
-      std::lock_guard<std::mutex> lk(mu_);
+      MutexLock lk(mu_);
       idle.swap(idle_);
       for (auto* c : in_flight_) c->Stop();
     }
@@ -875,7 +880,7 @@ class HttpsTransport final : public Transport {
     std::unique_ptr<Conn> c;
     auto now = Clock::now();
     {
-      std::lock_guard<std::mutex> lk(mu_);
+      MutexLock lk(mu_);
       // Oldest first: the pool is used last in, first out.
       size_t expired = 0;
       while (expired < idle_.size() && now - idle_[expired]->idle_since >= kMaxIdleAge) ++expired;
@@ -899,7 +904,7 @@ class HttpsTransport final : public Transport {
 
   void Release(std::unique_ptr<Conn> c) {
     c->idle_since = Clock::now();
-    std::lock_guard<std::mutex> lk(mu_);
+    MutexLock lk(mu_);
     if (shutdown_.load() || idle_.size() >= kMaxIdle) return;  // closes `c`
     idle_.push_back(std::move(c));
   }
@@ -933,16 +938,16 @@ class HttpsTransport final : public Transport {
     }
     Conn* raw = conn.get();
     {
-      std::lock_guard<std::mutex> lk(mu_);
+      MutexLock lk(mu_);
       in_flight_.insert(raw);
     }
     auto unregister = [&] {
-      std::lock_guard<std::mutex> lk(mu_);
+      MutexLock lk(mu_);
       in_flight_.erase(raw);
     };
     bool cancel_registered = false;
     if (req.cancel) {
-      std::lock_guard<std::mutex> lk(req.cancel->mu_);
+      MutexLock lk(req.cancel->mu_);
       if (req.cancel->cancelled_) {
         unregister();
         a.failure = Failure{Stage::kConnect, "cancelled"};
@@ -954,7 +959,7 @@ class HttpsTransport final : public Transport {
     }
     auto finish = [&]() {
       if (cancel_registered) {
-        std::lock_guard<std::mutex> lk(req.cancel->mu_);
+        MutexLock lk(req.cancel->mu_);
         req.cancel->stopper_ = nullptr;
       }
       unregister();
@@ -1125,9 +1130,9 @@ class HttpsTransport final : public Transport {
   bool verify_ = true;
   std::atomic<bool> shutdown_{false};
   std::atomic<uint64_t> opened_{0}, reused_{0}, stale_{0}, expired_{0}, retries_{0};
-  std::mutex mu_;
-  std::vector<std::unique_ptr<Conn>> idle_;
-  std::set<Conn*> in_flight_;
+  Mutex mu_;
+  std::vector<std::unique_ptr<Conn>> idle_ GUARDED_BY(mu_);  // the pool, most recently used last
+  std::set<Conn*> in_flight_ GUARDED_BY(mu_);               // stopped by Shutdown
 };
 
 StatusOr<std::unique_ptr<Transport>> NewHttpsTransport(const ClientConfig& config) {

@@ -55,6 +55,7 @@
 
 #include "kube/config.h"
 #include "kube/status.h"
+#include "util/mutex.h"
 
 namespace aw::kube {
 
@@ -68,9 +69,9 @@ class Cancellation {
 
  private:
   friend class HttpsTransport;
-  mutable std::mutex mu_;
-  bool cancelled_ = false;
-  std::function<void()> stopper_;  // set while a call is in flight
+  mutable Mutex mu_;
+  bool cancelled_ GUARDED_BY(mu_) = false;
+  std::function<void()> stopper_ GUARDED_BY(mu_);  // set while a call is in flight
 };
 
 struct HttpRequest {

@@ -1,18 +1,18 @@
 #include "resolver/evaluate.h"
 
-#include "gate/decision_table.h"
-#include "gate/keys.h"
+#include "policy/decision_table.h"
+#include "policy/keys.h"
 #include "util/time_format.h"
 
 namespace aw::resolver {
 
 bool IsScaledDown(const GameServerView& gs) {
-  gate::ResolveInput in;
+  policy::ResolveInput in;
   in.opted_in = gs.OptedIn();
   in.deleting = gs.deleting;
-  in.phase = gate::PhaseOf(gs.state);
+  in.phase = policy::PhaseOf(gs.state);
   in.scaled_down = gs.Annotation(keys::kOutcome) == keys::kOutcomeScaledDown;
-  return gate::DecideResolve(in).verdict == gate::ResolveVerdict::kRecord;
+  return policy::DecideResolve(in).verdict == policy::ResolveVerdict::kRecord;
 }
 
 std::string_view VerdictName(Verdict v) {
@@ -29,11 +29,11 @@ std::string_view VerdictName(Verdict v) {
   return "unknown";
 }
 
-probe::Type ToProbeType(gate::ProbeType t) {
+probe::Type ToProbeType(policy::ProbeType t) {
   switch (t) {
-    case gate::ProbeType::kHttp: return probe::Type::kHttp;
-    case gate::ProbeType::kTcp: return probe::Type::kTcp;
-    case gate::ProbeType::kUdp: return probe::Type::kUdp;
+    case policy::ProbeType::kHttp: return probe::Type::kHttp;
+    case policy::ProbeType::kTcp: return probe::Type::kTcp;
+    case policy::ProbeType::kUdp: return probe::Type::kUdp;
   }
   return probe::Type::kHttp;
 }
@@ -55,10 +55,10 @@ std::optional<std::string> ReadinessAnnotationProblem(const GameServerView& gs) 
 }
 
 std::optional<probe::Target> ResolveProbeTarget(const GameServerView& gs,
-                                                const gate::GateConfig& config,
+                                                const policy::GateConfig& config,
                                                 std::string* problem) {
   if (!config.probe_port) return std::nullopt;
-  const gate::ProbePort& pp = *config.probe_port;
+  const policy::ProbePort& pp = *config.probe_port;
   int port = 0;
   if (pp.IsNumber()) {
     port = pp.number;
@@ -90,29 +90,29 @@ std::optional<probe::Target> ResolveProbeTarget(const GameServerView& gs,
   return t;
 }
 
-Evaluation Evaluate(const GameServerView& gs, const gate::GateConfig& config,
+Evaluation Evaluate(const GameServerView& gs, const policy::GateConfig& config,
                     const ProbeObservation* last_probe, TimePoint now, TimePoint first_seen) {
   Evaluation ev;
-  gate::ResolveInput in;
+  policy::ResolveInput in;
   in.opted_in = gs.OptedIn();
   in.deleting = gs.deleting;
-  in.phase = gate::PhaseOf(gs.state);
+  in.phase = policy::PhaseOf(gs.state);
   in.scaled_down = gs.Annotation(keys::kOutcome) == keys::kOutcomeScaledDown;
-  in.bypass = gate::BypassOf(gs);
+  in.bypass = policy::BypassOf(gs);
   ev.bypass = in.bypass;
-  const gate::ResolveRule& pre = gate::DecideResolve(in);
-  if (pre.verdict == gate::ResolveVerdict::kRecord) {
+  const policy::ResolveRule& pre = policy::DecideResolve(in);
+  if (pre.verdict == policy::ResolveVerdict::kRecord) {
     ev.verdict = Verdict::kScaledDown;
     ev.reason = "scaled down while Allocating";
     return ev;
   }
-  if (pre.verdict == gate::ResolveVerdict::kIgnore) {
+  if (pre.verdict == policy::ResolveVerdict::kIgnore) {
     ev.reason = !in.opted_in ? "not opted in"
                 : in.deleting ? "being deleted"
                               : "state is " + (gs.state.empty() ? std::string("empty") : gs.state);
     return ev;
   }
-  if (pre.verdict == gate::ResolveVerdict::kRecordBypass) {
+  if (pre.verdict == policy::ResolveVerdict::kRecordBypass) {
     ev.verdict = Verdict::kRecordBypass;
     auto last = gs.Annotation(keys::kLastAllocated);
     std::optional<TimePoint> at;
@@ -130,9 +130,9 @@ Evaluation Evaluate(const GameServerView& gs, const gate::GateConfig& config,
     ev.bypass_allocation = last && !last->empty() ? std::string(*last) : ev.bypass_since_text;
     return ev;
   }
-  ev.action = gate::TimeoutAction(config.on_timeout,
+  ev.action = policy::TimeoutAction(config.on_timeout,
                                   gs.Annotation(keys::kShutdownRequested).has_value());
-  ev.bypass_action = &gate::BypassTimeoutAction(config.on_timeout);
+  ev.bypass_action = &policy::BypassTimeoutAction(config.on_timeout);
   TimePoint start = gs.since.value_or(first_seen);
   ev.deadline = start + std::chrono::duration_cast<Clock::duration>(config.timeout);
 
@@ -156,19 +156,19 @@ Evaluation Evaluate(const GameServerView& gs, const gate::GateConfig& config,
     }
   }
   if (config.CanNeverConfirm() && ev.failed.empty()) {
-    ev.failed.push_back("no check configured (" + gate::CanNeverConfirmMessage() + ")");
+    ev.failed.push_back("no check configured (" + policy::CanNeverConfirmMessage() + ")");
   }
   in.ready = ev.failed.empty();
   in.past_deadline = now >= ev.deadline;
-  switch (gate::DecideResolve(in).verdict) {
-    case gate::ResolveVerdict::kPromote: ev.verdict = Verdict::kPromote; break;
-    case gate::ResolveVerdict::kTimeOut: ev.verdict = Verdict::kTimeOut; break;
-    case gate::ResolveVerdict::kWait: ev.verdict = Verdict::kWait; break;
-    case gate::ResolveVerdict::kIgnore: ev.verdict = Verdict::kIgnore; break;
-    case gate::ResolveVerdict::kRecord: ev.verdict = Verdict::kScaledDown; break;
-    case gate::ResolveVerdict::kRecordBypass: ev.verdict = Verdict::kRecordBypass; break;
-    case gate::ResolveVerdict::kConfirmBypass: ev.verdict = Verdict::kConfirmBypass; break;
-    case gate::ResolveVerdict::kBypassDeadline: ev.verdict = Verdict::kBypassDeadline; break;
+  switch (policy::DecideResolve(in).verdict) {
+    case policy::ResolveVerdict::kPromote: ev.verdict = Verdict::kPromote; break;
+    case policy::ResolveVerdict::kTimeOut: ev.verdict = Verdict::kTimeOut; break;
+    case policy::ResolveVerdict::kWait: ev.verdict = Verdict::kWait; break;
+    case policy::ResolveVerdict::kIgnore: ev.verdict = Verdict::kIgnore; break;
+    case policy::ResolveVerdict::kRecord: ev.verdict = Verdict::kScaledDown; break;
+    case policy::ResolveVerdict::kRecordBypass: ev.verdict = Verdict::kRecordBypass; break;
+    case policy::ResolveVerdict::kConfirmBypass: ev.verdict = Verdict::kConfirmBypass; break;
+    case policy::ResolveVerdict::kBypassDeadline: ev.verdict = Verdict::kBypassDeadline; break;
   }
   return ev;
 }

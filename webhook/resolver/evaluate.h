@@ -2,7 +2,7 @@
 // the latest probe result and the current time.
 //
 // Promise (docs/design.md, "The contract" and "Decision tables"): the verdict is the rule of
-// gate::ResolveRules() that the server matches, and a timeout's action is gate::TimeoutAction().
+// policy::ResolveRules() that the server matches, and a timeout's action is policy::TimeoutAction().
 //   - kIgnore: not opted in, being deleted, or not in state Allocating: nothing to do.
 //   - kPromote: every configured check passes: the readiness annotation
 //     agones.dev/sdk-allocating-ready equals allocating.agones.dev/allocation (when
@@ -16,7 +16,7 @@
 //     left to record (IsScaledDown() is the same test on its own).
 //   - kWait: otherwise; `probe` says what to probe next (when a probe is configured and its
 //     target resolves) and `deadline` when to give up.
-//   Admission bypass (an opted-in server in state Allocated, gate::BypassOf()):
+//   Admission bypass (an opted-in server in state Allocated, policy::BypassOf()):
 //   - kRecordBypass: the gate never saw this allocation (no `since` or `allocation`): record it.
 //     `bypass_allocation` is the allocation id (agones.dev/last-allocated, else `bypass_since`)
 //     and `bypass_since` the time it counts from (agones.dev/last-allocated when it parses,
@@ -24,7 +24,7 @@
 //     text when it is used, so the two compare equal as strings).
 //   - kConfirmBypass / kBypassDeadline / kWait: a recorded, still open bypass gets the same
 //     checks and deadline as an Allocating server; the deadline writes
-//     gate::BypassTimeoutAction(on-timeout) (`bypass_action`) and never changes the state.
+//     policy::BypassTimeoutAction(on-timeout) (`bypass_action`) and never changes the state.
 // `failed` always lists the checks that do not pass, in words fit for a Warning Event.
 // Without a parsable `since`, the deadline counts from `first_seen` (when the resolver first saw
 // the server Allocating). Without an allocation id nothing can be confirmed (webhook row 4 adds it).
@@ -34,8 +34,8 @@
 #include <string>
 #include <vector>
 
-#include "gate/config.h"
-#include "gate/decision_table.h"
+#include "policy/config.h"
+#include "policy/decision_table.h"
 #include "probe/probe.h"
 #include "resolver/gameserver.h"
 
@@ -54,16 +54,16 @@ struct ProbeObservation {
 
 struct Evaluation {
   Verdict verdict = Verdict::kIgnore;
-  gate::OnTimeout action = gate::OnTimeout::kUnhealthy;  // for kTimeOut
+  policy::OnTimeout action = policy::OnTimeout::kUnhealthy;  // for kTimeOut
   TimePoint deadline{};
   std::optional<probe::Target> probe;  // the probe target, when configured and resolvable
   std::vector<std::string> failed;     // checks that do not pass (empty for kPromote)
   std::string reason;                  // for kIgnore: why
-  gate::Bypass bypass = gate::Bypass::kNone;
+  policy::Bypass bypass = policy::Bypass::kNone;
   std::string bypass_allocation;       // for kRecordBypass
   TimePoint bypass_since{};            // for kRecordBypass
   std::string bypass_since_text;       // for kRecordBypass: bypass_since as written in `since`
-  const gate::BypassTimeoutRule* bypass_action = nullptr;  // for kBypassDeadline
+  const policy::BypassTimeoutRule* bypass_action = nullptr;  // for kBypassDeadline
 };
 
 // The scale-down row of the resolver's table alone (Evaluate() would answer kScaledDown).
@@ -75,12 +75,12 @@ std::optional<std::string> ReadinessAnnotationProblem(const GameServerView& gs);
 // Resolves the probe target from status.address and probe-port (a port name looked up in
 // status.ports, or a number). std::nullopt and *problem when it cannot be resolved.
 std::optional<probe::Target> ResolveProbeTarget(const GameServerView& gs,
-                                                const gate::GateConfig& config,
+                                                const policy::GateConfig& config,
                                                 std::string* problem);
 
-probe::Type ToProbeType(gate::ProbeType t);
+probe::Type ToProbeType(policy::ProbeType t);
 
-Evaluation Evaluate(const GameServerView& gs, const gate::GateConfig& config,
+Evaluation Evaluate(const GameServerView& gs, const policy::GateConfig& config,
                     const ProbeObservation* last_probe, TimePoint now, TimePoint first_seen);
 
 }  // namespace aw::resolver

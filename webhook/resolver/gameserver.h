@@ -1,15 +1,15 @@
-// The resolver's names for the gate's GameServer view (gate/gameserver.h: the one view, read here
+// The resolver's names for the gate's GameServer view (policy/gameserver.h: the one view, read here
 // in Parse::kLenient mode so that a malformed object can never crash the resolver) and its clock.
 #pragma once
 
-#include "gate/gameserver.h"
+#include "policy/gameserver.h"
 
 namespace aw::resolver {
 
-using Clock = gate::Clock;
-using TimePoint = gate::TimePoint;
-using gate::GameServerView;
-using gate::ParseGameServer;
-using gate::PortView;
+using Clock = policy::Clock;
+using TimePoint = policy::TimePoint;
+using policy::GameServerView;
+using policy::ParseGameServer;
+using policy::PortView;
 
 }  // namespace aw::resolver

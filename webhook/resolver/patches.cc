@@ -3,21 +3,21 @@
 #include <utility>
 #include <vector>
 
-#include "gate/json_patch.h"
-#include "gate/keys.h"
+#include "policy/json_patch.h"
+#include "policy/keys.h"
 
 namespace aw::resolver {
 namespace {
 
 std::string AnnotationPath(std::string_view key) {
-  return "/metadata/annotations/" + gate::EscapePointerToken(key);
+  return "/metadata/annotations/" + policy::EscapePointerToken(key);
 }
 
 // `state` empty: status.state is not written. `removes`: annotations removed when present.
 std::string Build(const GameServerView& gs, std::string_view state,
                   std::vector<std::pair<std::string, std::string>> sets,
                   const std::vector<std::string_view>& removes = {}) {
-  gate::JsonPatch patch;
+  policy::JsonPatch patch;
   patch.Test("/metadata/resourceVersion", gs.resource_version);
   if (!gs.allocation.empty()) patch.Test(AnnotationPath(keys::kAllocation), gs.allocation);
   if (!state.empty()) patch.ReplaceString("/status/state", std::string(state));
@@ -41,13 +41,13 @@ std::string PromotePatch(const GameServerView& gs) {
                 {std::string(keys::kOutcome), std::string(keys::kOutcomeConfirmed)}});
 }
 
-std::string TimeoutPatch(const GameServerView& gs, gate::OnTimeout action) {
+std::string TimeoutPatch(const GameServerView& gs, policy::OnTimeout action) {
   std::vector<std::pair<std::string, std::string>> sets;
-  if (action == gate::OnTimeout::kAllocated) {
+  if (action == policy::OnTimeout::kAllocated) {
     sets.emplace_back(std::string(keys::kConfirmed), gs.allocation);
   }
   sets.emplace_back(std::string(keys::kOutcome), std::string(keys::kOutcomeTimedOut));
-  return Build(gs, gate::OnTimeoutName(action), std::move(sets));
+  return Build(gs, policy::OnTimeoutName(action), std::move(sets));
 }
 
 std::string RecordBypassPatch(const GameServerView& gs, const std::string& allocation,
@@ -65,7 +65,7 @@ std::string ConfirmBypassPatch(const GameServerView& gs) {
                 {std::string(keys::kOutcome), std::string(keys::kOutcomeConfirmed)}});
 }
 
-std::string BypassDeadlinePatch(const GameServerView& gs, const gate::BypassTimeoutRule& rule) {
+std::string BypassDeadlinePatch(const GameServerView& gs, const policy::BypassTimeoutRule& rule) {
   std::vector<std::pair<std::string, std::string>> sets;
   if (rule.confirm) sets.emplace_back(std::string(keys::kConfirmed), gs.allocation);
   sets.emplace_back(std::string(keys::kOutcome), std::string(rule.outcome));

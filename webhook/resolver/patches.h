@@ -4,7 +4,7 @@
 // has an allocation id, `test` of that annotation), so it applies only to the exact object the
 // decision was made on: a concurrent change makes the API server refuse it (409/422) and nothing
 // is promoted twice or after the allocation changed. Built with the gate's one patch builder
-// (gate/json_patch.h), so keys are JSON-Pointer escaped ("/" -> "~1").
+// (policy/json_patch.h), so keys are JSON-Pointer escaped ("/" -> "~1").
 //   PromotePatch:  status.state = Allocated, confirmed = <allocation>, outcome = Confirmed.
 //   TimeoutPatch:  status.state = <on-timeout>, outcome = TimedOut, and for on-timeout Allocated
 //                  also confirmed = <allocation> (so the webhook's promotion rule admits it).
@@ -19,17 +19,17 @@
 
 #include <string>
 
-#include "gate/config.h"
-#include "gate/decision_table.h"
+#include "policy/config.h"
+#include "policy/decision_table.h"
 #include "resolver/gameserver.h"
 
 namespace aw::resolver {
 
 std::string PromotePatch(const GameServerView& gs);
-std::string TimeoutPatch(const GameServerView& gs, gate::OnTimeout action);
+std::string TimeoutPatch(const GameServerView& gs, policy::OnTimeout action);
 std::string RecordBypassPatch(const GameServerView& gs, const std::string& allocation,
                               const std::string& since);
 std::string ConfirmBypassPatch(const GameServerView& gs);
-std::string BypassDeadlinePatch(const GameServerView& gs, const gate::BypassTimeoutRule& rule);
+std::string BypassDeadlinePatch(const GameServerView& gs, const policy::BypassTimeoutRule& rule);
 
 }  // namespace aw::resolver

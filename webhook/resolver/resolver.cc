@@ -1,15 +1,14 @@
 #include "resolver/resolver.h"
 
 #include <algorithm>
-#include <condition_variable>
-#include <mutex>
 
-#include "gate/config.h"
-#include "gate/keys.h"
+#include "policy/config.h"
+#include "policy/keys.h"
 #include "resolver/patches.h"
 #include "util/duration.h"
 #include "util/time_format.h"
 #include "util/log.h"
+#include "util/mutex.h"
 
 namespace aw::resolver {
 
@@ -22,7 +21,7 @@ struct Resolver::PatchDone {
   std::string key;
   std::string resource_version;  // the version the patch tested
   Verdict verdict = Verdict::kWait;
-  gate::OnTimeout action = gate::OnTimeout::kUnhealthy;
+  policy::OnTimeout action = policy::OnTimeout::kUnhealthy;
   std::optional<TimePoint> since;
   std::string ns;
   std::string fleet;       // label agones.dev/fleet ("" when none)
@@ -36,17 +35,17 @@ struct Resolver::PatchDone {
 // What other threads hand to the loop: notifications (as keys added to the work queue), probe
 // and patch completions (with their data), and the resync request. Guarded by `mu`.
 struct Resolver::Inbox {
-  std::mutex mu;
-  std::condition_variable_any cv;
-  bool accepting = false;  // running or step mode
-  bool stop = false;
-  bool all = false;
-  runtime::WorkQueueState queue;  // keys to reconcile, now or at a due time
-  std::vector<ProbeDone> probes;
-  std::vector<PatchDone> patches;
-  std::vector<std::shared_ptr<const GameServerView>> deleted;  // last known views
+  Mutex mu;
+  CondVar cv;  // signalled when work arrives
+  bool accepting GUARDED_BY(mu) = false;  // running or step mode
+  bool stop GUARDED_BY(mu) = false;
+  bool all GUARDED_BY(mu) = false;
+  runtime::WorkQueueState queue GUARDED_BY(mu);  // keys to reconcile, now or at a due time
+  std::vector<ProbeDone> probes GUARDED_BY(mu);
+  std::vector<PatchDone> patches GUARDED_BY(mu);
+  std::vector<std::shared_ptr<const GameServerView>> deleted GUARDED_BY(mu);  // last known views
 
-  bool HasWork() const {
+  bool HasWork() const REQUIRES(mu) {
     return stop || all || queue.Ready() > 0 || !probes.empty() || !patches.empty() ||
            !deleted.empty();
   }
@@ -99,7 +98,7 @@ TimePoint FromQueueTime(runtime::Clock::time_point t) {
 // Whether the resolver has work on this server: it is Allocating, or Allocated with a bypass to
 // record or resolve.
 bool Watched(const GameServerView& gs) {
-  return gs.state == keys::kStateAllocating || gate::BypassOf(gs) != gate::Bypass::kNone;
+  return gs.state == keys::kStateAllocating || policy::BypassOf(gs) != policy::Bypass::kNone;
 }
 
 std::pair<std::string, std::string> SplitKey(const std::string& key) {
@@ -126,33 +125,33 @@ Resolver::Resolver(ResolverOptions options, GameServerSource& source, Patcher& p
 Resolver::~Resolver() { Stop(); }
 
 void Resolver::Notify(const std::string& ns, const std::string& name) {
-  std::lock_guard<std::mutex> lock(inbox_->mu);
+  MutexLock lock(inbox_->mu);
   if (!inbox_->accepting) return;
   inbox_->queue.Add(ns + "/" + name);
-  inbox_->cv.notify_one();
+  inbox_->cv.Signal();
 }
 
 void Resolver::NotifyAll() {
-  std::lock_guard<std::mutex> lock(inbox_->mu);
+  MutexLock lock(inbox_->mu);
   if (!inbox_->accepting) return;
   inbox_->all = true;
-  inbox_->cv.notify_one();
+  inbox_->cv.Signal();
 }
 
 void Resolver::NotifyDeleted(const std::string& ns, const std::string& name,
                              std::shared_ptr<const GameServerView> last_known) {
-  std::lock_guard<std::mutex> lock(inbox_->mu);
+  MutexLock lock(inbox_->mu);
   if (!inbox_->accepting) return;
   if (last_known) inbox_->deleted.push_back(std::move(last_known));
   inbox_->queue.Add(ns + "/" + name);
-  inbox_->cv.notify_one();
+  inbox_->cv.Signal();
 }
 
 void Resolver::Reset() {
   entries_.clear();
   scaled_down_.clear();
   next_resync_ = TimePoint{};
-  std::lock_guard<std::mutex> lock(inbox_->mu);
+  MutexLock lock(inbox_->mu);
   inbox_->queue.Clear();
   inbox_->probes.clear();
   inbox_->patches.clear();
@@ -176,7 +175,7 @@ void Resolver::Start() {
 
 void Resolver::Stop() {
   {
-    std::lock_guard<std::mutex> lock(inbox_->mu);
+    MutexLock lock(inbox_->mu);
     inbox_->accepting = false;
     inbox_->stop = true;
   }
@@ -207,17 +206,18 @@ void Resolver::Loop(std::stop_token stop, const std::function<void()>& ready) {
   ready();
   for (;;) {
     TimePoint next = Step();
-    std::unique_lock<std::mutex> lock(inbox_->mu);
+    MutexLock lock(inbox_->mu);
     if (inbox_->stop || stop.stop_requested()) break;
     auto wait = next - clock_.Now();
     if (wait > std::chrono::seconds(1)) wait = std::chrono::seconds(1);
     if (wait > Clock::duration::zero()) {
-      inbox_->cv.wait_for(lock, stop, wait, [this] { return inbox_->HasWork(); });
+      inbox_->cv.WaitFor(inbox_->mu, stop, wait,
+                         [this]() REQUIRES(inbox_->mu) { return inbox_->HasWork(); });
     }
     if (inbox_->stop || stop.stop_requested()) break;
   }
   {
-    std::lock_guard<std::mutex> lock(inbox_->mu);
+    MutexLock lock(inbox_->mu);
     inbox_->accepting = false;
     inbox_->stop = true;
   }
@@ -236,7 +236,7 @@ TimePoint Resolver::Step() {
   std::vector<PatchDone> patches;
   std::vector<std::shared_ptr<const GameServerView>> deleted;
   {
-    std::lock_guard<std::mutex> lock(inbox_->mu);
+    MutexLock lock(inbox_->mu);
     all = inbox_->all;
     inbox_->all = false;
     probes.swap(inbox_->probes);
@@ -261,19 +261,19 @@ TimePoint Resolver::Step() {
   // requeue, a notification) waits for the next one, so a pass always ends.
   std::vector<std::string> ready;
   {
-    std::lock_guard<std::mutex> lock(inbox_->mu);
+    MutexLock lock(inbox_->mu);
     inbox_->queue.PromoteDue(QueueTime(now));
     while (std::optional<std::string> key = inbox_->queue.Pop()) ready.push_back(std::move(*key));
   }
   for (const auto& key : ready) {
     std::optional<TimePoint> again = Reconcile(key, now);
-    std::lock_guard<std::mutex> lock(inbox_->mu);
+    MutexLock lock(inbox_->mu);
     inbox_->queue.Done(key);
     if (again) inbox_->queue.AddAfter(key, QueueTime(*again));
   }
   UpdateGauge();
   TimePoint next = next_resync_;
-  std::lock_guard<std::mutex> lock(inbox_->mu);
+  MutexLock lock(inbox_->mu);
   if (inbox_->queue.Ready() > 0) return now;
   if (auto due = inbox_->queue.NextDue()) next = std::min(next, FromQueueTime(*due));
   return next;
@@ -286,12 +286,12 @@ void Resolver::Resync() {
   }
   for (const auto& [key, allocation] : scaled_down_) keys.push_back(key);  // forgotten when gone
   for (const auto& [key, e] : entries_) keys.push_back(key);  // also those gone from the source
-  std::lock_guard<std::mutex> lock(inbox_->mu);
+  MutexLock lock(inbox_->mu);
   for (const auto& key : keys) inbox_->queue.Add(key);
 }
 
 void Resolver::Enqueue(const std::string& key) {
-  std::lock_guard<std::mutex> lock(inbox_->mu);
+  MutexLock lock(inbox_->mu);
   inbox_->queue.Add(key);
 }
 
@@ -382,12 +382,12 @@ std::optional<TimePoint> Resolver::Reconcile(const std::string& key, TimePoint n
     e.next_probe = TimePoint{};
   }
 
-  gate::GateConfigResult parsed = ParseGateConfig(gs->annotations, options_.policy);
+  policy::GateConfigResult parsed = ParseGateConfig(gs->annotations, options_.policy);
   if (!parsed.ok()) {
     log::debug("resolver: invalid gate annotations, using defaults",
                {{"gameserver", key}, {"error", parsed.ErrorText()}});
   }
-  const gate::GateConfig& config = parsed.config;
+  const policy::GateConfig& config = parsed.config;
   const ProbeObservation* last = e.last_probe ? &*e.last_probe : nullptr;
   Evaluation ev = Evaluate(*gs, config, last, now, e.first_seen);
 
@@ -442,10 +442,10 @@ void Resolver::StartProbe(Entry& e, const std::string& key, const probe::Target&
     auto inbox = weak.lock();
     if (!inbox) return;
     obs.result = std::move(r);
-    std::lock_guard<std::mutex> lock(inbox->mu);
+    MutexLock lock(inbox->mu);
     if (!inbox->accepting) return;
     inbox->probes.push_back(ProbeDone{key, std::move(obs)});
-    inbox->cv.notify_one();
+    inbox->cv.Signal();
   });
 }
 
@@ -515,7 +515,7 @@ void Resolver::DispatchPatch(Entry& e, const std::string& key, const GameServerV
     reason = "AllocatingTimedOut";
     message = "Not confirmed playable within its deadline (" + held +
               " in Allocating, allocation " + gs.allocation + "); on-timeout moved it to " +
-              std::string(gate::OnTimeoutName(ev.action)) +
+              std::string(policy::OnTimeoutName(ev.action)) +
               ". Checks that failed last: " + Join(ev.failed, "; ");
   }
   done.key = key;
@@ -541,10 +541,10 @@ void Resolver::DispatchPatch(Entry& e, const std::string& key, const GameServerV
     if (done.outcome.ok()) events.Record(*view, type, reason, message);
     auto inbox = weak.lock();
     if (!inbox) return;
-    std::lock_guard<std::mutex> lock(inbox->mu);
+    MutexLock lock(inbox->mu);
     if (!inbox->accepting) return;
     inbox->patches.push_back(std::move(done));
-    inbox->cv.notify_one();
+    inbox->cv.Signal();
   });
 }
 
@@ -581,12 +581,12 @@ void Resolver::OnPatchDone(PatchDone done, TimePoint now) {
       metrics_->ObserveDuration(promote ? keys::kOutcomeConfirmed : keys::kOutcomeTimedOut,
                                 std::max(held, 0.0));
       if (promote) metrics_->CountPromotion();
-      else metrics_->CountTimeout(gate::OnTimeoutName(done.action));
+      else metrics_->CountTimeout(policy::OnTimeoutName(done.action));
     }
     log::info(promote ? "resolver: promoted to Allocated" : "resolver: timed out",
               {{"gameserver", done.key},
                {"state", promote ? std::string(keys::kStateAllocated)
-                                 : std::string(gate::OnTimeoutName(done.action))},
+                                 : std::string(policy::OnTimeoutName(done.action))},
                {"allocating_seconds", std::to_string(held)},
                {"patch_seconds", std::to_string(done.patch_seconds)},
                {"queued_seconds", std::to_string(done.queued_seconds)}});

@@ -2,7 +2,7 @@
 // playable (promotion to Allocated) or its deadline passes (the on-timeout action). It also
 // watches opted-in servers that reached Allocated without passing the gate (admission
 // unreachable): it records the bypass, then confirms it after the fact or records its deadline
-// outcome, never changing their state (gate::BypassOf, evaluate.h).
+// outcome, never changing their state (policy::BypassOf, evaluate.h).
 //
 // Promise:
 //   - Keys ("namespace/name") go through a controller work queue (runtime::WorkQueueState): a
@@ -36,7 +36,7 @@
 #include <thread>
 #include <vector>
 
-#include "gate/policy.h"
+#include "policy/policy.h"
 #include "probe/prober.h"
 #include "resolver/evaluate.h"
 #include "resolver/metrics.h"
@@ -49,7 +49,7 @@
 namespace aw::resolver {
 
 struct ResolverOptions {
-  gate::Policy policy;
+  policy::Policy policy;
   std::chrono::milliseconds resync_period{30000};  // full re-evaluation from the source
   std::chrono::milliseconds retry_initial{100};    // after a conflict or a failed patch
   std::chrono::milliseconds retry_max{5000};

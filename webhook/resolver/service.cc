@@ -32,7 +32,7 @@ void RegisterResolverFlags(flags::FlagSet& fs, ResolverFlags* f) {
             "Namespace whose GameServers the resolver watches (empty: all namespaces)");
 }
 
-Status ValidateResolverFlags(const ResolverFlags& f, const gate::Policy& policy) {
+Status ValidateResolverFlags(const ResolverFlags& f, const policy::Policy& policy) {
   if (f.probe_timeout >= policy.default_probe_period) {
     return Status::InvalidArgument("--probe-timeout (" + util::FormatDuration(f.probe_timeout) +
                                    ") must be below --default-probe-period (" +
@@ -46,7 +46,7 @@ Status ValidateResolverFlags(const ResolverFlags& f, const gate::Policy& policy)
 
 struct ResolverService::Parts {
   Parts(std::unique_ptr<probe::SocketProber> socket_prober, ResolverFlags flags,
-        const gate::Policy& policy, kube::Client& client, kube::EventRecorder& recorder,
+        const policy::Policy& policy, kube::Client& client, kube::EventRecorder& recorder,
         prometheus::Registry& registry)
       : metrics(registry),
         cache(client, &registry, flags.namespace_),
@@ -67,7 +67,7 @@ struct ResolverService::Parts {
     o.udp_payload = f.udp_probe_payload;
     return o;
   }
-  static ResolverOptions Options(const ResolverFlags& f, const gate::Policy& policy) {
+  static ResolverOptions Options(const ResolverFlags& f, const policy::Policy& policy) {
     ResolverOptions o;
     o.policy = policy;
     o.resync_period = std::chrono::duration_cast<std::chrono::milliseconds>(f.resync_period);
@@ -88,7 +88,7 @@ struct ResolverService::Parts {
 };
 
 StatusOr<std::unique_ptr<ResolverService>> ResolverService::Create(ResolverFlags flags,
-                                                                   const gate::Policy& policy,
+                                                                   const policy::Policy& policy,
                                                                    kube::Client& client,
                                                                    kube::EventRecorder& events,
                                                                    prometheus::Registry& registry) {
@@ -99,7 +99,7 @@ StatusOr<std::unique_ptr<ResolverService>> ResolverService::Create(ResolverFlags
 }
 
 ResolverService::ResolverService(PassKey, std::unique_ptr<probe::SocketProber> prober,
-                                 ResolverFlags flags, const gate::Policy& policy,
+                                 ResolverFlags flags, const policy::Policy& policy,
                                  kube::Client& client, kube::EventRecorder& events,
                                  prometheus::Registry& registry)
     : parts_(std::make_unique<Parts>(std::move(prober), std::move(flags), policy, client, events,

@@ -16,7 +16,7 @@
 #include <optional>
 #include <string>
 
-#include "gate/policy.h"
+#include "policy/policy.h"
 #include "runtime/manager.h"
 #include "util/flags.h"
 
@@ -44,7 +44,7 @@ struct ResolverFlags {
 };
 
 void RegisterResolverFlags(flags::FlagSet& fs, ResolverFlags* f);
-Status ValidateResolverFlags(const ResolverFlags& f, const gate::Policy& policy);
+Status ValidateResolverFlags(const ResolverFlags& f, const policy::Policy& policy);
 
 class ResolverService {
   struct PassKey {
@@ -54,13 +54,13 @@ class ResolverService {
  public:
   // The service, or the error that refused one of its parts (the prober's event loop).
   static StatusOr<std::unique_ptr<ResolverService>> Create(ResolverFlags flags,
-                                                           const gate::Policy& policy,
+                                                           const policy::Policy& policy,
                                                            kube::Client& client,
                                                            kube::EventRecorder& events,
                                                            prometheus::Registry& registry);
   // Use Create().
   ResolverService(PassKey, std::unique_ptr<probe::SocketProber> prober, ResolverFlags flags,
-                  const gate::Policy& policy, kube::Client& client, kube::EventRecorder& events,
+                  const policy::Policy& policy, kube::Client& client, kube::EventRecorder& events,
                   prometheus::Registry& registry);
   ~ResolverService();
 

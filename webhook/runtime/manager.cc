@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "util/log.h"
+
 namespace aw::runtime {
 
 struct Manager::Slot {
@@ -62,12 +64,12 @@ std::unique_ptr<Runnable> MakeRunnable(std::string name, std::function<Status(Ru
 void RunContext::Ready() { m_->MarkReady(slot_); }
 
 std::chrono::steady_clock::time_point RunContext::StopDeadline() const {
-  std::lock_guard lock(m_->mu_);
+  MutexLock lock(m_->mu_);
   return m_->slots_[slot_]->deadline;
 }
 
 void Manager::OnStarted(std::function<void()> f) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   on_started_ = std::move(f);
 }
 
@@ -77,7 +79,7 @@ Manager::Manager(std::vector<std::string> groups, std::chrono::nanoseconds stop_
 Manager::~Manager() {
   // jthreads join here: a runnable that ignored its stop request blocks destruction (see header).
   // Services still running (Run never stopped them) are stopped at once.
-  std::unique_lock lock(mu_);
+  MutexLock lock(mu_);
   for (auto& s : slots_) {
     if (s->thread.joinable()) s->thread.request_stop();
   }
@@ -85,9 +87,12 @@ Manager::~Manager() {
     if (s->service && s->running) {
       s->running = false;
       Service* service = s->service.get();
-      lock.unlock();
-      (void)service->Stop(std::chrono::steady_clock::now());
-      lock.lock();
+      lock.Unlock();
+      // Destruction cannot report: a service that fails to stop is logged by the service itself
+      // (Run, which reports failures, was never asked to stop it).
+      Status st = service->Stop(std::chrono::steady_clock::now());
+      if (!st.ok()) log::warn("manager: service stopped with an error", {{"service", s->name}, {"error", st.ToString()}});
+      lock.Lock();
     }
   }
 }
@@ -114,14 +119,14 @@ Status Manager::AddSlot(std::unique_ptr<Slot> slot, const std::string& kind) {
     return Status::InvalidArgument(kind + slot->name + ": unknown group \"" +
                                    slot->options.group + "\"");
   }
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   if (running_) return Status::InvalidArgument(kind + slot->name + ": added after Run");
   slot->group = static_cast<size_t>(it - groups_.begin());
   slots_.push_back(std::move(slot));
   return Status::Ok();
 }
 
-void Manager::Start(size_t i, std::unique_lock<std::mutex>& lock) {
+void Manager::Start(size_t i) {
   Slot& s = *slots_[i];
   if (s.thread.joinable()) s.thread.join();  // a finished earlier run (leader runnables)
   s.running = true;
@@ -130,22 +135,23 @@ void Manager::Start(size_t i, std::unique_lock<std::mutex>& lock) {
   s.deadline = std::chrono::steady_clock::time_point::max();
   if (s.service) {
     Service* service = s.service.get();
-    lock.unlock();
+    mu_.Unlock();
     Status st = service->Start();
-    lock.lock();
+    mu_.Lock();
     if (st.ok()) {
       slots_[i]->ready = true;
     } else {
       slots_[i]->running = false;
       slots_[i]->failure = st;
     }
-    cv_.notify_all();
+    cv_.SignalAll();
     return;
   }
-  s.thread = std::jthread([this, i](std::stop_token stop) {
+  Runnable* runnable = s.runnable.get();
+  s.thread = std::jthread([this, i, runnable](std::stop_token stop) {
     RunContext ctx(this, i, stop);
-    Status st = slots_[i]->runnable->Run(ctx);
-    std::lock_guard lock(mu_);
+    Status st = runnable->Run(ctx);
+    MutexLock lock(mu_);
     Slot& me = *slots_[i];
     me.running = false;
     if (!st.ok()) {
@@ -153,14 +159,14 @@ void Manager::Start(size_t i, std::unique_lock<std::mutex>& lock) {
     } else if (!me.stop_asked && !stop.stop_requested()) {
       me.failure = Status::Internal("returned without being asked to stop");
     }
-    cv_.notify_all();
+    cv_.SignalAll();
   });
 }
 
 void Manager::MarkReady(size_t i) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   slots_[i]->ready = true;
-  cv_.notify_all();
+  cv_.SignalAll();
 }
 
 bool Manager::GroupReady(size_t group) {
@@ -178,8 +184,7 @@ std::string Manager::FirstFailure() {
 }
 
 std::vector<std::string> Manager::StopAndWait(const std::vector<size_t>& slots,
-                                              std::chrono::steady_clock::time_point deadline,
-                                              std::unique_lock<std::mutex>& lock) {
+                                              std::chrono::steady_clock::time_point deadline) {
   std::vector<std::string> stuck;
   for (size_t i : slots) {
     if (slots_[i]->running && slots_[i]->runnable) {
@@ -194,17 +199,18 @@ std::vector<std::string> Manager::StopAndWait(const std::vector<size_t>& slots,
     slots_[i]->stop_asked = true;
     slots_[i]->deadline = deadline;
     Service* service = slots_[i]->service.get();
-    lock.unlock();
+    mu_.Unlock();
     Status st = service->Stop(deadline);
-    lock.lock();
+    mu_.Lock();
     slots_[i]->running = false;
     if (!st.ok()) stuck.push_back(slots_[i]->name + " (" + st.message() + ")");
-    cv_.notify_all();
+    cv_.SignalAll();
   }
-  auto all_done = [&] {
-    return std::none_of(slots.begin(), slots.end(), [&](size_t i) { return slots_[i]->running; });
+  auto all_done = [&]() REQUIRES(mu_) {
+    return std::none_of(slots.begin(), slots.end(),
+                        [&](size_t i) REQUIRES(mu_) { return slots_[i]->running; });
   };
-  cv_.wait_until(lock, deadline, all_done);
+  cv_.WaitUntil(mu_, deadline, all_done);
   for (size_t i : slots) {
     if (slots_[i]->running) stuck.push_back(slots_[i]->name);
   }
@@ -212,39 +218,39 @@ std::vector<std::string> Manager::StopAndWait(const std::vector<size_t>& slots,
 }
 
 Status Manager::Run(std::stop_token stop) {
-  std::unique_lock lock(mu_);
+  MutexLock lock(mu_);
   if (running_) return Status::InvalidArgument("Manager::Run called twice");
   running_ = true;
-  auto failed_or_stopped = [&] { return stop.stop_requested() || !FirstFailure().empty(); };
+  auto failed_or_stopped = [&]() REQUIRES(mu_) { return stop.stop_requested() || !FirstFailure().empty(); };
 
   // Start the groups in order; each waits for the previous ones to be ready.
   for (size_t g = 0; g < groups_.size() && !failed_or_stopped(); ++g) {
     for (size_t i = 0; i < slots_.size(); ++i) {
       if (slots_[i]->group == g && !slots_[i]->options.needs_leader && slots_[i]->service) {
-        Start(i, lock);
+        Start(i);
       }
     }
     for (size_t i = 0; i < slots_.size() && FirstFailure().empty(); ++i) {
       if (slots_[i]->group == g && !slots_[i]->options.needs_leader && slots_[i]->runnable) {
-        Start(i, lock);
+        Start(i);
       }
     }
-    cv_.wait(lock, stop, [&] { return !FirstFailure().empty() || GroupReady(g); });
+    cv_.Wait(mu_, stop, [&]() REQUIRES(mu_) { return !FirstFailure().empty() || GroupReady(g); });
   }
   if (!failed_or_stopped()) {
     if (on_started_) {
       auto f = std::move(on_started_);
-      lock.unlock();
+      lock.Unlock();
       f();
-      lock.lock();
+      lock.Lock();
     }
     groups_started_ = true;
     if (leader_ && !failed_or_stopped()) {
       for (size_t i = 0; i < slots_.size(); ++i) {
-        if (slots_[i]->options.needs_leader && !slots_[i]->running) Start(i, lock);
+        if (slots_[i]->options.needs_leader && !slots_[i]->running) Start(i);
       }
     }
-    cv_.wait(lock, stop, [&] { return !FirstFailure().empty(); });
+    cv_.Wait(mu_, stop, [&]() REQUIRES(mu_) { return !FirstFailure().empty(); });
   }
 
   // Stop: leader runnables, then the groups from last to first, under one deadline.
@@ -255,14 +261,14 @@ Status Manager::Run(std::stop_token stop) {
   for (size_t i = 0; i < slots_.size(); ++i) {
     if (slots_[i]->options.needs_leader) leaders.push_back(i);
   }
-  auto s = StopAndWait(leaders, deadline, lock);
+  auto s = StopAndWait(leaders, deadline);
   stuck.insert(stuck.end(), s.begin(), s.end());
   for (size_t g = groups_.size(); g-- > 0;) {
     std::vector<size_t> group;
     for (size_t i = 0; i < slots_.size(); ++i) {
       if (slots_[i]->group == g && !slots_[i]->options.needs_leader) group.push_back(i);
     }
-    s = StopAndWait(group, deadline, lock);
+    s = StopAndWait(group, deadline);
     stuck.insert(stuck.end(), s.begin(), s.end());
   }
   std::string failure = FirstFailure();
@@ -276,7 +282,7 @@ Status Manager::Run(std::stop_token stop) {
 }
 
 void Manager::SetLeader(bool leader) {
-  std::unique_lock lock(mu_);
+  MutexLock lock(mu_);
   if (leader_ == leader) return;
   leader_ = leader;
   std::vector<size_t> leaders;
@@ -286,11 +292,11 @@ void Manager::SetLeader(bool leader) {
   if (leader) {
     if (!groups_started_ || stopping_) return;  // Run starts them once the groups are up
     for (size_t i : leaders) {
-      if (!slots_[i]->running) Start(i, lock);
+      if (!slots_[i]->running) Start(i);
     }
     return;
   }
-  StopAndWait(leaders, std::chrono::steady_clock::now() + stop_deadline_, lock);
+  StopAndWait(leaders, std::chrono::steady_clock::now() + stop_deadline_);
 }
 
 }  // namespace aw::runtime

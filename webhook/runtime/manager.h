@@ -38,6 +38,7 @@
 #include <vector>
 
 #include "util/status.h"
+#include "util/mutex.h"
 
 namespace aw::runtime {
 
@@ -104,39 +105,43 @@ class Manager {
   Status Add(std::unique_ptr<Runnable> runnable, RunnableOptions options);
   Status Add(std::unique_ptr<Service> service, RunnableOptions options);
 
-  Status Run(std::stop_token stop);
+  Status Run(std::stop_token stop) EXCLUDES(mu_);
 
   // Before Run(): called once every group is up (see the promise above).
-  void OnStarted(std::function<void()> f);
+  void OnStarted(std::function<void()> f) EXCLUDES(mu_);
 
   // Leadership gained (true) or lost (false). Losing it waits until the leader runnables have
   // stopped (at most the stop deadline).
-  void SetLeader(bool leader);
+  void SetLeader(bool leader) EXCLUDES(mu_);
 
  private:
   friend class RunContext;
   struct Slot;
 
-  Status AddSlot(std::unique_ptr<Slot> slot, const std::string& group);
-  void Start(size_t i, std::unique_lock<std::mutex>& lock);  // mu_ held (released for a service)
-  void MarkReady(size_t i);
-  bool GroupReady(size_t group);             // mu_ held
-  std::string FirstFailure();                // mu_ held: "" when none
+  Status AddSlot(std::unique_ptr<Slot> slot, const std::string& group) EXCLUDES(mu_);
+  void Start(size_t i) REQUIRES(mu_);  // releases mu_ while a service starts
+  void MarkReady(size_t i) EXCLUDES(mu_);
+  bool GroupReady(size_t group) REQUIRES(mu_);
+  std::string FirstFailure() REQUIRES(mu_);  // "" when none
   // Asks the slots to stop and waits for them until `deadline`; names of those still running.
+  // Releases mu_ while a service stops and while waiting.
   std::vector<std::string> StopAndWait(const std::vector<size_t>& slots,
-                                       std::chrono::steady_clock::time_point deadline,
-                                       std::unique_lock<std::mutex>& lock);
+                                       std::chrono::steady_clock::time_point deadline)
+      REQUIRES(mu_);
 
   const std::vector<std::string> groups_;
   const std::chrono::nanoseconds stop_deadline_;
-  std::mutex mu_;
-  std::condition_variable_any cv_;
-  std::vector<std::unique_ptr<Slot>> slots_;
-  bool running_ = false;        // Run() between start and stop
-  bool groups_started_ = false; // every group started and ready
-  bool stopping_ = false;
-  bool leader_ = false;
-  std::function<void()> on_started_;
+  Mutex mu_;
+  CondVar cv_;  // signalled when a slot starts, becomes ready, fails or stops
+  // The slots and every field of a Slot are guarded by mu_ (the analysis checks the vector; a
+  // Slot's fields cannot name the manager's mutex). A slot's runnable and service pointers are
+  // set before Run() and never change after.
+  std::vector<std::unique_ptr<Slot>> slots_ GUARDED_BY(mu_);
+  bool running_ GUARDED_BY(mu_) = false;         // Run() between start and stop
+  bool groups_started_ GUARDED_BY(mu_) = false;  // every group started and ready
+  bool stopping_ GUARDED_BY(mu_) = false;
+  bool leader_ GUARDED_BY(mu_) = false;
+  std::function<void()> on_started_ GUARDED_BY(mu_);
 };
 
 }  // namespace aw::runtime

@@ -3,13 +3,15 @@
 #include <condition_variable>
 #include <mutex>
 
+#include "util/mutex.h"
+
 namespace aw::runtime {
 
 void WaitForStop(std::stop_token stop) {
-  std::mutex mu;
-  std::condition_variable_any cv;
-  std::unique_lock lock(mu);
-  cv.wait(lock, stop, [] { return false; });
+  Mutex mu;
+  CondVar cv;
+  MutexLock lock(mu);
+  cv.Wait(mu, stop, [] { return false; });
 }
 
 std::unique_ptr<Service> MakeServiceRunnable(std::string name, std::function<Status()> start,

@@ -15,6 +15,8 @@
 #include <thread>
 #include <vector>
 
+#include "util/mutex.h"
+
 namespace aw::runtime {
 
 class ThreadPool {
@@ -24,16 +26,16 @@ class ThreadPool {
   ThreadPool(const ThreadPool&) = delete;
   ThreadPool& operator=(const ThreadPool&) = delete;
 
-  void Post(std::function<void()> task);
+  void Post(std::function<void()> task) EXCLUDES(mu_);
   size_t Threads() const { return workers_.size(); }
 
  private:
-  void Work();
+  void Work() EXCLUDES(mu_);
 
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::deque<std::function<void()>> tasks_;
-  bool closing_ = false;
+  Mutex mu_;
+  CondVar cv_;  // signalled on Post and on closing
+  std::deque<std::function<void()>> tasks_ GUARDED_BY(mu_);
+  bool closing_ GUARDED_BY(mu_) = false;
   std::vector<std::jthread> workers_;
 };
 

@@ -2,7 +2,7 @@
 
 #include <string>
 
-#include "gate/keys.h"
+#include "policy/keys.h"
 
 namespace aw::server {
 
@@ -102,7 +102,7 @@ void AdmissionMetrics::Neutralised(std::string_view key) {
 }
 
 void AdmissionMetrics::HttpError(int code) {
-  std::lock_guard lock(http_errors_mu_);
+  MutexLock lock(http_errors_mu_);
   auto it = http_error_series_.find(code);
   if (it == http_error_series_.end()) {
     it = http_error_series_.emplace(code, &http_errors_.Add({{"code", std::to_string(code)}})).first;

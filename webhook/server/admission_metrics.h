@@ -35,6 +35,7 @@
 #include <prometheus/registry.h>
 
 #include "admission/handler.h"
+#include "util/mutex.h"
 
 namespace aw::server {
 
@@ -68,8 +69,8 @@ class AdmissionMetrics {
   std::array<std::array<prometheus::Counter*, kOutcomes>, kRoutes> request_series_{};
   std::array<prometheus::Histogram*, kRoutes> duration_series_{};
   std::array<prometheus::Counter*, kRoutes> fail_open_series_{};
-  std::mutex http_errors_mu_;
-  std::map<int, prometheus::Counter*> http_error_series_;
+  Mutex http_errors_mu_;
+  std::map<int, prometheus::Counter*> http_error_series_ GUARDED_BY(http_errors_mu_);
 };
 
 // Histogram buckets, in seconds: sub-millisecond resolution where admission latency lives.

@@ -44,7 +44,7 @@ HttpAnswer AdmissionPipeline::Text(int status, std::string message) {
   return HttpAnswer{status, "text/plain; charset=utf-8", std::move(message)};
 }
 
-AdmissionPipeline::AdmissionPipeline(const gate::Policy& policy,
+AdmissionPipeline::AdmissionPipeline(const policy::Policy& policy,
                                      const admission::CrdReadiness& crd, AdmissionMetrics& metrics,
                                      size_t max_body_bytes)
     : policy_(policy), crd_(crd), metrics_(metrics), max_body_bytes_(max_body_bytes) {}

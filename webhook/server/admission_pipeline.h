@@ -16,7 +16,7 @@
 
 #include "admission/crd_state.h"
 #include "admission/handler.h"
-#include "gate/policy.h"
+#include "policy/policy.h"
 #include "server/admission_metrics.h"
 
 namespace aw::server {
@@ -31,7 +31,7 @@ inline constexpr size_t kDefaultMaxBodyBytes = 7 * 1024 * 1024;  // 7 MiB
 
 class AdmissionPipeline {
  public:
-  AdmissionPipeline(const gate::Policy& policy, const admission::CrdReadiness& crd,
+  AdmissionPipeline(const policy::Policy& policy, const admission::CrdReadiness& crd,
                     AdmissionMetrics& metrics, size_t max_body_bytes = kDefaultMaxBodyBytes);
 
   HttpAnswer Serve(admission::Route route, std::string_view content_type, std::string_view body,
@@ -43,7 +43,7 @@ class AdmissionPipeline {
   static HttpAnswer Text(int status, std::string message);
 
  private:
-  const gate::Policy& policy_;
+  const policy::Policy& policy_;
   const admission::CrdReadiness& crd_;
   AdmissionMetrics& metrics_;
   const size_t max_body_bytes_;

@@ -1,8 +1,6 @@
 #include "server/cert_reloader.h"
 
-#include <condition_variable>
 #include <fstream>
-#include <mutex>
 #include <sstream>
 #include <thread>
 
@@ -11,6 +9,7 @@
 
 #include "util/file.h"
 #include "util/log.h"
+#include "util/mutex.h"
 #include "util/time_format.h"
 
 namespace aw::server {
@@ -113,11 +112,11 @@ bool CertReloader::PollOnce() {
 
 Status CertReloader::Run(runtime::RunContext& ctx) {
   ctx.Ready();
-  std::mutex mu;
-  std::condition_variable_any cv;
-  std::unique_lock lock(mu);
+  Mutex mu;
+  CondVar cv;
+  MutexLock lock(mu);
   const std::stop_token stop = ctx.stop();
-  while (!cv.wait_for(lock, stop, interval_, [] { return false; }) && !stop.stop_requested()) {
+  while (!cv.WaitFor(mu, stop, interval_, [] { return false; }) && !stop.stop_requested()) {
     try {
       PollOnce();
     } catch (const std::exception& e) {

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "util/log.h"
+#include "util/mutex.h"
 
 namespace aw::server {
 namespace {
@@ -178,22 +179,22 @@ bool ClientCaReloader::PollOnce() {
 void ClientCaReloader::Start() {
   if (thread_.joinable()) return;
   thread_ = std::thread([this] {
-    std::unique_lock lock(mu_);
+    MutexLock lock(mu_);
     while (!stopping_) {
-      if (cv_.wait_for(lock, interval_, [this] { return stopping_; })) break;
-      lock.unlock();
+      if (cv_.WaitFor(mu_, interval_, [this]() REQUIRES(mu_) { return stopping_; })) break;
+      lock.Unlock();
       PollOnce();
-      lock.lock();
+      lock.Lock();
     }
   });
 }
 
 void ClientCaReloader::Stop() {
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     stopping_ = true;
   }
-  cv_.notify_all();
+  cv_.SignalAll();
   if (thread_.joinable()) thread_.join();
 }
 

@@ -19,9 +19,7 @@
 
 #include <atomic>
 #include <chrono>
-#include <condition_variable>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <thread>
@@ -32,6 +30,7 @@
 #include <prometheus/registry.h>
 
 #include "server/tls_context.h"
+#include "util/mutex.h"
 #include "util/status.h"
 
 namespace aw::server {
@@ -47,7 +46,7 @@ class ClientCaReloader final : public ClientCaSource {
   // Loads the bundle once; InvalidArgument/IOError naming the file when it is unusable.
   Status LoadInitial();
   void Start();
-  void Stop();  // idempotent; also run by the destructor
+  void Stop() EXCLUDES(mu_);  // idempotent; also run by the destructor
 
   std::shared_ptr<const CaBundle> CurrentCa() const override;
   // One poll; true when a new bundle was installed. Public for tests.
@@ -66,9 +65,9 @@ class ClientCaReloader final : public ClientCaSource {
   std::atomic<std::shared_ptr<const CaBundle>> current_;
   std::string loaded_;                  // contents of the installed bundle (poll thread only)
   std::optional<std::string> rejected_; // last rejected contents or read error, counted once
-  std::mutex mu_;
-  std::condition_variable cv_;
-  bool stopping_ = false;
+  Mutex mu_;
+  CondVar cv_;  // signalled by Stop
+  bool stopping_ GUARDED_BY(mu_) = false;
   std::thread thread_;
 };
 

@@ -66,7 +66,7 @@ void RegisterServerFlags(flags::FlagSet& fs, ServerConfig* cfg) {
       "its --read-timeout), close idle connections, and exit 0 within this long");
 }
 
-void RegisterPolicyFlags(flags::FlagSet& fs, gate::Policy* policy) {
+void RegisterPolicyFlags(flags::FlagSet& fs, policy::Policy* policy) {
   fs.StringList("trusted-users", &policy->trusted_users,
                 "Comma-separated usernames (request.userInfo.username) allowed to promote "
                 "Allocating to Allocated and to write the project-owned annotations; list the "
@@ -93,7 +93,7 @@ void RegisterPolicyFlags(flags::FlagSet& fs, gate::Policy* policy) {
               "Largest allocating.agones.dev/probe-period accepted");
 }
 
-Status Validate(const ServerConfig& cfg, const gate::Policy& p) {
+Status Validate(const ServerConfig& cfg, const policy::Policy& p) {
   if (cfg.tls_cert_file.empty() || cfg.tls_key_file.empty()) {
     return Status::InvalidArgument("--tls-cert-file and --tls-key-file are required (see scripts/gen-certs)");
   }

@@ -9,7 +9,7 @@
 #include <optional>
 #include <string>
 
-#include "gate/policy.h"
+#include "policy/policy.h"
 #include "server/health_server.h"
 #include "server/https_server.h"
 #include "util/flags.h"
@@ -32,9 +32,9 @@ struct ServerConfig {
 };
 
 void RegisterServerFlags(flags::FlagSet& fs, ServerConfig* cfg);
-void RegisterPolicyFlags(flags::FlagSet& fs, gate::Policy* policy);
+void RegisterPolicyFlags(flags::FlagSet& fs, policy::Policy* policy);
 
 // The first problem found, or nullopt.
-Status Validate(const ServerConfig& cfg, const gate::Policy& policy);
+Status Validate(const ServerConfig& cfg, const policy::Policy& policy);
 
 }  // namespace aw::server

@@ -3,7 +3,7 @@
 namespace aw::server {
 
 uint64_t ConnectionRegistry::NextId() {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   return next_id_++;
 }
 
@@ -12,7 +12,7 @@ std::optional<ConnectionRegistry::Evicted> ConnectionRegistry::Admit(uint64_t id
                                                                      ConnPhase phase) {
   const auto now = std::chrono::steady_clock::now();
   std::optional<Evicted> evicted;
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   if (open_.size() >= max_) {
     std::vector<ConnSnapshot> snapshot;
     snapshot.reserve(open_.size());
@@ -29,7 +29,7 @@ std::optional<ConnectionRegistry::Evicted> ConnectionRegistry::Admit(uint64_t id
 
 void ConnectionRegistry::SetPhase(uint64_t id, ConnPhase phase) {
   const auto now = std::chrono::steady_clock::now();
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   auto it = open_.find(id);
   if (it == open_.end()) return;  // evicted: being cut
   it->second.phase = phase;
@@ -37,18 +37,18 @@ void ConnectionRegistry::SetPhase(uint64_t id, ConnPhase phase) {
 }
 
 void ConnectionRegistry::Remove(uint64_t id) {
-  std::lock_guard lock(mu_);
-  if (open_.erase(id) > 0 && open_.empty()) empty_cv_.notify_all();
+  MutexLock lock(mu_);
+  if (open_.erase(id) > 0 && open_.empty()) empty_cv_.SignalAll();
 }
 
 size_t ConnectionRegistry::Size() const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   return open_.size();
 }
 
 std::vector<std::shared_ptr<Connection>> ConnectionRegistry::All() const {
   std::vector<std::shared_ptr<Connection>> out;
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   out.reserve(open_.size());
   for (const auto& [id, e] : open_) {
     if (auto c = e.conn.lock()) out.push_back(std::move(c));
@@ -57,8 +57,8 @@ std::vector<std::shared_ptr<Connection>> ConnectionRegistry::All() const {
 }
 
 bool ConnectionRegistry::WaitEmpty(std::chrono::steady_clock::time_point deadline) {
-  std::unique_lock lock(mu_);
-  return empty_cv_.wait_until(lock, deadline, [this] { return open_.empty(); });
+  MutexLock lock(mu_);
+  return empty_cv_.WaitUntil(mu_, deadline, [this]() REQUIRES(mu_) { return open_.empty(); });
 }
 
 }  // namespace aw::server

@@ -8,16 +8,15 @@
 #pragma once
 
 #include <chrono>
-#include <condition_variable>
 #include <cstdint>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <unordered_map>
 #include <vector>
 
 #include "server/eviction.h"
+#include "util/mutex.h"
 
 namespace aw::server {
 
@@ -56,10 +55,10 @@ class ConnectionRegistry {
     std::weak_ptr<Connection> conn;
   };
   const size_t max_;
-  mutable std::mutex mu_;
-  std::condition_variable empty_cv_;
-  std::unordered_map<uint64_t, Entry> open_;  // mu_
-  uint64_t next_id_ = 1;                      // mu_
+  mutable Mutex mu_;
+  CondVar empty_cv_;  // signalled when open_ becomes empty
+  std::unordered_map<uint64_t, Entry> open_ GUARDED_BY(mu_);
+  uint64_t next_id_ GUARDED_BY(mu_) = 1;
 };
 
 }  // namespace aw::server

@@ -5,7 +5,7 @@
 namespace aw::server {
 
 bool HandshakeGate::Enter(Resume resume) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   if (active_ < limit_) {
     ++active_;
     return true;
@@ -18,7 +18,7 @@ void HandshakeGate::Leave() {
   for (;;) {
     Resume next;
     {
-      std::lock_guard lock(mu_);
+      MutexLock lock(mu_);
       if (waiting_.empty()) {
         if (active_ > 0) --active_;
         return;
@@ -32,12 +32,12 @@ void HandshakeGate::Leave() {
 }
 
 size_t HandshakeGate::Active() const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   return active_;
 }
 
 size_t HandshakeGate::Waiting() const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   return waiting_.size();
 }
 

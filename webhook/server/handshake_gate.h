@@ -18,7 +18,8 @@
 #include <cstddef>
 #include <deque>
 #include <functional>
-#include <mutex>
+
+#include "util/mutex.h"
 
 namespace aw::server {
 
@@ -30,17 +31,17 @@ class HandshakeGate {
   HandshakeGate(const HandshakeGate&) = delete;
   HandshakeGate& operator=(const HandshakeGate&) = delete;
 
-  bool Enter(Resume resume);
-  void Leave();
+  bool Enter(Resume resume) EXCLUDES(mu_);
+  void Leave() EXCLUDES(mu_);  // runs a waiting Resume without mu_ held
 
-  size_t Active() const;
-  size_t Waiting() const;
+  size_t Active() const EXCLUDES(mu_);
+  size_t Waiting() const EXCLUDES(mu_);
 
  private:
   const size_t limit_;
-  mutable std::mutex mu_;
-  size_t active_ = 0;
-  std::deque<Resume> waiting_;
+  mutable Mutex mu_;
+  size_t active_ GUARDED_BY(mu_) = 0;
+  std::deque<Resume> waiting_ GUARDED_BY(mu_);
 };
 
 }  // namespace aw::server

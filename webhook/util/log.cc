@@ -9,13 +9,14 @@
 #include <fmt/format.h>
 
 #include "util/time_format.h"
+#include "util/mutex.h"
 
 namespace aw::log {
 namespace {
 
 std::atomic<int> g_level{static_cast<int>(Level::kInfo)};
 std::atomic<int> g_format{static_cast<int>(Format::kJson)};
-std::mutex g_write_mu;
+Mutex g_write_mu;  // one record per write: serialises the writes to stderr (guards no field)
 
 std::string_view LevelName(Level l) {
   switch (l) {
@@ -120,7 +121,7 @@ void Write(Level level, std::string_view msg, const Fields& fields) {
   if (!Enabled(level)) return;
   std::string line =
       FormatRecord(static_cast<Format>(g_format.load(std::memory_order_relaxed)), level, msg, fields);
-  std::lock_guard<std::mutex> lock(g_write_mu);
+  MutexLock lock(g_write_mu);
   std::fwrite(line.data(), 1, line.size(), stderr);
   std::fflush(stderr);
 }

@@ -17,7 +17,7 @@
 
 namespace aw {
 
-class Status {
+class [[nodiscard]] Status {
  public:
   enum class Code {
     kOk = 0,
@@ -66,7 +66,7 @@ class Status {
 std::string_view CodeName(Status::Code code);
 
 template <typename T>
-class StatusOr {
+class [[nodiscard]] StatusOr {
  public:
   StatusOr(T value) : value_(std::move(value)) {}  // NOLINT(google-explicit-constructor)
   // `error` must not be OK (an OK status without a value becomes kInternal).

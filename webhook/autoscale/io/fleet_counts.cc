@@ -1,6 +1,5 @@
 #include "autoscale/io/fleet_counts.h"
 
-#include <mutex>
 
 namespace aw::autoscale {
 
@@ -31,7 +30,7 @@ void FleetCounts::Account(const Server& s) {
 void FleetCounts::Upsert(std::string_view ns, std::string_view name,
                          const GameServerFacts& facts) {
   Server next{facts.fleet.empty() ? std::string() : Key(ns, facts.fleet), facts.allocating};
-  std::unique_lock lock(mu_);
+  WriterMutexLock lock(mu_);
   auto it = servers_.find(Key(ns, name));
   if (it == servers_.end()) {
     Account(next);
@@ -45,7 +44,7 @@ void FleetCounts::Upsert(std::string_view ns, std::string_view name,
 }
 
 void FleetCounts::Remove(std::string_view ns, std::string_view name) {
-  std::unique_lock lock(mu_);
+  WriterMutexLock lock(mu_);
   auto it = servers_.find(Key(ns, name));
   if (it == servers_.end()) return;
   Unaccount(it->second);
@@ -54,14 +53,14 @@ void FleetCounts::Remove(std::string_view ns, std::string_view name) {
 
 FleetCount FleetCounts::Lookup(std::string_view ns, std::string_view fleet) const {
   const std::string k = Key(ns, fleet);
-  std::shared_lock lock(mu_);
+  ReaderMutexLock lock(mu_);
   auto it = fleets_.find(k);
   return it == fleets_.end() ? FleetCount{} : it->second;
 }
 
 std::vector<FleetCounts::FleetEntry> FleetCounts::Fleets() const {
   std::vector<FleetEntry> out;
-  std::shared_lock lock(mu_);
+  ReaderMutexLock lock(mu_);
   out.reserve(fleets_.size());
   for (const auto& [key, count] : fleets_) {
     const size_t slash = key.find('/');

@@ -14,20 +14,21 @@
 
 #include <atomic>
 #include <map>
-#include <shared_mutex>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "autoscale/counts.h"
+#include "util/mutex.h"
 
 namespace aw::autoscale {
 
 class FleetCounts final : public CountsView {
  public:
-  void Upsert(std::string_view ns, std::string_view name, const GameServerFacts& facts);
-  void Remove(std::string_view ns, std::string_view name);
-  FleetCount Lookup(std::string_view ns, std::string_view fleet) const override;
+  void Upsert(std::string_view ns, std::string_view name, const GameServerFacts& facts)
+      EXCLUDES(mu_);
+  void Remove(std::string_view ns, std::string_view name) EXCLUDES(mu_);
+  FleetCount Lookup(std::string_view ns, std::string_view fleet) const override EXCLUDES(mu_);
 
   void MarkSynced() { synced_.store(true, std::memory_order_release); }
   bool Synced() const override { return synced_.load(std::memory_order_acquire); }
@@ -37,7 +38,7 @@ class FleetCounts final : public CountsView {
     std::string fleet;
     FleetCount count;
   };
-  std::vector<FleetEntry> Fleets() const;
+  std::vector<FleetEntry> Fleets() const EXCLUDES(mu_);
 
  private:
   struct Server {
@@ -45,12 +46,12 @@ class FleetCounts final : public CountsView {
     bool allocating = false;
   };
   static std::string Key(std::string_view ns, std::string_view name);
-  void Unaccount(const Server& s);  // mu_ held exclusively
-  void Account(const Server& s);    // mu_ held exclusively
+  void Unaccount(const Server& s) REQUIRES(mu_);
+  void Account(const Server& s) REQUIRES(mu_);
 
-  mutable std::shared_mutex mu_;
-  std::map<std::string, Server, std::less<>> servers_;        // "<ns>/<name>"
-  std::map<std::string, FleetCount, std::less<>> fleets_;     // "<ns>/<fleet>"
+  mutable SharedMutex mu_;
+  std::map<std::string, Server, std::less<>> servers_ GUARDED_BY(mu_);     // "<ns>/<name>"
+  std::map<std::string, FleetCount, std::less<>> fleets_ GUARDED_BY(mu_);  // "<ns>/<fleet>"
   std::atomic<bool> synced_{false};
 };
 

@@ -5,6 +5,7 @@
 
 #include "kube/gameserver_cache.h"
 #include "util/log.h"
+#include "util/mutex.h"
 
 namespace aw::autoscale {
 namespace {
@@ -52,7 +53,7 @@ server::HttpResponse AutoscaleEndpoint::Serve(const server::HttpRequest& req) {
   by_result_[static_cast<size_t>(a.result)]->Increment();
   if (a.result == ReviewResult::kScaled && a.servers > 0) {
     const std::string key = a.namespace_ + "/" + a.fleet;
-    std::lock_guard lock(gauges_mu_);
+    MutexLock lock(gauges_mu_);
     auto it = gauges_.find(key);
     if (it == gauges_.end()) {
       it = gauges_
@@ -87,7 +88,7 @@ server::HttpResponse AutoscaleEndpoint::Serve(const server::HttpRequest& req) {
 }
 
 void AutoscaleEndpoint::ForgetFleet(const std::string& ns, const std::string& fleet) {
-  std::lock_guard lock(gauges_mu_);
+  MutexLock lock(gauges_mu_);
   auto it = gauges_.find(ns + "/" + fleet);
   if (it == gauges_.end()) return;
   desired_.Remove(it->second);
@@ -105,11 +106,11 @@ GameServerCountsWatch::~GameServerCountsWatch() { informer_.Stop(); }
 Status GameServerCountsWatch::Run(runtime::RunContext& ctx) {
   informer_.Start();
   ctx.Ready();
-  std::mutex mu;
-  std::condition_variable_any cv;
-  std::unique_lock lock(mu);
+  Mutex mu;
+  CondVar cv;
+  MutexLock lock(mu);
   std::stop_token stop = ctx.stop();
-  cv.wait(lock, stop, [] { return false; });
+  cv.Wait(mu, stop, [] { return false; });
   informer_.Stop();
   return Status::Ok();
 }

@@ -37,6 +37,7 @@
 #include "runtime/manager.h"
 #include "server/connection_server.h"
 #include "util/flags.h"
+#include "util/mutex.h"
 
 namespace aw::autoscale {
 
@@ -60,8 +61,8 @@ class AutoscaleEndpoint {
   prometheus::Family<prometheus::Counter>& reviews_;
   std::array<prometheus::Counter*, 4> by_result_{};
   prometheus::Family<prometheus::Gauge>& desired_;
-  std::mutex gauges_mu_;
-  std::map<std::string, prometheus::Gauge*> gauges_;  // "<ns>/<fleet>"
+  Mutex gauges_mu_;
+  std::map<std::string, prometheus::Gauge*> gauges_ GUARDED_BY(gauges_mu_);  // "<ns>/<fleet>"
 };
 
 class GameServerCountsWatch final : public runtime::Runnable, private kube::InformerHandler {

@@ -6,7 +6,7 @@
 #include <algorithm>
 #include <vector>
 
-#include "gate/keys.h"
+#include "policy/keys.h"
 #include "util/log.h"
 
 namespace aw::gateway {
@@ -98,7 +98,7 @@ WaiterRegistry::Ticket WaiterRegistry::Wait(const std::string& ns_hint, const st
   if (lookup_) {
     std::vector<kube::ObjectPtr> copies = lookup_(name);
     std::stable_partition(copies.begin(), copies.end(), [&w](const kube::ObjectPtr& o) {
-      const gate::GameServerView v = gate::ParseGameServer(*o->doc);
+      const policy::GameServerView v = policy::ParseGameServer(*o->doc);
       return v.Annotation(keys::kLastAllocated).value_or("") == w->last_allocated;
     });
     for (const auto& obj : copies) {
@@ -117,7 +117,7 @@ void WaiterRegistry::Cancel(const Ticket& ticket, const std::string& reason) {
 }
 
 Decision WaiterRegistry::Judge(Waiter& w, const kube::ObjectPtr& obj, bool deleted) {
-  const gate::GameServerView view = gate::ParseGameServer(*obj->doc);
+  const policy::GameServerView view = policy::ParseGameServer(*obj->doc);
   {
     std::lock_guard lock(w.mu);
     if (w.bound_ns.empty()) {

@@ -19,10 +19,10 @@
 #include <string_view>
 #include <vector>
 
-#include "gate/gameserver.h"
-#include "gate/policy.h"
+#include "policy/gameserver.h"
+#include "policy/policy.h"
 
-namespace aw::gate {
+namespace aw::policy {
 
 enum class OnTimeout { kUnhealthy, kAllocated, kShutdown };
 enum class GateMode { kRewrite, kReject };
@@ -80,4 +80,4 @@ std::string CanNeverConfirmMessage();
 // Every configuration annotation key, in a stable order (for change detection and docs).
 const std::vector<std::string_view>& ConfigAnnotationKeys();
 
-}  // namespace aw::gate
+}  // namespace aw::policy

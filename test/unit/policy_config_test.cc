@@ -1,11 +1,11 @@
-// Gate configuration annotations (gate/config.h): defaults, values, bounds, messages.
-#include "gate/config.h"
+// Gate configuration annotations (policy/config.h): defaults, values, bounds, messages.
+#include "policy/config.h"
 
 #include <gtest/gtest.h>
 
-#include "gate/keys.h"
+#include "policy/keys.h"
 
-namespace aw::gate {
+namespace aw::policy {
 namespace {
 
 using Map = std::map<std::string, std::string, std::less<>>;
@@ -161,4 +161,4 @@ TEST(GateConfig, OnScaleDown) {
 }
 
 }  // namespace
-}  // namespace aw::gate
+}  // namespace aw::policy

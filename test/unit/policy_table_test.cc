@@ -1,4 +1,4 @@
-// The gate's decision tables (gate/decision_table.h): rendered from the data, they must equal the
+// The gate's decision tables (policy/decision_table.h): rendered from the data, they must equal the
 // tables in docs/design.md, and chosen rules match the README's rows.
 #include <gtest/gtest.h>
 
@@ -7,9 +7,9 @@
 #include <sstream>
 #include <string>
 
-#include "gate/decision_table.h"
+#include "policy/decision_table.h"
 
-namespace aw::gate {
+namespace aw::policy {
 namespace {
 
 std::string DesignSection(const std::string& name) {
@@ -187,4 +187,4 @@ TEST(GateTable, BypassOf) {
 }
 
 }  // namespace
-}  // namespace aw::gate
+}  // namespace aw::policy

@@ -1,12 +1,12 @@
-#include "gate/config.h"
+#include "policy/config.h"
 
 #include <fmt/format.h>
 
-#include "gate/keys.h"
+#include "policy/keys.h"
 #include "util/duration.h"
 #include "util/text.h"
 
-namespace aw::gate {
+namespace aw::policy {
 namespace {
 
 bool EqualsIgnoreCase(std::string_view a, std::string_view b) {
@@ -258,4 +258,4 @@ GateConfigResult ParseGateConfig(const StringMap& annotations, const Policy& pol
                          policy);
 }
 
-}  // namespace aw::gate
+}  // namespace aw::policy

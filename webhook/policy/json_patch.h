@@ -14,9 +14,9 @@
 #include <utility>
 #include <vector>
 
-#include "gate/gameserver.h"
+#include "policy/gameserver.h"
 
-namespace aw::gate {
+namespace aw::policy {
 
 // Escapes one reference token: "~" -> "~0", "/" -> "~1".
 std::string EscapePointerToken(std::string_view token);
@@ -66,4 +66,4 @@ class MapEdit {
   std::vector<std::pair<std::string, std::optional<std::string>>> edits_;
 };
 
-}  // namespace aw::gate
+}  // namespace aw::policy

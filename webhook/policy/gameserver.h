@@ -26,7 +26,7 @@
 #include <string_view>
 #include <vector>
 
-namespace aw::gate {
+namespace aw::policy {
 
 using Json = rapidjson::Value;
 using Clock = std::chrono::system_clock;
@@ -134,4 +134,4 @@ GameServerView ParseGameServer(const Json& obj);
 // when spec.ports is absent. Throws BadRequest on wrong types.
 std::optional<std::vector<std::string_view>> PortNames(const Json* spec, const std::string& path);
 
-}  // namespace aw::gate
+}  // namespace aw::policy

@@ -8,7 +8,7 @@
 #include <string_view>
 #include <vector>
 
-namespace aw::gate {
+namespace aw::policy {
 
 struct Policy {
   // Usernames (request.userInfo.username) allowed to promote Allocating -> Allocated and to
@@ -38,4 +38,4 @@ struct Policy {
   std::string SdkIdentity(std::string_view namespace_, std::string_view pod_service_account) const;
 };
 
-}  // namespace aw::gate
+}  // namespace aw::policy

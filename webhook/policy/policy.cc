@@ -1,8 +1,8 @@
-#include "gate/policy.h"
+#include "policy/policy.h"
 
 #include <algorithm>
 
-namespace aw::gate {
+namespace aw::policy {
 
 bool Policy::IsTrusted(const std::string& user) const {
   return !user.empty() && std::find(trusted_users.begin(), trusted_users.end(), user) !=
@@ -24,4 +24,4 @@ std::string Policy::SdkIdentity(std::string_view namespace_,
   return id;
 }
 
-}  // namespace aw::gate
+}  // namespace aw::policy

@@ -1,13 +1,13 @@
-#include "gate/decision_table.h"
+#include "policy/decision_table.h"
 
 #include <fmt/format.h>
 
 #include <array>
 #include <vector>
 
-#include "gate/keys.h"
+#include "policy/keys.h"
 
-namespace aw::gate {
+namespace aw::policy {
 namespace {
 
 constexpr Phases kOutside = Only(Phase::kOutside);
@@ -428,4 +428,4 @@ std::string RenderResolveTable() {
   return out;
 }
 
-}  // namespace aw::gate
+}  // namespace aw::policy

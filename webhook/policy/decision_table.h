@@ -15,10 +15,10 @@
 #include <string>
 #include <string_view>
 
-#include "gate/config.h"
-#include "gate/gameserver.h"
+#include "policy/config.h"
+#include "policy/gameserver.h"
 
-namespace aw::gate {
+namespace aw::policy {
 
 // Where a status.state stands in the allocation cycle. Shutdown is apart from the other states
 // outside the cycle because scale-down protection treats it specially.
@@ -232,4 +232,4 @@ std::string RenderGateTable();
 std::string RenderOwnedTable();
 std::string RenderResolveTable();
 
-}  // namespace aw::gate
+}  // namespace aw::policy

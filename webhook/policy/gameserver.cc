@@ -1,13 +1,13 @@
-#include "gate/gameserver.h"
+#include "policy/gameserver.h"
 
 #include <fmt/format.h>
 
 #include <algorithm>
 
-#include "gate/keys.h"
+#include "policy/keys.h"
 #include "util/time_format.h"
 
-namespace aw::gate {
+namespace aw::policy {
 namespace {
 
 rapidjson::Value::StringRefType Ref(std::string_view s) {
@@ -212,4 +212,4 @@ std::optional<std::vector<std::string_view>> PortNames(const Json* spec, const s
   return names;
 }
 
-}  // namespace aw::gate
+}  // namespace aw::policy

@@ -1,9 +1,9 @@
-#include "gate/json_patch.h"
+#include "policy/json_patch.h"
 
 #include <rapidjson/stringbuffer.h>
 #include <rapidjson/writer.h>
 
-namespace aw::gate {
+namespace aw::policy {
 namespace {
 
 std::string_view OpName(JsonPatch::Op op) {
@@ -133,4 +133,4 @@ void MapEdit::AppendTo(JsonPatch* patch) const {
   }
 }
 
-}  // namespace aw::gate
+}  // namespace aw::policy
