@@ -88,9 +88,6 @@ class Informer {
   ObjectPtr Get(const std::string& ns, const std::string& name) const;
   // Every cached object with this name, whatever its namespace (one pass over the cache).
   std::vector<ObjectPtr> GetByName(const std::string& name) const;
-  // Asks the thread to re-list (e.g. after a resolver suspects drift); takes effect at the next
-  // event or bookmark, or when the watch restarts.
-  void RequestRelist();
 
  private:
   void Run();
@@ -110,7 +107,6 @@ class Informer {
   std::map<std::string, ObjectPtr> store_;  // key ns/name
   std::atomic<bool> synced_{false};
   std::atomic<bool> stop_{false};
-  std::atomic<bool> relist_requested_{false};
   std::mutex wait_mu_;
   std::condition_variable wait_cv_;
   std::thread thread_;
