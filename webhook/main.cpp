@@ -274,6 +274,7 @@ int main(int argc, char** argv) {
 
   // The resolver needs the Kubernetes client: its GameServer cache runs on every replica (warm
   // standby); its loop only while this replica leads.
+  std::unique_ptr<autoscale::GameServerCountsFeed> counts_feed;  // outlives the resolver's cache
   std::unique_ptr<resolver::ResolverService> resolver_service;
   if (controllers.Enabled()) {
     auto service = resolver::ResolverService::Create(resolver_flags, policy, controllers.client(),
@@ -290,8 +291,12 @@ int main(int argc, char** argv) {
   runtime::Manager manager(kGroups, server_cfg.shutdown_grace);
   AddServing(manager, certs, health, admission_server, undrained);
   if (resolver_service) AddControllers(manager, controllers, *resolver_service);
-  // The GameServer counts behind the autoscaling answers: a watch on every replica.
-  if (autoscale_endpoint && controllers.Enabled()) {
+  // The GameServer counts behind the autoscaling answers, on every replica: from the resolver's
+  // GameServer cache when it watches the same objects (one LIST+WATCH), else a watch of their own.
+  if (autoscale_endpoint && resolver_service && resolver_service->CacheWatchesAllNamespaces()) {
+    counts_feed = std::make_unique<autoscale::GameServerCountsFeed>(*autoscale_endpoint);
+    resolver_service->AddCacheHandler(counts_feed.get());
+  } else if (autoscale_endpoint && controllers.Enabled()) {
     MustAdd(manager,
             std::make_unique<autoscale::GameServerCountsWatch>(controllers.client(),
                                                                *autoscale_endpoint, registry.get()),
