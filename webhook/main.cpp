@@ -30,6 +30,7 @@
 #include "kube/controllers.h"
 #include "resolver/service.h"
 #include "runtime/manager.h"
+#include "runtime/process.h"
 #include "server/admission_metrics.h"
 #include "server/admission_pipeline.h"
 #include "server/cert_reloader.h"
@@ -47,39 +48,6 @@ namespace {
 constexpr const char* kSummary =
     "allocating-webhook: admission webhook that holds freshly allocated Agones GameServers in\n"
     "the Allocating state until they are confirmed playable.";
-
-// Every asynchronous signal whose default action would end the process is blocked in every
-// thread (the mask is inherited by threads started later) and received here with sigwait, so no
-// handler runs in an arbitrary thread: SIGTERM/SIGINT shut down gracefully; the others (SIGHUP,
-// SIGUSR1, SIGUSR2, SIGALRM, ...) are logged and ignored. SIGPIPE is ignored outright (a client
-// that hangs up must not kill the process; writes then fail with EPIPE).
-sigset_t BlockAsyncSignals() {
-  sigset_t set;
-  sigemptyset(&set);
-  for (int sig : {SIGTERM, SIGINT, SIGHUP, SIGUSR1, SIGUSR2, SIGALRM, SIGVTALRM, SIGPROF, SIGIO,
-                  SIGPWR, SIGSTKFLT, SIGXCPU, SIGXFSZ}) {
-    sigaddset(&set, sig);
-  }
-  for (int sig = SIGRTMIN; sig <= SIGRTMAX; ++sig) sigaddset(&set, sig);
-  pthread_sigmask(SIG_BLOCK, &set, nullptr);
-  signal(SIGPIPE, SIG_IGN);
-  return set;
-}
-
-std::string SignalName(int sig) {
-  const char* abbrev = sigabbrev_np(sig);
-  return abbrev != nullptr ? std::string("SIG") + abbrev : "signal " + std::to_string(sig);
-}
-
-// Each connection is a file descriptor: lift the soft limit to the hard one (like Go's runtime
-// does) so that --max-connections is reachable under the default soft limit of 1024.
-void RaiseFileLimit() {
-  rlimit lim{};
-  if (getrlimit(RLIMIT_NOFILE, &lim) == 0 && lim.rlim_cur < lim.rlim_max) {
-    lim.rlim_cur = lim.rlim_max;
-    setrlimit(RLIMIT_NOFILE, &lim);
-  }
-}
 
 // The manager's groups, in start order; they stop in reverse, leader runnables first, all
 // within --shutdown-grace. So on SIGTERM: the resolver stops; the admission listener stops
@@ -170,8 +138,8 @@ void AddControllers(aw::runtime::Manager& m, aw::kube::Controllers& controllers,
 
 int main(int argc, char** argv) {
   using namespace aw;
-  const sigset_t signals = BlockAsyncSignals();
-  RaiseFileLimit();
+  const sigset_t signals = runtime::BlockAsyncSignals();
+  runtime::RaiseFileLimit();
 
   // ---- Flags -------------------------------------------------------------------------------
   // Each component registers its own flags here (additive: one Register* call per component).
@@ -313,29 +281,9 @@ int main(int argc, char** argv) {
   });
 
   // ---- Run until SIGTERM/SIGINT (other signals are logged and ignored) or a failure ----------
-  // The manager runs on its own thread; this one waits for signals. When the manager returns by
-  // itself (a component failed), it wakes this thread with kWakeSignal.
-  const int kWakeSignal = SIGRTMIN;
-  const pthread_t main_thread = pthread_self();
-  std::stop_source stop;
-  std::atomic<bool> finished{false};
-  Status result;
-  std::jthread runner([&] {
-    result = manager.Run(stop.get_token());
-    finished = true;
-    pthread_kill(main_thread, kWakeSignal);
-  });
-  int sig = 0;
-  for (;;) {
-    if (sigwait(&signals, &sig) != 0) continue;
-    if (finished) break;
-    if (sig == SIGTERM || sig == SIGINT) break;
-    log::warn("signal ignored", {{"signal", SignalName(sig)}});
-  }
-  if (!finished) {
-    log::info("shutting down", {{"signal", SignalName(sig)}});
-    stop.request_stop();
-    runner.join();
+  const runtime::RunEnd end = runtime::RunUntilSignal(manager, signals);
+  const Status& result = end.result;
+  if (end.by_signal) {
     if (undrained) {
       // A request still in progress after the grace period (a stuck client): exit anyway.
       log::warn("requests still in progress after --shutdown-grace; exiting");
@@ -351,7 +299,6 @@ int main(int argc, char** argv) {
     log::info("stopped");
     return 0;
   }
-  runner.join();
   // A component failed (at start: a port in use; or later): it logged why; everything else has
   // been stopped.
   log::error("stopped after a component failed", {{"error", result.ToString()}});
