@@ -185,21 +185,8 @@ int main(int argc, char** argv) {
   Flags f;
   flags::FlagSet fs("allocation-gateway", kSummary);
   Register(fs, &f);
-  bool show_version = false;
-  fs.Bool("version", &show_version, "print the version, commit and build date, and exit");
-  auto parsed = fs.Parse(argc, argv);
-  if (parsed.status == flags::FlagSet::Status::kHelp) {
-    std::fputs(fs.Usage().c_str(), stdout);
-    return 0;
-  }
-  if (parsed.status == flags::FlagSet::Status::kError) {
-    std::fprintf(stderr, "allocation-gateway: %s\nRun with --help for the list of flags.\n",
-                 parsed.message.c_str());
-    return 2;
-  }
-  if (show_version) {
-    std::fputs(build::VersionText("allocation-gateway").c_str(), stdout);
-    return 0;
+  if (std::optional<int> exit_code = runtime::ParseCommandLine(fs, argc, argv, "allocation-gateway")) {
+    return *exit_code;
   }
   if (f.gateway.default_deadline > f.gateway.max_deadline) {
     std::fprintf(stderr, "allocation-gateway: --deadline is above --max-deadline\n");

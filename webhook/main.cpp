@@ -155,21 +155,8 @@ int main(int argc, char** argv) {
   autoscale::AutoscaleFlags autoscale_flags;
   autoscale::RegisterAutoscaleFlags(fs, &autoscale_flags);
 
-  bool show_version = false;
-  fs.Bool("version", &show_version, "print the version, commit and build date, and exit");
-  auto parsed = fs.Parse(argc, argv);
-  if (parsed.status == flags::FlagSet::Status::kHelp) {
-    std::fputs(fs.Usage().c_str(), stdout);
-    return 0;
-  }
-  if (parsed.status == flags::FlagSet::Status::kError) {
-    std::fprintf(stderr, "allocating-webhook: %s\nRun with --help for the list of flags.\n",
-                 parsed.message.c_str());
-    return 2;
-  }
-  if (show_version) {
-    std::fputs(build::VersionText("allocating-webhook").c_str(), stdout);
-    return 0;
+  if (std::optional<int> exit_code = runtime::ParseCommandLine(fs, argc, argv, "allocating-webhook")) {
+    return *exit_code;
   }
   for (const Status& st : {server::Validate(server_cfg, policy),
                            resolver::ValidateResolverFlags(resolver_flags, policy)}) {

@@ -5,9 +5,11 @@
 #include <sys/resource.h>
 
 #include <atomic>
+#include <cstdio>
 #include <stop_token>
 #include <thread>
 
+#include "util/build_info.h"
 #include "util/log.h"
 
 namespace aw::runtime {
@@ -36,6 +38,27 @@ void RaiseFileLimit() {
     lim.rlim_cur = lim.rlim_max;
     setrlimit(RLIMIT_NOFILE, &lim);
   }
+}
+
+std::optional<int> ParseCommandLine(flags::FlagSet& fs, int argc, char** argv,
+                                    const std::string& program) {
+  bool show_version = false;
+  fs.Bool("version", &show_version, "print the version, commit and build date, and exit");
+  auto parsed = fs.Parse(argc, argv);
+  if (parsed.status == flags::FlagSet::Status::kHelp) {
+    std::fputs(fs.Usage().c_str(), stdout);
+    return 0;
+  }
+  if (parsed.status == flags::FlagSet::Status::kError) {
+    std::fprintf(stderr, "%s: %s\nRun with --help for the list of flags.\n", program.c_str(),
+                 parsed.message.c_str());
+    return 2;
+  }
+  if (show_version) {
+    std::fputs(build::VersionText(program).c_str(), stdout);
+    return 0;
+  }
+  return std::nullopt;
 }
 
 RunEnd RunUntilSignal(Manager& manager, const sigset_t& signals) {

@@ -14,15 +14,21 @@
 //     the waiting thread (with SIGRTMIN, which the set must hold) and RunUntilSignal returns at
 //     once. What the process then does (exit codes, _Exit after a late stop) is the caller's.
 //   - SignalName(sig) is "SIGTERM" and so on ("signal N" for one without a name).
+//   - ParseCommandLine(fs, argc, argv, program) adds --version to `fs` and parses: --help prints
+//     the usage to stdout, --version the version text (util/build_info.h), and both give exit code
+//     0; a bad flag prints "<program>: <message>" and a hint to stderr and gives exit code 2;
+//     nullopt means the flags are set and the program goes on.
 //   - RaiseFileLimit() lifts the soft RLIMIT_NOFILE to the hard one (as Go's runtime does): each
 //     connection is a file descriptor, and the default soft limit is 1024.
 #pragma once
 
 #include <signal.h>
 
+#include <optional>
 #include <string>
 
 #include "runtime/manager.h"
+#include "util/flags.h"
 #include "util/status.h"
 
 namespace aw::runtime {
@@ -32,6 +38,9 @@ sigset_t BlockAsyncSignals();
 std::string SignalName(int sig);
 
 void RaiseFileLimit();
+
+std::optional<int> ParseCommandLine(flags::FlagSet& fs, int argc, char** argv,
+                                    const std::string& program);
 
 struct RunEnd {
   // True when SIGTERM/SIGINT stopped the manager; false when it returned by itself.
