@@ -12,6 +12,7 @@
 #include <boost/asio/post.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/write.hpp>
+#include <boost/system/system_error.hpp>
 #include <array>
 #include <cerrno>
 #include <cstring>
@@ -62,7 +63,8 @@ bool ValidPath(const std::string& path) {
 class SocketProber::Loop {
  public:
   // Makes the reactor now (epoll, eventfd, timerfd), so that a refused descriptor is an error of
-  // Create() rather than of a later probe. Throws std::system_error when the system refuses.
+  // Create() rather than of a later probe. Throws boost::system::system_error when the system
+  // refuses.
   explicit Loop(SocketProber* owner)
       : owner_(owner), work_(net::make_work_guard(io_)), reactor_probe_(io_) {}
 
@@ -294,11 +296,13 @@ class SocketProber::Loop {
 
 StatusOr<std::unique_ptr<SocketProber>> SocketProber::Create(ProberOptions options) {
   auto prober = std::make_unique<SocketProber>(PassKey{}, std::move(options));
-  // Asio reports a refused descriptor (its eventfd, epoll or timerfd) and std::thread a refused
-  // thread as std::system_error: this is the boundary where they become a Status. Without a
+  // Asio reports a refused descriptor (its eventfd, epoll or timerfd) as boost::system::system_error
+  // and std::thread a refused thread as std::system_error: this is the boundary where they become a Status. Without a
   // thread, the destructor fails nothing and joins nothing.
   try {
     prober->loop_ = std::make_unique<Loop>(prober.get());
+  } catch (const boost::system::system_error& e) {
+    return aw::Status::IOError(std::string("prober: eventfd/epoll (its event loop): ") + e.what());
   } catch (const std::system_error& e) {
     return aw::Status::IOError(std::string("prober: eventfd/epoll (its event loop): ") + e.what());
   }
