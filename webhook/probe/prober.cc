@@ -3,6 +3,7 @@
 #include <netdb.h>
 #include <sys/socket.h>
 
+#include <array>
 #include <boost/asio/connect.hpp>
 #include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/io_context.hpp>
@@ -13,7 +14,6 @@
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/write.hpp>
 #include <boost/system/system_error.hpp>
-#include <array>
 #include <cerrno>
 #include <cstring>
 #include <optional>
@@ -203,9 +203,9 @@ class SocketProber::Loop {
     op->timer.async_wait([this, op](const ErrorCode& ec) {
       if (ec || op->finished) return;
       std::string what = "timeout after " + std::to_string(op->timeout.count()) + "ms";
-      if (op->phase == Phase::kConnecting) what += " (connecting)";
-      else if (op->phase == Phase::kUdpWaiting) what += " (no datagram back)";
-      else what += " (waiting for the HTTP status line)";
+      what += op->phase == Phase::kConnecting   ? " (connecting)"
+              : op->phase == Phase::kUdpWaiting ? " (no datagram back)"
+                                                : " (waiting for the HTTP status line)";
       Finish(*op, {Status::kTimeout, what});
     });
 
@@ -227,8 +227,9 @@ class SocketProber::Loop {
     if (op->target.type == Type::kTcp) return Finish(*op, {Status::kSuccess, "connected"});
     const Target& t = op->target;
     std::string host = t.host.find(':') != std::string::npos ? "[" + t.host + "]" : t.host;
-    op->out = "GET " + t.path + " HTTP/1.1\r\nHost: " + host + ":" + std::to_string(t.port) +
-              "\r\nUser-Agent: allocating-webhook-probe\r\nAccept: */*\r\nConnection: close\r\n\r\n";
+    op->out =
+        "GET " + t.path + " HTTP/1.1\r\nHost: " + host + ":" + std::to_string(t.port) +
+        "\r\nUser-Agent: allocating-webhook-probe\r\nAccept: */*\r\nConnection: close\r\n\r\n";
     op->phase = Phase::kSending;
     net::async_write(op->tcp, net::buffer(op->out), [this, op](const ErrorCode& ec, size_t) {
       if (op->finished) return;
@@ -296,9 +297,10 @@ class SocketProber::Loop {
 
 StatusOr<std::unique_ptr<SocketProber>> SocketProber::Create(ProberOptions options) {
   auto prober = std::make_unique<SocketProber>(PassKey{}, std::move(options));
-  // Asio reports a refused descriptor (its eventfd, epoll or timerfd) as boost::system::system_error
-  // and std::thread a refused thread as std::system_error: this is the boundary where they become a Status. Without a
-  // thread, the destructor fails nothing and joins nothing.
+  // Asio reports a refused descriptor (its eventfd, epoll or timerfd) as
+  // boost::system::system_error and std::thread a refused thread as std::system_error: this is the
+  // boundary where they become a Status. Without a thread, the destructor fails nothing and joins
+  // nothing.
   try {
     prober->loop_ = std::make_unique<Loop>(prober.get());
   } catch (const boost::system::system_error& e) {

@@ -5,8 +5,8 @@
 //   - BlockAsyncSignals(), called first in main (before any thread starts: the mask is inherited),
 //     blocks every asynchronous signal whose default action would end the process (SIGTERM,
 //     SIGINT, SIGHUP, SIGUSR1/2, SIGALRM, real-time signals, ...) in every thread, so that no
-//     handler runs on an arbitrary thread, and ignores SIGPIPE outright (a client that hangs up must
-//     not kill the process; writes then fail with EPIPE). It returns the blocked set.
+//     handler runs on an arbitrary thread, and ignores SIGPIPE outright (a client that hangs up
+//     must not kill the process; writes then fail with EPIPE). It returns the blocked set.
 //   - RunUntilSignal(manager, signals) runs manager.Run on a thread of its own and waits on the
 //     calling thread with sigwait: SIGTERM or SIGINT logs "shutting down" with the signal's name,
 //     requests the manager's stop and joins it; any other signal in the set is logged ("signal
