@@ -46,6 +46,7 @@
 #include "kube/config.h"
 #include "kube/informer.h"
 #include "runtime/manager.h"
+#include "runtime/process.h"
 #include "runtime/service.h"
 #include "server/cert_reloader.h"
 #include "server/client_ca_reloader.h"
@@ -159,27 +160,6 @@ void Register(flags::FlagSet& fs, Flags* f) {
   fs.Enum("log-format", &f->log_format, {"json", "text"}, "log format");
 }
 
-// Every asynchronous signal whose default action would end the process is blocked in every
-// thread and received by main with sigwait (as in allocating-webhook): SIGTERM/SIGINT stop
-// gracefully, the others are logged and ignored; SIGPIPE is ignored outright.
-sigset_t BlockAsyncSignals() {
-  sigset_t set;
-  sigemptyset(&set);
-  for (int sig : {SIGTERM, SIGINT, SIGHUP, SIGUSR1, SIGUSR2, SIGALRM, SIGVTALRM, SIGPROF, SIGIO,
-                  SIGPWR, SIGSTKFLT, SIGXCPU, SIGXFSZ}) {
-    sigaddset(&set, sig);
-  }
-  for (int sig = SIGRTMIN; sig <= SIGRTMAX; ++sig) sigaddset(&set, sig);
-  pthread_sigmask(SIG_BLOCK, &set, nullptr);
-  signal(SIGPIPE, SIG_IGN);
-  return set;
-}
-
-std::string SignalName(int sig) {
-  const char* abbrev = sigabbrev_np(sig);
-  return abbrev != nullptr ? std::string("SIG") + abbrev : "signal " + std::to_string(sig);
-}
-
 template <typename Component>
 void MustAdd(runtime::Manager& m, std::unique_ptr<Component> c, runtime::RunnableOptions o) {
   if (Status st = m.Add(std::move(c), std::move(o)); !st.ok()) {
@@ -199,31 +179,14 @@ StatusOr<std::unique_ptr<kube::Client>> BuildClient(const Flags& f) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  const sigset_t signals = BlockAsyncSignals();
-  rlimit lim{};
-  if (getrlimit(RLIMIT_NOFILE, &lim) == 0 && lim.rlim_cur < lim.rlim_max) {
-    lim.rlim_cur = lim.rlim_max;
-    setrlimit(RLIMIT_NOFILE, &lim);
-  }
+  const sigset_t signals = runtime::BlockAsyncSignals();
+  runtime::RaiseFileLimit();
 
   Flags f;
   flags::FlagSet fs("allocation-gateway", kSummary);
   Register(fs, &f);
-  bool show_version = false;
-  fs.Bool("version", &show_version, "print the version, commit and build date, and exit");
-  auto parsed = fs.Parse(argc, argv);
-  if (parsed.status == flags::FlagSet::Status::kHelp) {
-    std::fputs(fs.Usage().c_str(), stdout);
-    return 0;
-  }
-  if (parsed.status == flags::FlagSet::Status::kError) {
-    std::fprintf(stderr, "allocation-gateway: %s\nRun with --help for the list of flags.\n",
-                 parsed.message.c_str());
-    return 2;
-  }
-  if (show_version) {
-    std::fputs(build::VersionText("allocation-gateway").c_str(), stdout);
-    return 0;
+  if (std::optional<int> exit_code = runtime::ParseCommandLine(fs, argc, argv, "allocation-gateway")) {
+    return *exit_code;
   }
   if (f.gateway.default_deadline > f.gateway.max_deadline) {
     std::fprintf(stderr, "allocation-gateway: --deadline is above --max-deadline\n");
@@ -410,27 +373,9 @@ int main(int argc, char** argv) {
   });
 
   // ---- Run until SIGTERM/SIGINT or a failure (as allocating-webhook's main) ----
-  const int kWakeSignal = SIGRTMIN;
-  const pthread_t main_thread = pthread_self();
-  std::stop_source stop;
-  std::atomic<bool> finished{false};
-  Status result;
-  std::jthread runner([&] {
-    result = manager.Run(stop.get_token());
-    finished = true;
-    pthread_kill(main_thread, kWakeSignal);
-  });
-  int sig = 0;
-  for (;;) {
-    if (sigwait(&signals, &sig) != 0) continue;
-    if (finished) break;
-    if (sig == SIGTERM || sig == SIGINT) break;
-    log::warn("signal ignored", {{"signal", SignalName(sig)}});
-  }
-  if (!finished) {
-    log::info("shutting down", {{"signal", SignalName(sig)}});
-    stop.request_stop();
-    runner.join();
+  const runtime::RunEnd end = runtime::RunUntilSignal(manager, signals);
+  const Status& result = end.result;
+  if (end.by_signal) {
     if (undrained || !result.ok()) {
       log::warn("requests or components still running after --shutdown-grace; exiting",
                 {{"error", result.ToString()}});
@@ -440,7 +385,6 @@ int main(int argc, char** argv) {
     log::info("stopped");
     return 0;
   }
-  runner.join();
   log::error("stopped after a component failed", {{"error", result.ToString()}});
   std::fflush(stderr);
   std::_Exit(1);

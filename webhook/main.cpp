@@ -30,6 +30,7 @@
 #include "kube/controllers.h"
 #include "resolver/service.h"
 #include "runtime/manager.h"
+#include "runtime/process.h"
 #include "server/admission_metrics.h"
 #include "server/admission_pipeline.h"
 #include "server/cert_reloader.h"
@@ -47,39 +48,6 @@ namespace {
 constexpr const char* kSummary =
     "allocating-webhook: admission webhook that holds freshly allocated Agones GameServers in\n"
     "the Allocating state until they are confirmed playable.";
-
-// Every asynchronous signal whose default action would end the process is blocked in every
-// thread (the mask is inherited by threads started later) and received here with sigwait, so no
-// handler runs in an arbitrary thread: SIGTERM/SIGINT shut down gracefully; the others (SIGHUP,
-// SIGUSR1, SIGUSR2, SIGALRM, ...) are logged and ignored. SIGPIPE is ignored outright (a client
-// that hangs up must not kill the process; writes then fail with EPIPE).
-sigset_t BlockAsyncSignals() {
-  sigset_t set;
-  sigemptyset(&set);
-  for (int sig : {SIGTERM, SIGINT, SIGHUP, SIGUSR1, SIGUSR2, SIGALRM, SIGVTALRM, SIGPROF, SIGIO,
-                  SIGPWR, SIGSTKFLT, SIGXCPU, SIGXFSZ}) {
-    sigaddset(&set, sig);
-  }
-  for (int sig = SIGRTMIN; sig <= SIGRTMAX; ++sig) sigaddset(&set, sig);
-  pthread_sigmask(SIG_BLOCK, &set, nullptr);
-  signal(SIGPIPE, SIG_IGN);
-  return set;
-}
-
-std::string SignalName(int sig) {
-  const char* abbrev = sigabbrev_np(sig);
-  return abbrev != nullptr ? std::string("SIG") + abbrev : "signal " + std::to_string(sig);
-}
-
-// Each connection is a file descriptor: lift the soft limit to the hard one (like Go's runtime
-// does) so that --max-connections is reachable under the default soft limit of 1024.
-void RaiseFileLimit() {
-  rlimit lim{};
-  if (getrlimit(RLIMIT_NOFILE, &lim) == 0 && lim.rlim_cur < lim.rlim_max) {
-    lim.rlim_cur = lim.rlim_max;
-    setrlimit(RLIMIT_NOFILE, &lim);
-  }
-}
 
 // The manager's groups, in start order; they stop in reverse, leader runnables first, all
 // within --shutdown-grace. So on SIGTERM: the resolver stops; the admission listener stops
@@ -170,8 +138,8 @@ void AddControllers(aw::runtime::Manager& m, aw::kube::Controllers& controllers,
 
 int main(int argc, char** argv) {
   using namespace aw;
-  const sigset_t signals = BlockAsyncSignals();
-  RaiseFileLimit();
+  const sigset_t signals = runtime::BlockAsyncSignals();
+  runtime::RaiseFileLimit();
 
   // ---- Flags -------------------------------------------------------------------------------
   // Each component registers its own flags here (additive: one Register* call per component).
@@ -187,21 +155,8 @@ int main(int argc, char** argv) {
   autoscale::AutoscaleFlags autoscale_flags;
   autoscale::RegisterAutoscaleFlags(fs, &autoscale_flags);
 
-  bool show_version = false;
-  fs.Bool("version", &show_version, "print the version, commit and build date, and exit");
-  auto parsed = fs.Parse(argc, argv);
-  if (parsed.status == flags::FlagSet::Status::kHelp) {
-    std::fputs(fs.Usage().c_str(), stdout);
-    return 0;
-  }
-  if (parsed.status == flags::FlagSet::Status::kError) {
-    std::fprintf(stderr, "allocating-webhook: %s\nRun with --help for the list of flags.\n",
-                 parsed.message.c_str());
-    return 2;
-  }
-  if (show_version) {
-    std::fputs(build::VersionText("allocating-webhook").c_str(), stdout);
-    return 0;
+  if (std::optional<int> exit_code = runtime::ParseCommandLine(fs, argc, argv, "allocating-webhook")) {
+    return *exit_code;
   }
   for (const Status& st : {server::Validate(server_cfg, policy),
                            resolver::ValidateResolverFlags(resolver_flags, policy)}) {
@@ -274,6 +229,7 @@ int main(int argc, char** argv) {
 
   // The resolver needs the Kubernetes client: its GameServer cache runs on every replica (warm
   // standby); its loop only while this replica leads.
+  std::unique_ptr<autoscale::GameServerCountsFeed> counts_feed;  // outlives the resolver's cache
   std::unique_ptr<resolver::ResolverService> resolver_service;
   if (controllers.Enabled()) {
     auto service = resolver::ResolverService::Create(resolver_flags, policy, controllers.client(),
@@ -290,8 +246,12 @@ int main(int argc, char** argv) {
   runtime::Manager manager(kGroups, server_cfg.shutdown_grace);
   AddServing(manager, certs, health, admission_server, undrained);
   if (resolver_service) AddControllers(manager, controllers, *resolver_service);
-  // The GameServer counts behind the autoscaling answers: a watch on every replica.
-  if (autoscale_endpoint && controllers.Enabled()) {
+  // The GameServer counts behind the autoscaling answers, on every replica: from the resolver's
+  // GameServer cache when it watches the same objects (one LIST+WATCH), else a watch of their own.
+  if (autoscale_endpoint && resolver_service && resolver_service->CacheWatchesAllNamespaces()) {
+    counts_feed = std::make_unique<autoscale::GameServerCountsFeed>(*autoscale_endpoint);
+    resolver_service->AddCacheHandler(counts_feed.get());
+  } else if (autoscale_endpoint && controllers.Enabled()) {
     MustAdd(manager,
             std::make_unique<autoscale::GameServerCountsWatch>(controllers.client(),
                                                                *autoscale_endpoint, registry.get()),
@@ -308,29 +268,9 @@ int main(int argc, char** argv) {
   });
 
   // ---- Run until SIGTERM/SIGINT (other signals are logged and ignored) or a failure ----------
-  // The manager runs on its own thread; this one waits for signals. When the manager returns by
-  // itself (a component failed), it wakes this thread with kWakeSignal.
-  const int kWakeSignal = SIGRTMIN;
-  const pthread_t main_thread = pthread_self();
-  std::stop_source stop;
-  std::atomic<bool> finished{false};
-  Status result;
-  std::jthread runner([&] {
-    result = manager.Run(stop.get_token());
-    finished = true;
-    pthread_kill(main_thread, kWakeSignal);
-  });
-  int sig = 0;
-  for (;;) {
-    if (sigwait(&signals, &sig) != 0) continue;
-    if (finished) break;
-    if (sig == SIGTERM || sig == SIGINT) break;
-    log::warn("signal ignored", {{"signal", SignalName(sig)}});
-  }
-  if (!finished) {
-    log::info("shutting down", {{"signal", SignalName(sig)}});
-    stop.request_stop();
-    runner.join();
+  const runtime::RunEnd end = runtime::RunUntilSignal(manager, signals);
+  const Status& result = end.result;
+  if (end.by_signal) {
     if (undrained) {
       // A request still in progress after the grace period (a stuck client): exit anyway.
       log::warn("requests still in progress after --shutdown-grace; exiting");
@@ -346,7 +286,6 @@ int main(int argc, char** argv) {
     log::info("stopped");
     return 0;
   }
-  runner.join();
   // A component failed (at start: a port in use; or later): it logged why; everything else has
   // been stopped.
   log::error("stopped after a component failed", {{"error", result.ToString()}});

@@ -4,7 +4,10 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
+
 #include "resolver/resolver.h"
+#include "runtime/manager.h"
 #include "resolver_test_util.h"
 
 namespace aw::resolver {
@@ -558,6 +561,8 @@ TEST_F(LoopTest, BypassWithoutLastAllocatedCountsFromDetection) {
   EXPECT_EQ(gs->allocation, id);
 }
 
+// The resolver as the process runs it: a leader-only runnable of runtime::Manager, on the
+// manager's thread while the lease is held, stopped when it is lost, run again on re-election.
 TEST(ResolverThreaded, StartStopAndPromote) {
   FakeClock clock;
   FakeSource source;
@@ -571,15 +576,36 @@ TEST(ResolverThreaded, StartStopAndPromote) {
   {
     ThreadPoolExecutor exec(2);
     Resolver r(ResolverOptions{}, source, patcher, events, prober, clock, exec);
-    r.Start();
-    EXPECT_TRUE(r.Running());
+    std::atomic<bool> running{false};
+    std::atomic<int> runs{0};
+    runtime::Manager m({"controllers"}, 5s);
+    ASSERT_TRUE(m.Add(runtime::MakeRunnable("resolver",
+                                            [&](runtime::RunContext& ctx) {
+                                              running = true;
+                                              ++runs;
+                                              Status st = r.Run(ctx);
+                                              running = false;
+                                              return st;
+                                            }),
+                      {"controllers", true})
+                    .ok());
+    Status result;
+    std::jthread runner([&](std::stop_token st) { result = m.Run(st); });
+    m.SetLeader(true);
+    for (int i = 0; i < 500 && !running; ++i) std::this_thread::sleep_for(10ms);
+    EXPECT_TRUE(running);
     for (int i = 0; i < 500 && source.At("default/gs-1")->state != "Allocated"; ++i) {
       std::this_thread::sleep_for(10ms);
     }
-    r.Stop();
-    EXPECT_FALSE(r.Running());
-    r.Start();  // restartable (a re-elected leader)
-    r.Stop();
+    m.SetLeader(false);  // waits until the resolver's loop has returned
+    EXPECT_FALSE(running);
+    m.SetLeader(true);  // restartable (a re-elected leader)
+    for (int i = 0; i < 500 && runs < 2; ++i) std::this_thread::sleep_for(10ms);
+    EXPECT_EQ(runs.load(), 2);
+    m.SetLeader(false);
+    runner.request_stop();
+    runner.join();
+    EXPECT_TRUE(result.ok()) << result.ToString();
   }
   EXPECT_EQ(source.At("default/gs-1")->state, "Allocated");
 }

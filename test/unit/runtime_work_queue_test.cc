@@ -1,13 +1,6 @@
-// WorkQueueState row by row with explicit time, and WorkQueue with real threads (no timing
-// assertions: only orderings and counts that hold on any machine).
+// WorkQueueState (the resolver's work queue) row by row with explicit time.
 #include <gtest/gtest.h>
 
-#include <atomic>
-#include <set>
-#include <thread>
-#include <vector>
-
-#include "runtime/work_queue.h"
 #include "runtime/work_queue_state.h"
 
 namespace aw::runtime {
@@ -152,86 +145,6 @@ TEST(WorkQueueState, ShutDownStopsPopAndAdds) {
   q.Add("b");
   q.AddAfter("c", T0);
   EXPECT_EQ(q.Delayed(), 0u);
-}
-
-TEST(WorkQueue, WorkersNeverProcessOneKeyTwiceAtOnce) {
-  WorkQueue q;
-  std::atomic<int> in_flight_a{0}, max_in_flight_a{0}, processed{0};
-  std::vector<std::jthread> workers;
-  for (int w = 0; w < 4; ++w) {
-    workers.emplace_back([&](std::stop_token stop) {
-      while (auto key = q.Get(stop)) {
-        if (*key == "a") {
-          int now = ++in_flight_a;
-          int prev = max_in_flight_a.load();
-          while (now > prev && !max_in_flight_a.compare_exchange_weak(prev, now)) {
-          }
-          std::this_thread::yield();
-          --in_flight_a;
-        }
-        ++processed;
-        q.Done(*key);
-      }
-    });
-  }
-  for (int i = 0; i < 2000; ++i) {
-    q.Add("a");
-    std::string key = "k";  // not "k" + std::string&&: a false gcc 12 -O3 -Wrestrict
-    key += std::to_string(i % 50);
-    q.Add(key);
-  }
-  // Every add is either merged or processed; wait until the queue is idle.
-  while (q.Ready() > 0) std::this_thread::yield();
-  q.ShutDown();
-  workers.clear();  // joins
-  EXPECT_EQ(max_in_flight_a.load(), 1);
-  EXPECT_GE(processed.load(), 51);
-}
-
-TEST(WorkQueue, DelayedKeyWakesABlockedWorker) {
-  WorkQueue q;
-  std::optional<std::string> got;
-  std::jthread worker([&](std::stop_token stop) { got = q.Get(stop); });
-  q.AddAfter("later", std::chrono::milliseconds(20));
-  worker.join();
-  EXPECT_EQ(got, "later");
-}
-
-// The worker is already asleep (with no due time, then with a later one) when the delayed key
-// arrives: the add must wake it to re-read the due times. Before the fix it slept on, forever in
-// the first case and for an hour in the second.
-TEST(WorkQueue, DelayedKeyWakesAWorkerAlreadyAsleep) {
-  WorkQueue q;
-  std::optional<std::string> got;
-  std::jthread worker([&](std::stop_token stop) { got = q.Get(stop); });
-  std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  q.AddAfter("later", std::chrono::milliseconds(10));
-  worker.join();
-  EXPECT_EQ(got, "later");
-}
-
-TEST(WorkQueue, EarlierDelayedKeyWakesAWorkerSleepingForALaterOne) {
-  WorkQueue q;
-  q.AddAfter("in-an-hour", std::chrono::hours(1));
-  std::optional<std::string> got;
-  std::jthread worker([&](std::stop_token stop) { got = q.Get(stop); });
-  std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  q.AddAfter("soon", std::chrono::milliseconds(10));
-  worker.join();
-  EXPECT_EQ(got, "soon");
-}
-
-TEST(WorkQueue, StopTokenAndShutDownReleaseGet) {
-  WorkQueue q;
-  std::optional<std::string> got = "unset";
-  std::jthread worker([&](std::stop_token stop) { got = q.Get(stop); });
-  worker.request_stop();
-  worker.join();
-  EXPECT_EQ(got, std::nullopt);
-  std::jthread worker2([&](std::stop_token stop) { got = q.Get(stop); });
-  q.ShutDown();
-  worker2.join();
-  EXPECT_EQ(got, std::nullopt);
 }
 
 }  // namespace

@@ -42,7 +42,6 @@ inline const Resource kCustomResourceDefinitions{"apiextensions.k8s.io", "v1",
 inline const Resource kLeases{"coordination.k8s.io", "v1", "leases", true};
 inline const Resource kEvents{"", "v1", "events", true};
 inline const Resource kConfigMaps{"", "v1", "configmaps", true};
-inline const Resource kNamespaces{"", "v1", "namespaces", false};
 
 struct ListOptions {
   std::string label_selector;

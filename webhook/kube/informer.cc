@@ -92,11 +92,6 @@ std::vector<ObjectPtr> Informer::GetByName(const std::string& name) const {
   return out;
 }
 
-void Informer::RequestRelist() {
-  relist_requested_.store(true);
-  wait_cv_.SignalAll();
-}
-
 bool Informer::SleepFor(std::chrono::milliseconds d) {
   MutexLock lk(wait_mu_);
   wait_cv_.WaitFor(wait_mu_, d, [&] { return stop_.load(); });
@@ -212,7 +207,7 @@ Informer::WatchEnd Informer::WatchOnce(std::string* rv) {
       last_resync_ = std::chrono::steady_clock::now();
       ResyncAll();
     }
-    return !stop_.load() && !relist_requested_.load();
+    return !stop_.load();
   });
   if (res) {
     if (!res->empty()) *rv = *res;
@@ -237,7 +232,6 @@ void Informer::Run() {
   std::string rv;
   last_resync_ = std::chrono::steady_clock::now();
   while (!stop_.load()) {
-    if (relist_requested_.exchange(false)) need_list = true;
     if (need_list) {
       if (!Relist()) {
         auto d = backoff.Next();

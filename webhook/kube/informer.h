@@ -89,9 +89,6 @@ class Informer {
   ObjectPtr Get(const std::string& ns, const std::string& name) const EXCLUDES(mu_);
   // Every cached object with this name, whatever its namespace (one pass over the cache).
   std::vector<ObjectPtr> GetByName(const std::string& name) const EXCLUDES(mu_);
-  // Asks the thread to re-list (e.g. after a resolver suspects drift); takes effect at the next
-  // event or bookmark, or when the watch restarts.
-  void RequestRelist();
 
  private:
   void Run();
@@ -111,7 +108,6 @@ class Informer {
   std::map<std::string, ObjectPtr> store_ GUARDED_BY(mu_);  // key ns/name
   std::atomic<bool> synced_{false};
   std::atomic<bool> stop_{false};
-  std::atomic<bool> relist_requested_{false};
   // wait_cv_ wakes WaitForSync and SleepFor when synced_ or stop_ change (atomics, written under
   // wait_mu_ so that a waiter cannot miss the change between its test and its sleep).
   Mutex wait_mu_;

@@ -2,25 +2,28 @@
 //
 // Promise:
 //   - Probe() never blocks on the network: it queues the request and returns. Every probe runs on
-//     the prober's single event-loop thread (epoll + non-blocking sockets), so thousands of probes
+//     the prober's single event-loop thread (an Asio io_context the prober owns: asynchronous
+//     connect, read and write, a steady_timer per probe as its deadline), so thousands of probes
 //     need no more threads, and admission (other threads) is never slowed down.
 //   - At most `max_concurrency` probes have a socket open at once; the rest wait in FIFO order.
-//   - Each probe ends within its timeout (Target::timeout, else `timeout`) of its start (kTimeout otherwise) and its callback runs
-//     exactly once, on the prober's thread (or, for probes still pending when the prober is
-//     destroyed, on the destroying thread with kError "prober stopped").
+//   - Each probe ends within its timeout (Target::timeout, else `timeout`) of its start (kTimeout
+//     otherwise) and its callback runs exactly once, on the prober's thread (or, for probes still
+//     pending when the prober is destroyed, on the destroying thread with kError "prober stopped").
 //   - HTTP: a minimal HTTP/1.1 GET (no TLS); ready on a 2xx status line. TCP: ready when connect
 //     succeeds. UDP: sends the payload on a connected socket; ready when any datagram comes back
 //     before the timeout; ICMP port-unreachable is a failure.
 //   - Host names (not IP literals) are resolved with getaddrinfo on the prober thread and cached
 //     for 30 s; Agones addresses are normally node IPs, which need no resolution.
 //   - Create() is the only way to make one: when the operating system refuses the event loop
-//     (eventfd, epoll, its thread) it returns that error as a Status; a SocketProber that exists
-//     always runs its loop.
+//     (the io_context's eventfd/epoll/timerfd, or its thread) it returns that error as a Status;
+//     a SocketProber that exists always runs its loop.
+//   - Why its own io_context and thread, not the admission listener's: probe callbacks take the
+//     resolver's lock, which admission latency must not wait on, and the listener's io threads
+//     stop at another point of shutdown than the resolver (docs/design.md, the thread table).
 #pragma once
 
 #include <atomic>
 #include <chrono>
-#include <condition_variable>
 #include <cstddef>
 #include <deque>
 #include <memory>
@@ -52,11 +55,11 @@ class SocketProber final : public Prober {
   };
 
  public:
-  // The prober with its event loop running, or kIOError naming the system call that failed.
+  // The prober with its event loop running, or kIOError naming what the system refused.
   static StatusOr<std::unique_ptr<SocketProber>> Create(ProberOptions options);
 
-  // Use Create(). `wake_fd` (an eventfd) and `epoll_fd` (watching it) are owned from here on.
-  SocketProber(PassKey, ProberOptions options, int wake_fd, int epoll_fd);
+  // Use Create().
+  SocketProber(PassKey, ProberOptions options);
   ~SocketProber() override;
   SocketProber(const SocketProber&) = delete;
   SocketProber& operator=(const SocketProber&) = delete;
@@ -77,9 +80,8 @@ class SocketProber final : public Prober {
   std::mutex mu_;
   std::deque<Request> queue_;  // guarded by mu_
   bool stopping_ = false;      // guarded by mu_
-  int wake_fd_ = -1;
   std::atomic<size_t> active_count_{0};
-  std::unique_ptr<Loop> loop_;
+  std::unique_ptr<Loop> loop_;  // the io_context and every in-flight probe
   std::thread thread_;
 };
 

@@ -55,25 +55,23 @@ void CacheNotifier::OnDelete(const kube::ObjectPtr& last_known) {
 void CacheNotifier::OnSynced() { resolver_.NotifyAll(); }
 
 Status ClassifyPatchError(const kube::ApiError& error) {
-  const std::string m = error.ToString();
-  if (error.IsNotFound()) return Status::NotFound(m);
-  if (error.http_status == 409) return Status::Conflict(m);
+  // One mapping (kube::ApiError::ToStatus, client-go's: 409 Conflict is kConflict, 409
+  // AlreadyExists and 422 Invalid are refusals) with one rule of its own: these patches carry
+  // `test` ops, and a failed `test` op comes back as 422, often with only a generic message. The
+  // outcome states (Allocated, Unhealthy, Shutdown) are in the CRD enum and the values are plain
+  // strings, so a 422 means the object changed under us unless the message names a schema or
+  // admission refusal.
   if (error.IsInvalid()) {
-    // A failed `test` op comes back as 422, often with only a generic message. The outcome states
-    // (Allocated, Unhealthy, Shutdown) are in the CRD enum and the values are plain strings, so a
-    // 422 means the object changed under us unless the message names a schema problem.
     std::string msg = error.message;
     std::transform(msg.begin(), msg.end(), msg.begin(),
                    [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-    if (msg.find("unsupported value") != std::string::npos ||
-        msg.find("invalid value") != std::string::npos ||
-        msg.find("admission webhook") != std::string::npos) {
-      return Status::InvalidArgument(m);
+    if (msg.find("unsupported value") == std::string::npos &&
+        msg.find("invalid value") == std::string::npos &&
+        msg.find("admission webhook") == std::string::npos) {
+      return Status::Conflict(error.ToString());
     }
-    return Status::Conflict(m);
   }
-  if (error.IsRetryable()) return Status::Unavailable(m);
-  return Status::InvalidArgument(m);
+  return error.ToStatus();
 }
 
 Status KubePatcher::PatchGameServer(const std::string& ns, const std::string& name,

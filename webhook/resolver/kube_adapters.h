@@ -6,9 +6,11 @@
 //   CacheNotifier   InformerHandler forwarding every change to Resolver::Notify (a deletion with
 //                   its last known object, to NotifyDeleted) and every
 //                   (re)sync to NotifyAll; it only queues, so the informer thread never waits.
-//   KubePatcher     Patcher on Client::Patch (application/json-patch+json). 409, and 422 (a failed
-//                   `test` op; unless the message names a schema or admission refusal), are
-//                   kConflict; 404 kNotFound; transport/429/5xx kRetry; anything else kRejected.
+//   KubePatcher     Patcher on Client::Patch (application/json-patch+json). Errors map as
+//                   kube::ApiError::ToStatus does (409 Conflict kConflict; 404 kNotFound;
+//                   transport/429/5xx/408 kRetry; other 4xx, AlreadyExists among them, kRejected),
+//                   except 422: a failed `test` op, kConflict, unless the message names a schema or
+//                   admission refusal.
 //   KubeEvents      EventRecorder on kube::EventRecorder (non-blocking, rate-limited).
 #pragma once
 

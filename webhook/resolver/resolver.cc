@@ -122,7 +122,12 @@ Resolver::Resolver(ResolverOptions options, GameServerSource& source, Patcher& p
       metrics_(metrics),
       inbox_(std::make_shared<Inbox>()) {}
 
-Resolver::~Resolver() { Stop(); }
+Resolver::~Resolver() {
+  // Callbacks of probes and patches still in flight find the inbox closed (they hold it shared).
+  MutexLock lock(inbox_->mu);
+  inbox_->accepting = false;
+  inbox_->stop = true;
+}
 
 void Resolver::Notify(const std::string& ns, const std::string& name) {
   MutexLock lock(inbox_->mu);
@@ -167,30 +172,6 @@ Status Resolver::Run(runtime::RunContext& ctx) {
   Loop(ctx.stop(), [&ctx] { ctx.Ready(); });
   return Status::Ok();
 }
-
-void Resolver::Start() {
-  if (thread_.joinable()) return;
-  thread_ = std::jthread([this](std::stop_token stop) { Loop(stop, [] {}); });
-}
-
-void Resolver::Stop() {
-  {
-    MutexLock lock(inbox_->mu);
-    inbox_->accepting = false;
-    inbox_->stop = true;
-  }
-  if (thread_.joinable()) {
-    thread_.request_stop();
-    thread_.join();
-  }
-  entries_.clear();
-  if (metrics_) {
-    metrics_->SetAllocating(0);
-    metrics_->SetBypassed(0);
-  }
-}
-
-bool Resolver::Running() const { return thread_.joinable(); }
 
 size_t Resolver::Tracked() const {
   size_t n = 0;

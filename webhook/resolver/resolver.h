@@ -21,8 +21,8 @@
 //     object (NotifyDeleted): a Normal Event AllocatingScaledDown, a metric and a log line.
 //   - No state outlives a run: each Run() (e.g. a new leader) rebuilds everything from the
 //     source, and servers whose deadline already passed are resolved at once.
-//   - Run(ctx) is the loop as a runtime::Runnable body, on the manager's thread; Start()/Stop()
-//     run the same loop on a thread of the resolver's own (tests, tools).
+//   - Run(ctx) is the loop as a runtime::Runnable body, on the manager's thread (the resolver has
+//     no thread of its own).
 //   - Step() runs one pass without a thread (for tests with fake ports and a fake clock).
 #pragma once
 
@@ -74,13 +74,9 @@ class Resolver {
                      std::shared_ptr<const GameServerView> last_known);
 
   // Runs the loop on the calling thread until ctx.stop() (reports Ready once accepting
-  // notifications); returns OK. Not concurrently with Start() or another Run().
+  // notifications); returns OK. Not concurrently with another Run().
   Status Run(runtime::RunContext& ctx);
 
-  // Starts/stops the loop on a thread of its own. Start() re-reads everything from the source.
-  void Start();
-  void Stop();
-  bool Running() const;
 
   // Step mode (tests): enables notifications without a thread, then Step() runs one pass
   // (inbox, resync when due, due timers) and returns when the loop next wants to run.
@@ -131,7 +127,6 @@ class Resolver {
   Metrics* metrics_;
 
   std::shared_ptr<Inbox> inbox_;
-  std::jthread thread_;
 
   // Loop-thread state (the work queue is in the inbox: other threads add keys to it).
   std::map<std::string, Entry> entries_;

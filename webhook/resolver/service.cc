@@ -57,7 +57,8 @@ struct ResolverService::Parts {
         executor(flags.workers),
         resolver(Options(flags, policy), source, patcher, events, *prober, clock, executor,
                  &metrics),
-        notifier(resolver) {
+        notifier(resolver),
+        namespace_(flags.namespace_) {
     cache.AddHandler(&notifier);
   }
   static probe::ProberOptions ProberOpts(const ResolverFlags& f) {
@@ -85,6 +86,7 @@ struct ResolverService::Parts {
   ThreadPoolExecutor executor;
   Resolver resolver;
   CacheNotifier notifier;
+  std::string namespace_;  // the cache's ("" = every namespace)
 };
 
 StatusOr<std::unique_ptr<ResolverService>> ResolverService::Create(ResolverFlags flags,
@@ -106,6 +108,12 @@ ResolverService::ResolverService(PassKey, std::unique_ptr<probe::SocketProber> p
                                      registry)) {}
 
 ResolverService::~ResolverService() = default;
+
+void ResolverService::AddCacheHandler(kube::InformerHandler* handler) {
+  parts_->cache.AddHandler(handler);
+}
+
+bool ResolverService::CacheWatchesAllNamespaces() const { return parts_->namespace_.empty(); }
 
 std::unique_ptr<runtime::Service> ResolverService::CacheRunnable() {
   Parts* p = parts_.get();

@@ -7,8 +7,9 @@
 // message. ResolverService provides a runtime::Service and a runtime::Runnable (manager.h):
 // CacheRunnable() runs the GameServer cache on every replica (a standby keeps a warm cache); LoopRunnable() runs the
 // resolver loop, to be added with needs_leader so it runs only while this replica leads (it first
-// waits up to 2 s for the cache's first list, so its first pass sees every server). The service
-// must outlive the manager that runs them.
+// waits up to 2 s for the cache's first list, so its first pass sees every server).
+// AddCacheHandler lets another reader of the same GameServers (the autoscale counts) share the
+// cache's one LIST+WATCH. The service must outlive the manager that runs them.
 #pragma once
 
 #include <chrono>
@@ -27,6 +28,7 @@ namespace aw::kube {
 class Client;
 class EventRecorder;
 class GameServerCache;
+class InformerHandler;
 }  // namespace aw::kube
 namespace aw::probe {
 class SocketProber;
@@ -65,6 +67,11 @@ class ResolverService {
   ~ResolverService();
 
   std::unique_ptr<runtime::Service> CacheRunnable();
+  // Another handler of the GameServer cache (before the manager starts it; not owned, must
+  // outlive this service), so that one LIST+WATCH serves every reader of these objects.
+  void AddCacheHandler(kube::InformerHandler* handler);
+  // True when the cache holds the opted-in GameServers of every namespace.
+  bool CacheWatchesAllNamespaces() const;
   std::unique_ptr<runtime::Runnable> LoopRunnable();
 
  private:

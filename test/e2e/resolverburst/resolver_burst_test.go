@@ -21,6 +21,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -187,6 +188,25 @@ func TestResolverBurst(t *testing.T) {
 	}()
 
 	cpu0, _ := procCPU(res.Pid())
+	// The resolver's threads: at idle (leading, cache synced) and the most seen during the burst.
+	threadsIdle := procThreads(res.Pid())
+	var threadsPeak atomic.Int64
+	threadsPeak.Store(int64(threadsIdle))
+	sampling := make(chan struct{})
+	sampled := make(chan struct{})
+	go func() {
+		defer close(sampled)
+		for {
+			select {
+			case <-sampling:
+				return
+			case <-time.After(20 * time.Millisecond):
+				if n := int64(procThreads(res.Pid())); n > threadsPeak.Load() {
+					threadsPeak.Store(n)
+				}
+			}
+		}
+	}()
 	others := map[string]int{"admission_webhook": admission.Pid(), "kube_apiserver": pidFile(cp.Dir, "kube-apiserver"), "etcd": pidFile(cp.Dir, "etcd")}
 	others0 := map[string]float64{}
 	for k, pid := range others {
@@ -233,6 +253,8 @@ func TestResolverBurst(t *testing.T) {
 		t.Errorf("%d GameServers did not reach a final state", remaining)
 	}
 	cpu1, _ := procCPU(res.Pid())
+	close(sampling)
+	<-sampled
 	otherCPU := map[string]float64{}
 	for k, pid := range others {
 		v, _ := procCPU(pid)
@@ -306,6 +328,9 @@ func TestResolverBurst(t *testing.T) {
 		"resolver_cpu_seconds":      cpu1 - cpu0,
 		"other_cpu_seconds":         otherCPU,
 		"resolver_rss_mib":          rss,
+		"resolver_threads_idle":     threadsIdle,
+		"resolver_threads_peak":     threadsPeak.Load(),
+		"resolver_workers":          envOr("AW_BURST_WORKERS", "32"),
 		"resolver_peak_rss_mib":     hwm,
 		"probe_period_ms":           period.Milliseconds(),
 		"allocate_seconds":          allocDur.Seconds(),
@@ -377,6 +402,15 @@ func procCPU(pid int) (float64, error) {
 	ut, _ := strconv.ParseFloat(f[11], 64)
 	st, _ := strconv.ParseFloat(f[12], 64)
 	return (ut + st) / 100, nil // USER_HZ = 100
+}
+
+// procThreads is the number of threads of pid (entries of /proc/PID/task), -1 when unreadable.
+func procThreads(pid int) int {
+	entries, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
+	if err != nil {
+		return -1
+	}
+	return len(entries)
 }
 
 // procMem is VmRSS and VmHWM of pid in MiB.

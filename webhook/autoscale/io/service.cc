@@ -97,8 +97,8 @@ void AutoscaleEndpoint::ForgetFleet(const std::string& ns, const std::string& fl
 
 GameServerCountsWatch::GameServerCountsWatch(kube::Client& client, AutoscaleEndpoint& endpoint,
                                              prometheus::Registry* registry)
-    : endpoint_(endpoint), informer_(client, WatchOptions(), registry) {
-  informer_.AddHandler(this);
+    : feed_(endpoint), informer_(client, WatchOptions(), registry) {
+  informer_.AddHandler(&feed_);
 }
 
 GameServerCountsWatch::~GameServerCountsWatch() { informer_.Stop(); }
@@ -115,11 +115,11 @@ Status GameServerCountsWatch::Run(runtime::RunContext& ctx) {
   return Status::Ok();
 }
 
-void GameServerCountsWatch::OnUpsert(const kube::ObjectPtr& obj) {
+void GameServerCountsFeed::OnUpsert(const kube::ObjectPtr& obj) {
   endpoint_.counts().Upsert(obj->namespace_, obj->name, FactsOf(*obj->doc));
 }
 
-void GameServerCountsWatch::OnDelete(const kube::ObjectPtr& last_known) {
+void GameServerCountsFeed::OnDelete(const kube::ObjectPtr& last_known) {
   FleetCounts& counts = endpoint_.counts();
   const GameServerFacts facts = FactsOf(*last_known->doc);
   counts.Remove(last_known->namespace_, last_known->name);
@@ -128,6 +128,6 @@ void GameServerCountsWatch::OnDelete(const kube::ObjectPtr& last_known) {
   }
 }
 
-void GameServerCountsWatch::OnSynced() { endpoint_.counts().MarkSynced(); }
+void GameServerCountsFeed::OnSynced() { endpoint_.counts().MarkSynced(); }
 
 }  // namespace aw::autoscale

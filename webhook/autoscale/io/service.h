@@ -12,8 +12,14 @@
 //     whose last server went away), so the series follow the fleets in the cluster, not the
 //     names that requests carry. One log line per review: debug when answered, warn when refused.
 //     Thread-safe (called on the admission server's io threads).
-//   - GameServerCountsWatch is a runtime::Runnable ("autoscale-gameservers") that runs an Informer
-//     over the opted-in GameServers of every namespace (the resolver's selector,
+//   - GameServerCountsFeed is the informer handler that keeps the endpoint's FleetCounts equal to
+//     an informer over the opted-in GameServers of every namespace: every upsert and delete,
+//     MarkSynced at the first full list. The binary adds it to the resolver's GameServer cache when
+//     that cache watches every namespace (one LIST+WATCH of those objects per process); it must
+//     outlive the informer it is added to.
+//   - GameServerCountsWatch (when the resolver's cache cannot serve: no resolver, or
+//     --resolver-namespace set) is a runtime::Runnable ("autoscale-gameservers") that runs an
+//     Informer of its own over the opted-in GameServers of every namespace (the resolver's selector,
 //     `allocating.agones.dev/enabled=true`; metric label informer="autoscale-gameservers") and
 //     keeps the endpoint's FleetCounts equal to it: every upsert and delete, MarkSynced at the first
 //     full list. It runs on every replica (not leader-only) and reports Ready once the informer is
@@ -65,7 +71,18 @@ class AutoscaleEndpoint {
   std::map<std::string, prometheus::Gauge*> gauges_ GUARDED_BY(gauges_mu_);  // "<ns>/<fleet>"
 };
 
-class GameServerCountsWatch final : public runtime::Runnable, private kube::InformerHandler {
+class GameServerCountsFeed final : public kube::InformerHandler {
+ public:
+  explicit GameServerCountsFeed(AutoscaleEndpoint& endpoint) : endpoint_(endpoint) {}
+  void OnUpsert(const kube::ObjectPtr& obj) override;
+  void OnDelete(const kube::ObjectPtr& last_known) override;
+  void OnSynced() override;
+
+ private:
+  AutoscaleEndpoint& endpoint_;
+};
+
+class GameServerCountsWatch final : public runtime::Runnable {
  public:
   GameServerCountsWatch(kube::Client& client, AutoscaleEndpoint& endpoint,
                         prometheus::Registry* registry);
@@ -75,11 +92,7 @@ class GameServerCountsWatch final : public runtime::Runnable, private kube::Info
   Status Run(runtime::RunContext& ctx) override;
 
  private:
-  void OnUpsert(const kube::ObjectPtr& obj) override;
-  void OnDelete(const kube::ObjectPtr& last_known) override;
-  void OnSynced() override;
-
-  AutoscaleEndpoint& endpoint_;
+  GameServerCountsFeed feed_;
   kube::Informer informer_;
 };
 

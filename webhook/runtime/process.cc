@@ -1,0 +1,91 @@
+#include "runtime/process.h"
+
+#include <pthread.h>
+#include <string.h>
+#include <sys/resource.h>
+
+#include <atomic>
+#include <cstdio>
+#include <stop_token>
+#include <thread>
+
+#include "util/build_info.h"
+#include "util/log.h"
+
+namespace aw::runtime {
+
+sigset_t BlockAsyncSignals() {
+  sigset_t set;
+  sigemptyset(&set);
+  for (int sig : {SIGTERM, SIGINT, SIGHUP, SIGUSR1, SIGUSR2, SIGALRM, SIGVTALRM, SIGPROF, SIGIO,
+                  SIGPWR, SIGSTKFLT, SIGXCPU, SIGXFSZ}) {
+    sigaddset(&set, sig);
+  }
+  for (int sig = SIGRTMIN; sig <= SIGRTMAX; ++sig) sigaddset(&set, sig);
+  pthread_sigmask(SIG_BLOCK, &set, nullptr);
+  signal(SIGPIPE, SIG_IGN);
+  return set;
+}
+
+std::string SignalName(int sig) {
+  const char* abbrev = sigabbrev_np(sig);
+  return abbrev != nullptr ? std::string("SIG") + abbrev : "signal " + std::to_string(sig);
+}
+
+void RaiseFileLimit() {
+  rlimit lim{};
+  if (getrlimit(RLIMIT_NOFILE, &lim) == 0 && lim.rlim_cur < lim.rlim_max) {
+    lim.rlim_cur = lim.rlim_max;
+    setrlimit(RLIMIT_NOFILE, &lim);
+  }
+}
+
+std::optional<int> ParseCommandLine(flags::FlagSet& fs, int argc, char** argv,
+                                    const std::string& program) {
+  bool show_version = false;
+  fs.Bool("version", &show_version, "print the version, commit and build date, and exit");
+  auto parsed = fs.Parse(argc, argv);
+  if (parsed.status == flags::FlagSet::Status::kHelp) {
+    std::fputs(fs.Usage().c_str(), stdout);
+    return 0;
+  }
+  if (parsed.status == flags::FlagSet::Status::kError) {
+    std::fprintf(stderr, "%s: %s\nRun with --help for the list of flags.\n", program.c_str(),
+                 parsed.message.c_str());
+    return 2;
+  }
+  if (show_version) {
+    std::fputs(build::VersionText(program).c_str(), stdout);
+    return 0;
+  }
+  return std::nullopt;
+}
+
+RunEnd RunUntilSignal(Manager& manager, const sigset_t& signals) {
+  const int wake_signal = SIGRTMIN;
+  const pthread_t waiting_thread = pthread_self();
+  std::stop_source stop;
+  std::atomic<bool> finished{false};
+  RunEnd end;
+  std::jthread runner([&] {
+    end.result = manager.Run(stop.get_token());
+    finished = true;
+    pthread_kill(waiting_thread, wake_signal);
+  });
+  int sig = 0;
+  for (;;) {
+    if (sigwait(&signals, &sig) != 0) continue;
+    if (finished) break;
+    if (sig == SIGTERM || sig == SIGINT) break;
+    log::warn("signal ignored", {{"signal", SignalName(sig)}});
+  }
+  if (!finished) {
+    log::info("shutting down", {{"signal", SignalName(sig)}});
+    end.by_signal = true;
+    stop.request_stop();
+  }
+  runner.join();
+  return end;
+}
+
+}  // namespace aw::runtime
