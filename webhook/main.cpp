@@ -24,7 +24,7 @@
 #include <thread>
 #include <vector>
 
-#include "admission/crd_state.h"
+#include "contract/crd_state.h"
 #include "autoscale/io/service.h"
 #include "policy/policy.h"
 #include "kube/controllers.h"
@@ -37,9 +37,9 @@
 #include "server/health_server.h"
 #include "server/https_server.h"
 #include "runtime/service.h"
-#include "util/build_info.h"
+#include "util/io/build_info.h"
 #include "util/flags.h"
-#include "util/log.h"
+#include "util/io/log.h"
 #include "util/status.h"
 
 namespace {
@@ -226,7 +226,7 @@ int main(int argc, char** argv) {
                             "The build: version, commit and build date as labels (always 1).");
   // Whether the GameServer CRD accepts "Allocating": the flag's value until the CRD guard
   // publishes the live answer through Set().
-  admission::AtomicCrdReadiness crd_readiness(server_cfg.crd_accepts_allocating);
+  contract::AtomicCrdReadiness crd_readiness(server_cfg.crd_accepts_allocating);
 
   server::CertReloader certs(
       server_cfg.tls_cert_file, server_cfg.tls_key_file, *registry,

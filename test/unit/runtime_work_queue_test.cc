@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "runtime/work_queue.h"
-#include "runtime/work_queue_state.h"
+#include "runtime/core/work_queue_state.h"
 
 namespace aw::runtime {
 namespace {

@@ -3,12 +3,12 @@
 #include <algorithm>
 
 #include "policy/config.h"
-#include "policy/keys.h"
-#include "resolver/patches.h"
+#include "contract/keys.h"
+#include "resolver/core/patches.h"
 #include "util/duration.h"
 #include "util/time_format.h"
-#include "util/log.h"
-#include "util/mutex.h"
+#include "util/io/log.h"
+#include "util/io/mutex.h"
 
 namespace aw::resolver {
 

@@ -38,12 +38,12 @@
 
 #include "policy/policy.h"
 #include "probe/prober.h"
-#include "resolver/evaluate.h"
+#include "resolver/core/evaluate.h"
 #include "resolver/metrics.h"
-#include "resolver/ports.h"
+#include "resolver/core/ports.h"
 #include "runtime/manager.h"
 #include "runtime/thread_pool.h"
-#include "runtime/work_queue_state.h"
+#include "runtime/core/work_queue_state.h"
 #include "util/status.h"
 
 namespace aw::resolver {

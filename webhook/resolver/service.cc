@@ -9,7 +9,7 @@
 #include "resolver/resolver.h"
 #include "runtime/service.h"
 #include "util/duration.h"
-#include "util/log.h"
+#include "util/io/log.h"
 
 namespace aw::resolver {
 

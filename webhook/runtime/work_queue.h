@@ -15,7 +15,7 @@
 #include <stop_token>
 #include <string>
 
-#include "runtime/work_queue_state.h"
+#include "runtime/core/work_queue_state.h"
 
 namespace aw::runtime {
 
