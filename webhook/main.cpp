@@ -289,7 +289,12 @@ int main(int argc, char** argv) {
   std::atomic<bool> undrained{false};  // requests still in progress at the stop deadline
   runtime::Manager manager(kGroups, server_cfg.shutdown_grace);
   AddServing(manager, certs, health, admission_server, undrained);
-  if (resolver_service) AddControllers(manager, controllers, *resolver_service);
+  if (resolver_service) {
+    AddControllers(manager, controllers, *resolver_service);
+    // A wedged resolver loop fails liveness: the kubelet restarts this replica, which gives up
+    // the Lease, rather than holding it while nobody resolves (docs/operations.md).
+    health.AddLivenessCheck("resolver-loop", [&resolver_service] { return resolver_service->Stalled(); });
+  }
   // The GameServer counts behind the autoscaling answers: a watch on every replica.
   if (autoscale_endpoint && controllers.Enabled()) {
     MustAdd(manager,

@@ -126,4 +126,6 @@ std::unique_ptr<runtime::Runnable> ResolverService::LoopRunnable() {
   });
 }
 
+std::optional<std::string> ResolverService::Stalled() const { return parts_->resolver.Stalled(); }
+
 }  // namespace aw::resolver

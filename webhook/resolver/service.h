@@ -66,6 +66,8 @@ class ResolverService {
 
   std::unique_ptr<runtime::Service> CacheRunnable();
   std::unique_ptr<runtime::Runnable> LoopRunnable();
+  // The loop's liveness (Resolver::Stalled): for the health server's /healthz. Thread-safe.
+  std::optional<std::string> Stalled() const;
 
  private:
   struct Parts;
