@@ -1,4 +1,4 @@
-# Writes the generated unit behind webhook/util/build_info.h: the version (the VERSION file), the
+# Writes the generated unit behind webhook/util/io/build_info.h: the version (the VERSION file), the
 # commit and the build date. Run by the build on every invocation (CMakeLists.txt, target
 # aw_build_info); the file is rewritten only when a value changed, so an unchanged tree relinks
 # nothing.

@@ -41,7 +41,7 @@
 #include "gateway/io/allocator_client.h"
 #include "gateway/io/gateway.h"
 #include "gateway/io/waiters.h"
-#include "policy/keys.h"
+#include "contract/keys.h"
 #include "kube/client.h"
 #include "kube/config.h"
 #include "kube/informer.h"
@@ -52,9 +52,9 @@
 #include "server/client_ca_reloader.h"
 #include "server/connection_server.h"
 #include "server/health_server.h"
-#include "util/build_info.h"
+#include "util/io/build_info.h"
 #include "util/flags.h"
-#include "util/log.h"
+#include "util/io/log.h"
 #include "util/status.h"
 
 namespace {

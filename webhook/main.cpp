@@ -24,7 +24,7 @@
 #include <thread>
 #include <vector>
 
-#include "admission/crd_state.h"
+#include "contract/crd_state.h"
 #include "autoscale/io/service.h"
 #include "policy/policy.h"
 #include "kube/controllers.h"
@@ -38,9 +38,9 @@
 #include "server/health_server.h"
 #include "server/https_server.h"
 #include "runtime/service.h"
-#include "util/build_info.h"
+#include "util/io/build_info.h"
 #include "util/flags.h"
-#include "util/log.h"
+#include "util/io/log.h"
 #include "util/status.h"
 
 namespace {
@@ -181,7 +181,7 @@ int main(int argc, char** argv) {
                             "The build: version, commit and build date as labels (always 1).");
   // Whether the GameServer CRD accepts "Allocating": the flag's value until the CRD guard
   // publishes the live answer through Set().
-  admission::AtomicCrdReadiness crd_readiness(server_cfg.crd_accepts_allocating);
+  contract::AtomicCrdReadiness crd_readiness(server_cfg.crd_accepts_allocating);
 
   server::CertReloader certs(
       server_cfg.tls_cert_file, server_cfg.tls_key_file, *registry,
@@ -245,7 +245,12 @@ int main(int argc, char** argv) {
   std::atomic<bool> undrained{false};  // requests still in progress at the stop deadline
   runtime::Manager manager(kGroups, server_cfg.shutdown_grace);
   AddServing(manager, certs, health, admission_server, undrained);
-  if (resolver_service) AddControllers(manager, controllers, *resolver_service);
+  if (resolver_service) {
+    AddControllers(manager, controllers, *resolver_service);
+    // A wedged resolver loop fails liveness: the kubelet restarts this replica, which gives up
+    // the Lease, rather than holding it while nobody resolves (docs/operations.md).
+    health.AddLivenessCheck("resolver-loop", [&resolver_service] { return resolver_service->Stalled(); });
+  }
   // The GameServer counts behind the autoscaling answers, on every replica: from the resolver's
   // GameServer cache when it watches the same objects (one LIST+WATCH), else a watch of their own.
   if (autoscale_endpoint && resolver_service && resolver_service->CacheWatchesAllNamespaces()) {

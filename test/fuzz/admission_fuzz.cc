@@ -24,8 +24,8 @@
 #include <string_view>
 #include <vector>
 
-#include "admission/duplicate_keys.h"
-#include "admission/nesting_depth.h"
+#include "json/duplicate_keys.h"
+#include "json/nesting_depth.h"
 #include "admission/handler.h"
 #include "autoscale/endpoint.h"
 #include "gateway/allocation.h"
@@ -130,7 +130,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       rapidjson::Document d;
       d.Parse<rapidjson::kParseIterativeFlag>(body.data(), body.size());
       if (d.HasParseError() || !d.IsObject()) std::abort();
-      if (aw::admission::FirstTooDeep(body, aw::gateway::kMaxNestingDepth)) std::abort();
+      if (aw::json::FirstTooDeep(body, aw::gateway::kMaxNestingDepth)) std::abort();
     }
   }
 
@@ -141,7 +141,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   rapidjson::Document doc;
   doc.Parse<rapidjson::kParseIterativeFlag>(body.data(), body.size());
   if (doc.HasParseError()) std::abort();  // the SAX pass accepted it
-  if (aw::admission::FindDuplicateKey(doc).has_value() != *dup) std::abort();
+  if (aw::json::FindDuplicateKey(doc).has_value() != *dup) std::abort();
   if (*dup && (r.http_status != 400 || r.body.find(": duplicate key \"") == std::string::npos)) {
     std::abort();
   }

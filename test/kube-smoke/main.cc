@@ -25,7 +25,7 @@
 #include "kube/config.h"
 #include "kube/events.h"
 #include "kube/gameserver_cache.h"
-#include "util/log.h"
+#include "util/io/log.h"
 
 using namespace aw;
 using namespace aw::kube;

@@ -7,7 +7,7 @@
 
 #include <algorithm>
 
-#include "policy/keys.h"
+#include "contract/keys.h"
 #include "admission_test_util.h"
 
 namespace aw::testing {

@@ -3,7 +3,7 @@
 
 #include <string>
 
-#include "policy/keys.h"
+#include "contract/keys.h"
 #include "admission_test_util.h"
 
 namespace aw::testing {

@@ -6,8 +6,8 @@
 
 #include <string>
 
-#include "admission/duplicate_keys.h"
-#include "policy/keys.h"
+#include "json/duplicate_keys.h"
+#include "contract/keys.h"
 #include "admission_test_util.h"
 
 namespace aw::testing {
@@ -46,7 +46,7 @@ std::optional<std::string> Find(std::string_view json) {
   rapidjson::Document d;
   d.Parse<rapidjson::kParseIterativeFlag>(json.data(), json.size());
   EXPECT_FALSE(d.HasParseError()) << json.substr(0, 100);
-  auto dup = admission::FindDuplicateKey(d);
+  auto dup = json::FindDuplicateKey(d);
   if (!dup) return std::nullopt;
   return dup->Message();
 }

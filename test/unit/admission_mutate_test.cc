@@ -3,7 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "policy/json_patch.h"
-#include "policy/keys.h"
+#include "contract/keys.h"
 #include "admission_test_util.h"
 #include "util/time_format.h"
 

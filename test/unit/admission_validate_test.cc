@@ -2,7 +2,7 @@
 // /validate/gameserverallocations.
 #include <gtest/gtest.h>
 
-#include "policy/keys.h"
+#include "contract/keys.h"
 #include "admission_test_util.h"
 
 namespace aw::testing {

@@ -1,6 +1,6 @@
-// The build info (webhook/util/build_info.h): --version's text and the build_info metric carry the
+// The build info (webhook/util/io/build_info.h): --version's text and the build_info metric carry the
 // VERSION file's version, a commit and an RFC 3339 build date.
-#include "util/build_info.h"
+#include "util/io/build_info.h"
 
 #include <gtest/gtest.h>
 #include <prometheus/registry.h>

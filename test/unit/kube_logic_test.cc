@@ -6,9 +6,9 @@
 #include <chrono>
 #include <string>
 
-#include "kube/crd_enum.h"
+#include "kube/core/crd_enum.h"
 #include "kube/events.h"
-#include "kube/lease_logic.h"
+#include "kube/core/lease_logic.h"
 
 namespace aw::kube {
 namespace {

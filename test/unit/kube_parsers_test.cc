@@ -12,8 +12,8 @@
 #include "kube/backoff.h"
 #include "kube/client.h"
 #include "kube/config.h"
-#include "kube/status.h"
-#include "kube/watch_stream.h"
+#include "kube/core/status.h"
+#include "kube/core/watch_stream.h"
 
 namespace aw::kube {
 namespace {

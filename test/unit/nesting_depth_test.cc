@@ -1,10 +1,10 @@
-#include "admission/nesting_depth.h"
+#include "json/nesting_depth.h"
 
 #include <gtest/gtest.h>
 
 #include <string>
 
-namespace aw::admission {
+namespace aw::json {
 namespace {
 
 TEST(NestingDepth, AtTheLimitIsAccepted) {
@@ -29,4 +29,4 @@ TEST(NestingDepth, ClosingBracketsLowerTheDepthButNeverBelowZero) {
 }
 
 }  // namespace
-}  // namespace aw::admission
+}  // namespace aw::json

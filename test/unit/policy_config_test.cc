@@ -3,7 +3,7 @@
 
 #include <gtest/gtest.h>
 
-#include "policy/keys.h"
+#include "contract/keys.h"
 
 namespace aw::policy {
 namespace {

@@ -14,7 +14,7 @@
 
 #include <gtest/gtest.h>
 
-#include "probe/http_status.h"
+#include "probe/core/http_status.h"
 #include "probe/prober.h"
 
 namespace aw::probe {

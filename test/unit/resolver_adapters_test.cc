@@ -1,7 +1,7 @@
 // The resolver's Kubernetes adapters (error classification) and its flags.
 #include <gtest/gtest.h>
 
-#include "kube/status.h"
+#include "kube/core/status.h"
 #include "resolver/kube_adapters.h"
 #include "resolver/service.h"
 

@@ -3,8 +3,8 @@
 #include <gtest/gtest.h>
 
 #include "policy/config.h"
-#include "resolver/evaluate.h"
-#include "resolver/patches.h"
+#include "resolver/core/evaluate.h"
+#include "resolver/core/patches.h"
 #include "resolver_test_util.h"
 
 namespace aw::resolver {

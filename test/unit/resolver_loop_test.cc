@@ -2,6 +2,10 @@
 // servers moved away by someone else, no double promotion, and resumption after a restart.
 #include <prometheus/text_serializer.h>
 
+#include <condition_variable>
+#include <mutex>
+#include <thread>
+
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -608,6 +612,125 @@ TEST(ResolverThreaded, StartStopAndPromote) {
     EXPECT_TRUE(result.ok()) << result.ToString();
   }
   EXPECT_EQ(source.At("default/gs-1")->state, "Allocated");
+}
+
+}  // namespace
+}  // namespace aw::resolver
+
+namespace aw::resolver {
+namespace {
+
+TEST_F(LoopTest, QueueAndReconcileMetricsAreNamedAsControllerRuntimeNamesThem) {
+  Put(Spec());  // Allocating, not confirmed: the reconcile looks again later
+  resolver_->Step();
+  const std::string m = Metrics();
+  EXPECT_NE(m.find("workqueue_adds_total{name=\"resolver\"} 1\n"), std::string::npos) << m;
+  EXPECT_NE(m.find("workqueue_depth{name=\"resolver\"} 0\n"), std::string::npos) << m;
+  EXPECT_NE(m.find("workqueue_queue_duration_seconds_count{name=\"resolver\"} 1\n"),
+            std::string::npos)
+      << m;
+  EXPECT_NE(m.find("workqueue_work_duration_seconds_count{name=\"resolver\"} 1\n"),
+            std::string::npos)
+      << m;
+  EXPECT_NE(m.find("controller_runtime_reconcile_time_seconds_count{controller=\"resolver\"} 1\n"),
+            std::string::npos)
+      << m;
+  EXPECT_NE(m.find("controller_runtime_reconcile_total{controller=\"resolver\",result="
+                   "\"requeue_after\"} 1\n"),
+            std::string::npos)
+      << m;
+  EXPECT_NE(m.find("workqueue_retries_total{name=\"resolver\"} 1\n"), std::string::npos) << m;
+  EXPECT_NE(m.find("controller_runtime_reconcile_errors_total{controller=\"resolver\"} 0\n"),
+            std::string::npos)
+      << m;
+}
+
+TEST_F(LoopTest, AFailedWriteCountsAsAReconcileError) {
+  Put(Spec({{kReady, util::FormatRfc3339Nano(T0())}}));
+  patcher_.scripted.push_back(Status::InvalidArgument("admission webhook denied the request"));
+  Settle();
+  const std::string m = Metrics();
+  EXPECT_NE(m.find("controller_runtime_reconcile_errors_total{controller=\"resolver\"} 1\n"),
+            std::string::npos)
+      << m;
+  EXPECT_NE(
+      m.find("controller_runtime_reconcile_total{controller=\"resolver\",result=\"error\"} 1\n"),
+      std::string::npos)
+      << m;
+}
+
+// A source whose List blocks until released: a resolver pass that never ends.
+class BlockingSource final : public GameServerSource {
+ public:
+  std::shared_ptr<const GameServerView> Get(const std::string&, const std::string&) override {
+    return nullptr;
+  }
+  std::vector<std::shared_ptr<const GameServerView>> List() override {
+    std::unique_lock<std::mutex> lock(mu_);
+    entered_ = true;
+    cv_.notify_all();
+    cv_.wait(lock, [this] { return released_; });
+    return {};
+  }
+  bool WaitEntered(std::chrono::milliseconds timeout) {
+    std::unique_lock<std::mutex> lock(mu_);
+    return cv_.wait_for(lock, timeout, [this] { return entered_; });
+  }
+  void Release() {
+    std::lock_guard<std::mutex> lock(mu_);
+    released_ = true;
+    cv_.notify_all();
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool entered_ = false;
+  bool released_ = false;
+};
+
+// Polls `f` until it is true or `timeout` passes (the liveness signal is read, not awaited).
+template <typename F>
+bool Eventually(F f, std::chrono::milliseconds timeout) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (f()) return true;
+    std::this_thread::sleep_for(5ms);
+  }
+  return f();
+}
+
+TEST(ResolverLiveness, AWedgedLoopIsReportedAndAHealthyOneIsNot) {
+  BlockingSource source;
+  FakeSource unused;
+  FakePatcher patcher{unused};  // never called: no server is listed
+  FakeEvents events;
+  FakeProber prober;
+  FakeClock clock;
+  ManualExecutor exec;
+  ResolverOptions o;
+  o.stall_timeout = 50ms;
+  Resolver r(o, source, patcher, events, prober, clock, exec);
+  EXPECT_EQ(r.Stalled(), std::nullopt);  // not running: not expected to make progress
+  // As the process runs it: a leader-only runnable of runtime::Manager.
+  runtime::Manager m({"controllers"}, 5s);
+  ASSERT_TRUE(m.Add(runtime::MakeRunnable("resolver",
+                                          [&](runtime::RunContext& ctx) { return r.Run(ctx); }),
+                    {"controllers", true})
+                  .ok());
+  Status result;
+  std::jthread runner([&](std::stop_token st) { result = m.Run(st); });
+  m.SetLeader(true);
+  ASSERT_TRUE(source.WaitEntered(5s));  // the first pass is stuck in List()
+  ASSERT_TRUE(Eventually([&] { return r.Stalled().has_value(); }, 5s));
+  EXPECT_NE(r.Stalled().value_or("").find("has not begun a pass"), std::string::npos);
+  source.Release();  // the pass ends; the loop begins passes again
+  EXPECT_TRUE(Eventually([&] { return !r.Stalled().has_value(); }, 5s));
+  m.SetLeader(false);  // waits until the resolver's loop has returned
+  EXPECT_EQ(r.Stalled(), std::nullopt);
+  runner.request_stop();
+  runner.join();
+  EXPECT_TRUE(result.ok()) << result.ToString();
 }
 
 }  // namespace

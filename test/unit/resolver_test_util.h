@@ -13,9 +13,9 @@
 #include <rapidjson/stringbuffer.h>
 #include <rapidjson/writer.h>
 
-#include "policy/keys.h"
-#include "resolver/gameserver.h"
-#include "resolver/ports.h"
+#include "contract/keys.h"
+#include "resolver/core/gameserver.h"
+#include "resolver/core/ports.h"
 #include "probe/prober.h"
 #include "util/time_format.h"
 

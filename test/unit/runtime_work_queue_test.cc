@@ -1,7 +1,7 @@
 // WorkQueueState (the resolver's work queue) row by row with explicit time.
 #include <gtest/gtest.h>
 
-#include "runtime/work_queue_state.h"
+#include "runtime/core/work_queue_state.h"
 
 namespace aw::runtime {
 namespace {

@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <thread>
 
 #include "server/client_ca_reloader.h"
 #include "test_certs.h"
@@ -79,6 +80,28 @@ TEST_F(ClientCaDirTest, SingleFileStillWorks) {
   ClientCaReloader r((dir_ / "ca.crt").string(), registry_);
   ASSERT_TRUE(r.LoadInitial().ok());
   EXPECT_EQ(r.CurrentCa()->size(), 1u);
+}
+
+// The reloader's own thread: once started it installs a change without any call from the test,
+// and Stop() returns promptly (the thread waits on a condition, not a sleep).
+TEST_F(ClientCaDirTest, StartedReloaderPicksUpAChangeAndStopsPromptly) {
+  using namespace std::chrono_literals;
+  Cert a = MakeCert("matchmaker-a", nullptr, true);
+  Cert b = MakeCert("matchmaker-b", nullptr, true);
+  Write("a.crt", a.cert_pem());
+  ClientCaReloader r(dir_.string(), registry_, 10ms);
+  ASSERT_TRUE(r.LoadInitial().ok());
+  r.Start();
+  Write("b.crt", b.cert_pem());
+  const auto deadline = std::chrono::steady_clock::now() + 10s;
+  while (r.CurrentCa()->size() != 2u && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(5ms);  // installed by the reloader's thread: nothing to await
+  }
+  EXPECT_EQ(r.CurrentCa()->size(), 2u) << "the started reloader never polled";
+  const auto asked = std::chrono::steady_clock::now();
+  r.Stop();
+  EXPECT_LT(std::chrono::steady_clock::now() - asked, 2s);
+  r.Stop();  // idempotent
 }
 
 }  // namespace

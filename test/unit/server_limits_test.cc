@@ -5,9 +5,9 @@
 #include <vector>
 
 #include "server/connection_registry.h"
-#include "server/eviction.h"
+#include "server/core/eviction.h"
 #include "server/health_server.h"
-#include "server/http_limits.h"
+#include "server/core/http_limits.h"
 
 namespace aw::server {
 namespace {

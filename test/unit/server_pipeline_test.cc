@@ -6,7 +6,7 @@
 #include <sstream>
 #include <string>
 
-#include "admission/crd_state.h"
+#include "contract/crd_state.h"
 #include "policy/policy.h"
 #include "server/admission_metrics.h"
 #include "server/admission_pipeline.h"
@@ -52,7 +52,7 @@ class PipelineTest : public ::testing::Test {
 
   prometheus::Registry registry_;
   policy::Policy policy_;
-  admission::AtomicCrdReadiness crd_;
+  contract::AtomicCrdReadiness crd_;
   AdmissionMetrics metrics_;
   AdmissionPipeline pipeline_;
 };

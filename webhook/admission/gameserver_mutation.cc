@@ -12,7 +12,7 @@
 #include "policy/decision_table.h"
 #include "admission/identity.h"
 #include "policy/json_patch.h"
-#include "policy/keys.h"
+#include "contract/keys.h"
 #include "util/text.h"
 #include "util/time_format.h"
 

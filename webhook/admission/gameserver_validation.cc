@@ -8,7 +8,7 @@
 #include "policy/config.h"
 #include "policy/decision_table.h"
 #include "admission/identity.h"
-#include "policy/keys.h"
+#include "contract/keys.h"
 #include "util/text.h"
 #include "util/time_format.h"
 

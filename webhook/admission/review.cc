@@ -9,8 +9,8 @@
 #include <rapidjson/stringbuffer.h>
 #include <rapidjson/writer.h>
 
-#include "admission/duplicate_keys.h"
-#include "admission/nesting_depth.h"
+#include "json/duplicate_keys.h"
+#include "json/nesting_depth.h"
 #include "util/base64.h"
 #include "util/text.h"
 
@@ -64,7 +64,7 @@ void ParseReview(std::string_view body, ReviewRequest* out) {
                                  static_cast<const char*>(std::memchr(body.data(), '\0', body.size())) -
                                      body.data()));
   }
-  if (auto at = FirstTooDeep(body, kMaxNestingDepth)) {
+  if (auto at = json::FirstTooDeep(body, kMaxNestingDepth)) {
     throw BadRequest(fmt::format(
         "request body nests arrays/objects deeper than {} levels (at offset {}); Kubernetes "
         "objects never do",
@@ -78,7 +78,7 @@ void ParseReview(std::string_view body, ReviewRequest* out) {
                                  doc.GetErrorOffset()));
   }
   // Anywhere in the document, before anything is read from it (see duplicate_keys.h).
-  if (auto dup = FindDuplicateKey(doc)) throw BadRequest(dup->Message());
+  if (auto dup = json::FindDuplicateKey(doc)) throw BadRequest(dup->Message());
   if (!doc.IsObject()) {
     throw BadRequest(
         fmt::format("request body is {}, expected an AdmissionReview object", JsonTypeName(doc)));

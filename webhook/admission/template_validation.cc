@@ -4,7 +4,7 @@
 
 #include "admission/decisions.h"
 #include "policy/config.h"
-#include "policy/keys.h"
+#include "contract/keys.h"
 #include "util/text.h"
 
 namespace aw::admission {

@@ -9,9 +9,9 @@
 #include <cstring>
 #include <optional>
 
-#include "admission/duplicate_keys.h"
+#include "json/duplicate_keys.h"
 #include "policy/gameserver.h"
-#include "admission/nesting_depth.h"
+#include "json/nesting_depth.h"
 #include "util/text.h"
 
 namespace aw::autoscale {
@@ -100,7 +100,7 @@ Status ParseAutoscaleReview(std::string_view body, AutoscaleRequest* out) {
         "request body is not valid JSON: it contains a NUL byte (at offset {})",
         static_cast<const char*>(nul) - body.data()));
   }
-  if (auto at = admission::FirstTooDeep(body, kMaxDepth)) {
+  if (auto at = json::FirstTooDeep(body, kMaxDepth)) {
     return Status::InvalidArgument(fmt::format(
         "request body nests arrays/objects deeper than {} levels (at offset {}); a "
         "FleetAutoscaleReview never does",
@@ -114,7 +114,7 @@ Status ParseAutoscaleReview(std::string_view body, AutoscaleRequest* out) {
                                                rapidjson::GetParseError_En(doc.GetParseError()),
                                                doc.GetErrorOffset()));
   }
-  if (auto dup = admission::FindDuplicateKey(doc)) return Status::InvalidArgument(dup->Message());
+  if (auto dup = json::FindDuplicateKey(doc)) return Status::InvalidArgument(dup->Message());
   if (!doc.IsObject()) {
     return Status::InvalidArgument(
         fmt::format("request body is {}, expected a FleetAutoscaleReview object", policy::JsonTypeName(doc)));

@@ -5,8 +5,8 @@
 #include <rapidjson/stringbuffer.h>
 #include <rapidjson/writer.h>
 
-#include "admission/nesting_depth.h"
-#include "policy/keys.h"
+#include "json/nesting_depth.h"
+#include "contract/keys.h"
 #include "util/duration.h"
 
 namespace aw::gateway {
@@ -35,7 +35,7 @@ const Json* Find(const Json& obj, std::string_view key) {
 
 Status ParseJson(std::string_view body, std::string_view what, rapidjson::Document* doc) {
   // Measured before parsing: rapidjson's recursive parser would overflow the stack on deep input.
-  if (auto at = admission::FirstTooDeep(body, kMaxNestingDepth)) {
+  if (auto at = json::FirstTooDeep(body, kMaxNestingDepth)) {
     return Status::InvalidArgument(fmt::format("{} is nested deeper than {} levels (at offset {})",
                                                what, kMaxNestingDepth, *at));
   }
@@ -253,7 +253,7 @@ int HttpStatusOf(GrpcCode code) {
 
 std::string ErrorMessageOf(std::string_view body) {
   rapidjson::Document doc;
-  if (admission::FirstTooDeep(body, kMaxNestingDepth)) return std::string(body);
+  if (json::FirstTooDeep(body, kMaxNestingDepth)) return std::string(body);
   doc.Parse(body.data(), body.size());
   if (!doc.HasParseError() && doc.IsObject()) {
     std::string_view m = StringOr(&doc, "message");
@@ -263,7 +263,7 @@ std::string ErrorMessageOf(std::string_view body) {
 }
 
 int ErrorCodeOf(std::string_view body) {
-  if (admission::FirstTooDeep(body, kMaxNestingDepth)) return -1;
+  if (json::FirstTooDeep(body, kMaxNestingDepth)) return -1;
   rapidjson::Document doc;
   doc.Parse(body.data(), body.size());
   if (doc.HasParseError() || !doc.IsObject()) return -1;

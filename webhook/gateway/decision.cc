@@ -3,7 +3,7 @@
 #include <fmt/format.h>
 
 #include "policy/decision_table.h"
-#include "policy/keys.h"
+#include "contract/keys.h"
 #include "util/time_format.h"
 
 namespace aw::gateway {

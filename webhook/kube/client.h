@@ -19,10 +19,10 @@
 #include <string_view>
 #include <vector>
 
-#include "kube/json_text.h"
-#include "kube/status.h"
+#include "kube/core/json_text.h"
+#include "kube/core/status.h"
 #include "kube/transport.h"
-#include "kube/watch_stream.h"
+#include "kube/core/watch_stream.h"
 
 namespace aw::kube {
 

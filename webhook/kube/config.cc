@@ -6,7 +6,7 @@
 #include <fmt/format.h>
 
 #include "util/base64.h"
-#include "util/file.h"
+#include "util/io/file.h"
 
 namespace aw::kube {
 namespace {

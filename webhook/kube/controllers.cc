@@ -4,7 +4,7 @@
 
 #include <cstdlib>
 
-#include "util/log.h"
+#include "util/io/log.h"
 
 namespace aw::kube {
 namespace {
@@ -52,7 +52,7 @@ void RegisterKubeFlags(flags::FlagSet& fs, KubeFlags* f) {
           "missing (needs patch on customresourcedefinitions/gameservers.agones.dev)");
 }
 
-Controllers::Controllers(KubeFlags flags, admission::AtomicCrdReadiness& crd_readiness,
+Controllers::Controllers(KubeFlags flags, contract::AtomicCrdReadiness& crd_readiness,
                          prometheus::Registry& registry)
     : flags_(std::move(flags)), crd_readiness_(crd_readiness), registry_(registry) {}
 

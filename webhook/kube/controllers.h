@@ -22,7 +22,7 @@
 #include <prometheus/metric_family.h>
 #include <prometheus/registry.h>
 
-#include "admission/crd_state.h"
+#include "contract/crd_state.h"
 #include "kube/client.h"
 #include "kube/crd_guard.h"
 #include "kube/events.h"
@@ -54,7 +54,7 @@ void RegisterKubeFlags(flags::FlagSet& fs, KubeFlags* f);
 
 class Controllers {
  public:
-  Controllers(KubeFlags flags, admission::AtomicCrdReadiness& crd_readiness,
+  Controllers(KubeFlags flags, contract::AtomicCrdReadiness& crd_readiness,
               prometheus::Registry& registry);
   ~Controllers();
 
@@ -87,7 +87,7 @@ class Controllers {
 
  private:
   KubeFlags flags_;
-  admission::AtomicCrdReadiness& crd_readiness_;
+  contract::AtomicCrdReadiness& crd_readiness_;
   prometheus::Registry& registry_;
   ClientConfig config_;
   std::string identity_;

@@ -5,11 +5,11 @@
 #include <prometheus/registry.h>
 
 #include "kube/backoff.h"
-#include "util/log.h"
+#include "util/io/log.h"
 
 namespace aw::kube {
 
-CrdGuard::CrdGuard(Client& client, CrdGuardOptions opts, admission::AtomicCrdReadiness& readiness,
+CrdGuard::CrdGuard(Client& client, CrdGuardOptions opts, contract::AtomicCrdReadiness& readiness,
                    prometheus::Registry* registry)
     : client_(client), opts_(std::move(opts)), readiness_(readiness) {
   InformerOptions io;

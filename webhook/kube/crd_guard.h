@@ -18,10 +18,10 @@
 #include <string>
 #include <thread>
 
-#include "admission/crd_state.h"
-#include "kube/crd_enum.h"
+#include "contract/crd_state.h"
+#include "kube/core/crd_enum.h"
 #include "kube/informer.h"
-#include "util/mutex.h"
+#include "util/io/mutex.h"
 
 namespace prometheus {
 class Registry;
@@ -39,7 +39,7 @@ struct CrdGuardOptions {
 
 class CrdGuard final : private InformerHandler {
  public:
-  CrdGuard(Client& client, CrdGuardOptions opts, admission::AtomicCrdReadiness& readiness,
+  CrdGuard(Client& client, CrdGuardOptions opts, contract::AtomicCrdReadiness& readiness,
            prometheus::Registry* registry);
   ~CrdGuard() override;
   void Start() EXCLUDES(mu_);
@@ -58,7 +58,7 @@ class CrdGuard final : private InformerHandler {
 
   Client& client_;
   CrdGuardOptions opts_;
-  admission::AtomicCrdReadiness& readiness_;
+  contract::AtomicCrdReadiness& readiness_;
   std::unique_ptr<Informer> informer_;
   std::atomic<bool> accepts_{false};
   std::atomic<bool> leader_{false};

@@ -7,8 +7,8 @@
 #include <fmt/format.h>
 #include <random>
 
-#include "kube/lease_logic.h"
-#include "util/log.h"
+#include "kube/core/lease_logic.h"
+#include "util/io/log.h"
 #include "util/time_format.h"
 
 namespace aw::kube {

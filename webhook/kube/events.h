@@ -19,7 +19,7 @@
 #include <thread>
 
 #include "kube/client.h"
-#include "util/mutex.h"
+#include "util/io/mutex.h"
 
 namespace prometheus {
 class Registry;

@@ -17,7 +17,7 @@
 // come back through OnUpsert.
 #pragma once
 
-#include "policy/keys.h"
+#include "contract/keys.h"
 #include "kube/informer.h"
 
 namespace aw::kube {

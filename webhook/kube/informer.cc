@@ -8,7 +8,7 @@
 #include <set>
 
 #include "kube/backoff.h"
-#include "util/log.h"
+#include "util/io/log.h"
 
 namespace aw::kube {
 namespace {

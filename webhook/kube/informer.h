@@ -27,7 +27,7 @@
 #include <vector>
 
 #include "kube/client.h"
-#include "util/mutex.h"
+#include "util/io/mutex.h"
 
 namespace prometheus {
 class Registry;

@@ -7,7 +7,7 @@
 #include <fmt/format.h>
 #include <random>
 
-#include "util/log.h"
+#include "util/io/log.h"
 
 namespace aw::kube {
 

@@ -20,8 +20,8 @@
 #include <thread>
 
 #include "kube/client.h"
-#include "kube/lease_logic.h"
-#include "util/mutex.h"
+#include "kube/core/lease_logic.h"
+#include "util/io/mutex.h"
 
 namespace prometheus {
 class Registry;

@@ -28,10 +28,10 @@
 #include <thread>
 #include <vector>
 
-#include "util/file.h"
-#include "util/log.h"
-#include "util/openssl_errors.h"
-#include "util/mutex.h"
+#include "util/io/file.h"
+#include "util/io/log.h"
+#include "util/io/openssl_errors.h"
+#include "util/io/mutex.h"
 
 namespace aw::kube {
 namespace {

@@ -54,8 +54,8 @@
 #include <string_view>
 
 #include "kube/config.h"
-#include "kube/status.h"
-#include "util/mutex.h"
+#include "kube/core/status.h"
+#include "util/io/mutex.h"
 
 namespace aw::kube {
 

@@ -2,7 +2,7 @@
 
 #include <fmt/format.h>
 
-#include "policy/keys.h"
+#include "contract/keys.h"
 #include "util/duration.h"
 #include "util/text.h"
 

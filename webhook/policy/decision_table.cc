@@ -5,7 +5,7 @@
 #include <array>
 #include <vector>
 
-#include "policy/keys.h"
+#include "contract/keys.h"
 
 namespace aw::policy {
 namespace {

@@ -4,7 +4,7 @@
 
 #include <algorithm>
 
-#include "policy/keys.h"
+#include "contract/keys.h"
 #include "util/time_format.h"
 
 namespace aw::policy {

@@ -21,8 +21,8 @@
 #include <unordered_map>
 #include <vector>
 
-#include "probe/http_status.h"
-#include "util/log.h"
+#include "probe/core/http_status.h"
+#include "util/io/log.h"
 
 namespace aw::probe {
 namespace {

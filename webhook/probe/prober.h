@@ -31,7 +31,7 @@
 #include <string>
 #include <thread>
 
-#include "probe/probe.h"
+#include "probe/core/probe.h"
 #include "util/status.h"
 
 namespace aw::probe {

@@ -21,7 +21,7 @@
 #include "kube/client.h"
 #include "kube/events.h"
 #include "kube/informer.h"
-#include "resolver/ports.h"
+#include "resolver/core/ports.h"
 #include "resolver/resolver.h"
 
 namespace aw::resolver {

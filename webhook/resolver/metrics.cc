@@ -58,6 +58,60 @@ Metrics::Metrics(prometheus::Registry& registry) {
                                  "recording or checking now")
                            .Register(registry)
                            .Add({});
+  // As client-go and controller-runtime register them: a "name" / "controller" label, their
+  // buckets (client-go: 10 ns .. 10 s by 10x; controller-runtime: 5 ms .. 60 s).
+  const prometheus::Labels queue{{"name", "resolver"}};
+  const prometheus::Labels controller{{"controller", "resolver"}};
+  const prometheus::Histogram::BucketBoundaries queue_buckets{1e-8, 1e-7, 1e-6, 1e-5, 1e-4,
+                                                              1e-3, 1e-2, 1e-1, 1, 10};
+  const prometheus::Histogram::BucketBoundaries reconcile_buckets{
+      0.005, 0.01, 0.025, 0.05, 0.1, 0.15, 0.2, 0.25, 0.3, 0.35, 0.4, 0.45, 0.5, 0.6, 0.7,
+      0.8, 0.9, 1.0, 1.25, 1.5, 1.75, 2.0, 2.5, 3.0, 3.5, 4.0, 4.5, 5, 6, 7, 8, 9, 10, 15,
+      20, 25, 30, 40, 50, 60};
+  queue_depth_ = &prometheus::BuildGauge()
+                      .Name("workqueue_depth")
+                      .Help("Current depth of workqueue")
+                      .Register(registry)
+                      .Add(queue);
+  queue_adds_ = &prometheus::BuildCounter()
+                     .Name("workqueue_adds_total")
+                     .Help("Total number of adds handled by workqueue")
+                     .Register(registry)
+                     .Add(queue);
+  queue_duration_ = &prometheus::BuildHistogram()
+                         .Name("workqueue_queue_duration_seconds")
+                         .Help("How long in seconds an item stays in workqueue before being "
+                               "requested")
+                         .Register(registry)
+                         .Add(queue, queue_buckets);
+  work_duration_ = &prometheus::BuildHistogram()
+                        .Name("workqueue_work_duration_seconds")
+                        .Help("How long in seconds processing an item from workqueue takes")
+                        .Register(registry)
+                        .Add(queue, queue_buckets);
+  retries_ = &prometheus::BuildCounter()
+                  .Name("workqueue_retries_total")
+                  .Help("Total number of retries handled by workqueue")
+                  .Register(registry)
+                  .Add(queue);
+  auto& reconciles = prometheus::BuildCounter()
+                         .Name("controller_runtime_reconcile_total")
+                         .Help("Total number of reconciliations per controller")
+                         .Register(registry);
+  reconcile_success_ = &reconciles.Add({{"controller", "resolver"}, {"result", "success"}});
+  reconcile_requeue_after_ =
+      &reconciles.Add({{"controller", "resolver"}, {"result", "requeue_after"}});
+  reconcile_error_ = &reconciles.Add({{"controller", "resolver"}, {"result", "error"}});
+  reconcile_errors_ = &prometheus::BuildCounter()
+                           .Name("controller_runtime_reconcile_errors_total")
+                           .Help("Total number of reconciliation errors per controller")
+                           .Register(registry)
+                           .Add(controller);
+  reconcile_time_ = &prometheus::BuildHistogram()
+                         .Name("controller_runtime_reconcile_time_seconds")
+                         .Help("Length of time per reconciliation per controller")
+                         .Register(registry)
+                         .Add(controller, reconcile_buckets);
   // Every label value known in advance exists from start-up at 0, so rate() and the dashboard see
   // the series before the first event.
   for (const char* action : {"Unhealthy", "Allocated", "Shutdown"}) timeouts_->Add({{"action", action}});
@@ -98,6 +152,22 @@ void Metrics::CountBypass(std::string_view ns, std::string_view fleet) {
 
 void Metrics::CountBypassResolved(std::string_view outcome) {
   bypass_resolved_->Add({{"outcome", std::string(outcome)}}).Increment();
+}
+
+void Metrics::ObserveReconcile(double seconds, bool requeue_after) {
+  work_duration_->Observe(seconds);
+  reconcile_time_->Observe(seconds);
+  if (requeue_after) {
+    reconcile_requeue_after_->Increment();
+    retries_->Increment();
+  } else {
+    reconcile_success_->Increment();
+  }
+}
+
+void Metrics::CountReconcileError() {
+  reconcile_error_->Increment();
+  reconcile_errors_->Increment();
 }
 
 }  // namespace aw::resolver

@@ -16,6 +16,19 @@
 //       bypass the leader is recording or checking now (exists from start-up)
 //   allocating_webhook_bypass_resolutions_total{outcome}       counter: bypassed allocations
 //       confirmed after the fact (Confirmed) or not by their deadline (Unconfirmed, TimedOut)
+// The work queue and reconcile metrics, named as client-go's workqueue and controller-runtime
+// name them (name="resolver" / controller="resolver"), so their dashboards and alerts apply:
+//   workqueue_depth{name}                           gauge: keys ready to reconcile
+//   workqueue_adds_total{name}                      counter: keys queued (not already queued)
+//   workqueue_queue_duration_seconds{name}          histogram: queued -> taken by the loop
+//   workqueue_work_duration_seconds{name}           histogram: one Reconcile call
+//   workqueue_retries_total{name}                   counter: keys queued again after a pass
+//       (Reconcile asked to look again later: the next probe, a deadline, a backoff)
+//   controller_runtime_reconcile_total{controller,result}   counter: result = success (nothing
+//       more to do until an event), requeue_after (look again at a time), error (a write the
+//       reconcile dispatched failed; it is counted when the write's answer arrives)
+//   controller_runtime_reconcile_errors_total{controller}   counter: those errors
+//   controller_runtime_reconcile_time_seconds{controller}   histogram: one Reconcile call
 #pragma once
 
 #include <string_view>
@@ -44,6 +57,14 @@ class Metrics {
   void CountBypassResolved(std::string_view outcome);
   void SetBypassed(size_t n) { bypassed_servers_->Set(static_cast<double>(n)); }
 
+  void SetQueueDepth(size_t n) { queue_depth_->Set(static_cast<double>(n)); }
+  void CountQueueAdds(size_t n) { queue_adds_->Increment(static_cast<double>(n)); }
+  void ObserveQueueWait(double seconds) { queue_duration_->Observe(seconds); }
+  // One Reconcile call: its duration and result ("success" or "requeue_after").
+  void ObserveReconcile(double seconds, bool requeue_after);
+  // A write a reconcile dispatched failed.
+  void CountReconcileError();
+
  private:
   prometheus::Gauge* allocating_;
   prometheus::Family<prometheus::Histogram>* duration_;
@@ -56,6 +77,16 @@ class Metrics {
   prometheus::Family<prometheus::Counter>* bypassed_;
   prometheus::Family<prometheus::Counter>* bypass_resolved_;
   prometheus::Gauge* bypassed_servers_;
+  prometheus::Gauge* queue_depth_;
+  prometheus::Counter* queue_adds_;
+  prometheus::Histogram* queue_duration_;
+  prometheus::Histogram* work_duration_;
+  prometheus::Counter* retries_;
+  prometheus::Counter* reconcile_success_;
+  prometheus::Counter* reconcile_requeue_after_;
+  prometheus::Counter* reconcile_error_;
+  prometheus::Counter* reconcile_errors_;
+  prometheus::Histogram* reconcile_time_;
 };
 
 }  // namespace aw::resolver

@@ -1,14 +1,15 @@
 #include "resolver/resolver.h"
 
 #include <algorithm>
+#include <unordered_map>
 
 #include "policy/config.h"
-#include "policy/keys.h"
-#include "resolver/patches.h"
+#include "contract/keys.h"
+#include "resolver/core/patches.h"
 #include "util/duration.h"
 #include "util/time_format.h"
-#include "util/log.h"
-#include "util/mutex.h"
+#include "util/io/log.h"
+#include "util/io/mutex.h"
 
 namespace aw::resolver {
 
@@ -44,6 +45,23 @@ struct Resolver::Inbox {
   std::vector<ProbeDone> probes GUARDED_BY(mu);
   std::vector<PatchDone> patches GUARDED_BY(mu);
   std::vector<std::shared_ptr<const GameServerView>> deleted GUARDED_BY(mu);  // last known views
+
+  // When each queued key was queued (for workqueue_queue_duration_seconds).
+  std::unordered_map<std::string, runtime::Clock::time_point> queued_at GUARDED_BY(mu);
+
+  // Queues `key` at `now`; true when it was not queued already (workqueue_adds_total).
+  bool Add(const std::string& key, runtime::Clock::time_point now) REQUIRES(mu) {
+    const size_t before = queue.Ready();
+    queue.Add(key);
+    if (queue.Ready() == before) return false;
+    queued_at.emplace(key, now);
+    return true;
+  }
+  // Queues `key` for `due` (a retry: workqueue_retries_total counts it).
+  void AddAfter(const std::string& key, runtime::Clock::time_point due) REQUIRES(mu) {
+    queue.AddAfter(key, due);
+    queued_at.emplace(key, due);
+  }
 
   bool HasWork() const REQUIRES(mu) {
     return stop || all || queue.Ready() > 0 || !probes.empty() || !patches.empty() ||
@@ -132,7 +150,8 @@ Resolver::~Resolver() {
 void Resolver::Notify(const std::string& ns, const std::string& name) {
   MutexLock lock(inbox_->mu);
   if (!inbox_->accepting) return;
-  inbox_->queue.Add(ns + "/" + name);
+  const bool added = inbox_->Add(ns + "/" + name, QueueTime(clock_.Now()));
+  if (added && metrics_) metrics_->CountQueueAdds(1);
   inbox_->cv.Signal();
 }
 
@@ -148,7 +167,8 @@ void Resolver::NotifyDeleted(const std::string& ns, const std::string& name,
   MutexLock lock(inbox_->mu);
   if (!inbox_->accepting) return;
   if (last_known) inbox_->deleted.push_back(std::move(last_known));
-  inbox_->queue.Add(ns + "/" + name);
+  const bool added = inbox_->Add(ns + "/" + name, QueueTime(clock_.Now()));
+  if (added && metrics_) metrics_->CountQueueAdds(1);
   inbox_->cv.Signal();
 }
 
@@ -158,6 +178,7 @@ void Resolver::Reset() {
   next_resync_ = TimePoint{};
   MutexLock lock(inbox_->mu);
   inbox_->queue.Clear();
+  inbox_->queued_at.clear();
   inbox_->probes.clear();
   inbox_->patches.clear();
   inbox_->deleted.clear();
@@ -181,11 +202,24 @@ size_t Resolver::Tracked() const {
   return n;
 }
 
+std::optional<std::string> Resolver::Stalled() const {
+  if (!looping_.load()) return std::nullopt;
+  const auto beat = std::chrono::steady_clock::time_point(
+      std::chrono::steady_clock::duration(heartbeat_ns_.load()));
+  const auto age = std::chrono::steady_clock::now() - beat;
+  if (age <= options_.stall_timeout) return std::nullopt;
+  return "the resolver loop has not begun a pass for " +
+         util::FormatDuration(std::chrono::duration_cast<std::chrono::milliseconds>(age)) +
+         " (limit " + util::FormatDuration(options_.stall_timeout) + ")";
+}
+
 void Resolver::Loop(std::stop_token stop, const std::function<void()>& ready) {
   Reset();
   log::info("resolver started", {{"resync_period", util::FormatDuration(options_.resync_period)}});
   ready();
+  looping_.store(true);
   for (;;) {
+    heartbeat_ns_.store(std::chrono::steady_clock::now().time_since_epoch().count());
     TimePoint next = Step();
     MutexLock lock(inbox_->mu);
     if (inbox_->stop || stop.stop_requested()) break;
@@ -202,6 +236,7 @@ void Resolver::Loop(std::stop_token stop, const std::function<void()>& ready) {
     inbox_->accepting = false;
     inbox_->stop = true;
   }
+  looping_.store(false);
   entries_.clear();
   if (metrics_) {
     metrics_->SetAllocating(0);
@@ -241,20 +276,39 @@ TimePoint Resolver::Step() {
   // Take every key ready now, then reconcile them: a key queued again during this pass (its own
   // requeue, a notification) waits for the next one, so a pass always ends.
   std::vector<std::string> ready;
+  std::vector<double> waits;  // seconds each key was queued
   {
     MutexLock lock(inbox_->mu);
-    inbox_->queue.PromoteDue(QueueTime(now));
-    while (std::optional<std::string> key = inbox_->queue.Pop()) ready.push_back(std::move(*key));
+    const runtime::Clock::time_point qnow = QueueTime(now);
+    inbox_->queue.PromoteDue(qnow);
+    while (std::optional<std::string> key = inbox_->queue.Pop()) {
+      auto it = inbox_->queued_at.find(*key);
+      if (it != inbox_->queued_at.end()) {
+        waits.push_back(std::max(0.0, std::chrono::duration<double>(qnow - it->second).count()));
+        inbox_->queued_at.erase(it);
+      }
+      ready.push_back(std::move(*key));
+    }
+  }
+  if (metrics_) {
+    for (double w : waits) metrics_->ObserveQueueWait(w);
   }
   for (const auto& key : ready) {
+    const auto started = std::chrono::steady_clock::now();
     std::optional<TimePoint> again = Reconcile(key, now);
+    if (metrics_) {
+      metrics_->ObserveReconcile(
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count(),
+          again.has_value());
+    }
     MutexLock lock(inbox_->mu);
     inbox_->queue.Done(key);
-    if (again) inbox_->queue.AddAfter(key, QueueTime(*again));
+    if (again) inbox_->AddAfter(key, QueueTime(*again));
   }
   UpdateGauge();
   TimePoint next = next_resync_;
   MutexLock lock(inbox_->mu);
+  if (metrics_) metrics_->SetQueueDepth(inbox_->queue.Ready());
   if (inbox_->queue.Ready() > 0) return now;
   if (auto due = inbox_->queue.NextDue()) next = std::min(next, FromQueueTime(*due));
   return next;
@@ -267,13 +321,17 @@ void Resolver::Resync() {
   }
   for (const auto& [key, allocation] : scaled_down_) keys.push_back(key);  // forgotten when gone
   for (const auto& [key, e] : entries_) keys.push_back(key);  // also those gone from the source
+  const runtime::Clock::time_point qnow = QueueTime(clock_.Now());
+  size_t added = 0;
   MutexLock lock(inbox_->mu);
-  for (const auto& key : keys) inbox_->queue.Add(key);
+  for (const auto& key : keys) added += inbox_->Add(key, qnow) ? 1 : 0;
+  if (metrics_ && added > 0) metrics_->CountQueueAdds(added);
 }
 
 void Resolver::Enqueue(const std::string& key) {
   MutexLock lock(inbox_->mu);
-  inbox_->queue.Add(key);
+  const bool added = inbox_->Add(key, QueueTime(clock_.Now()));
+  if (added && metrics_) metrics_->CountQueueAdds(1);
 }
 
 void Resolver::Drop(const std::string& key, const char* why) {
@@ -530,6 +588,7 @@ void Resolver::DispatchPatch(Entry& e, const std::string& key, const GameServerV
 }
 
 void Resolver::OnPatchDone(PatchDone done, TimePoint now) {
+  if (metrics_ && !done.outcome.ok()) metrics_->CountReconcileError();
   auto it = entries_.find(done.key);
   const bool promote = done.verdict == Verdict::kPromote;
   const bool bypass = done.verdict == Verdict::kRecordBypass ||

@@ -26,6 +26,7 @@
 //   - Step() runs one pass without a thread (for tests with fake ports and a fake clock).
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <functional>
 #include <map>
@@ -38,12 +39,12 @@
 
 #include "policy/policy.h"
 #include "probe/prober.h"
-#include "resolver/evaluate.h"
+#include "resolver/core/evaluate.h"
 #include "resolver/metrics.h"
-#include "resolver/ports.h"
+#include "resolver/core/ports.h"
 #include "runtime/manager.h"
 #include "runtime/thread_pool.h"
-#include "runtime/work_queue_state.h"
+#include "runtime/core/work_queue_state.h"
 #include "util/status.h"
 
 namespace aw::resolver {
@@ -55,6 +56,9 @@ struct ResolverOptions {
   std::chrono::milliseconds retry_max{5000};
   // Per-probe timeout; each probe also ends within 3/4 of its server's probe period.
   std::chrono::milliseconds probe_timeout{200};
+  // Stalled() reports the loop wedged when it has not begun a pass for this long (a healthy loop
+  // begins one at least every second).
+  std::chrono::milliseconds stall_timeout{std::chrono::seconds(60)};
 };
 
 class Resolver {
@@ -85,6 +89,11 @@ class Resolver {
 
   // Servers currently tracked as Allocating (not yet resolved). Loop thread / step mode only.
   size_t Tracked() const;
+
+  // The liveness signal: nullopt while the loop is not running (not leading) or began a pass
+  // within options.stall_timeout; otherwise why it is considered wedged. Thread-safe. A wedged
+  // loop fails /healthz, so the kubelet restarts the replica and the Lease passes to another.
+  std::optional<std::string> Stalled() const;
 
  private:
   struct Inbox;
@@ -127,6 +136,10 @@ class Resolver {
   Metrics* metrics_;
 
   std::shared_ptr<Inbox> inbox_;
+  // The loop's heartbeat: steady-clock nanoseconds at the start of its latest pass, and whether
+  // the loop runs at all (written by the loop, read by Stalled() from the health server's thread).
+  std::atomic<int64_t> heartbeat_ns_{0};
+  std::atomic<bool> looping_{false};
 
   // Loop-thread state (the work queue is in the inbox: other threads add keys to it).
   std::map<std::string, Entry> entries_;

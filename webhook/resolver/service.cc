@@ -9,7 +9,7 @@
 #include "resolver/resolver.h"
 #include "runtime/service.h"
 #include "util/duration.h"
-#include "util/log.h"
+#include "util/io/log.h"
 
 namespace aw::resolver {
 
@@ -133,5 +133,7 @@ std::unique_ptr<runtime::Runnable> ResolverService::LoopRunnable() {
     return p->resolver.Run(ctx);
   });
 }
+
+std::optional<std::string> ResolverService::Stalled() const { return parts_->resolver.Stalled(); }
 
 }  // namespace aw::resolver

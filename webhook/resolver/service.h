@@ -73,6 +73,8 @@ class ResolverService {
   // True when the cache holds the opted-in GameServers of every namespace.
   bool CacheWatchesAllNamespaces() const;
   std::unique_ptr<runtime::Runnable> LoopRunnable();
+  // The loop's liveness (Resolver::Stalled): for the health server's /healthz. Thread-safe.
+  std::optional<std::string> Stalled() const;
 
  private:
   struct Parts;

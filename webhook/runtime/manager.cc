@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-#include "util/log.h"
+#include "util/io/log.h"
 
 namespace aw::runtime {
 

@@ -38,7 +38,7 @@
 #include <vector>
 
 #include "util/status.h"
-#include "util/mutex.h"
+#include "util/io/mutex.h"
 
 namespace aw::runtime {
 

@@ -9,8 +9,8 @@
 #include <stop_token>
 #include <thread>
 
-#include "util/build_info.h"
-#include "util/log.h"
+#include "util/io/build_info.h"
+#include "util/io/log.h"
 
 namespace aw::runtime {
 

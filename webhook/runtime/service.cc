@@ -3,7 +3,7 @@
 #include <condition_variable>
 #include <mutex>
 
-#include "util/mutex.h"
+#include "util/io/mutex.h"
 
 namespace aw::runtime {
 

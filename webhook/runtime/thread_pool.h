@@ -15,7 +15,7 @@
 #include <thread>
 #include <vector>
 
-#include "util/mutex.h"
+#include "util/io/mutex.h"
 
 namespace aw::runtime {
 

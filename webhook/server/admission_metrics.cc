@@ -2,7 +2,7 @@
 
 #include <string>
 
-#include "policy/keys.h"
+#include "contract/keys.h"
 
 namespace aw::server {
 

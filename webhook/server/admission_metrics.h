@@ -35,7 +35,7 @@
 #include <prometheus/registry.h>
 
 #include "admission/handler.h"
-#include "util/mutex.h"
+#include "util/io/mutex.h"
 
 namespace aw::server {
 

@@ -6,7 +6,7 @@
 
 #include <fmt/format.h>
 
-#include "util/log.h"
+#include "util/io/log.h"
 
 namespace aw::server {
 namespace {
@@ -45,7 +45,7 @@ HttpAnswer AdmissionPipeline::Text(int status, std::string message) {
 }
 
 AdmissionPipeline::AdmissionPipeline(const policy::Policy& policy,
-                                     const admission::CrdReadiness& crd, AdmissionMetrics& metrics,
+                                     const contract::CrdReadiness& crd, AdmissionMetrics& metrics,
                                      size_t max_body_bytes)
     : policy_(policy), crd_(crd), metrics_(metrics), max_body_bytes_(max_body_bytes) {}
 

@@ -14,7 +14,7 @@
 #include <string>
 #include <string_view>
 
-#include "admission/crd_state.h"
+#include "contract/crd_state.h"
 #include "admission/handler.h"
 #include "policy/policy.h"
 #include "server/admission_metrics.h"
@@ -31,7 +31,7 @@ inline constexpr size_t kDefaultMaxBodyBytes = 7 * 1024 * 1024;  // 7 MiB
 
 class AdmissionPipeline {
  public:
-  AdmissionPipeline(const policy::Policy& policy, const admission::CrdReadiness& crd,
+  AdmissionPipeline(const policy::Policy& policy, const contract::CrdReadiness& crd,
                     AdmissionMetrics& metrics, size_t max_body_bytes = kDefaultMaxBodyBytes);
 
   HttpAnswer Serve(admission::Route route, std::string_view content_type, std::string_view body,
@@ -44,7 +44,7 @@ class AdmissionPipeline {
 
  private:
   const policy::Policy& policy_;
-  const admission::CrdReadiness& crd_;
+  const contract::CrdReadiness& crd_;
   AdmissionMetrics& metrics_;
   const size_t max_body_bytes_;
 };

@@ -7,9 +7,9 @@
 #include <fmt/chrono.h>
 #include <fmt/format.h>
 
-#include "util/file.h"
-#include "util/log.h"
-#include "util/mutex.h"
+#include "util/io/file.h"
+#include "util/io/log.h"
+#include "util/io/mutex.h"
 #include "util/time_format.h"
 
 namespace aw::server {

@@ -8,8 +8,8 @@
 #include <sstream>
 #include <vector>
 
-#include "util/log.h"
-#include "util/mutex.h"
+#include "util/io/log.h"
+#include "util/io/mutex.h"
 
 namespace aw::server {
 namespace {

@@ -30,7 +30,7 @@
 #include <prometheus/registry.h>
 
 #include "server/tls_context.h"
-#include "util/mutex.h"
+#include "util/io/mutex.h"
 #include "util/status.h"
 
 namespace aw::server {

@@ -15,8 +15,8 @@
 #include <unordered_map>
 #include <vector>
 
-#include "server/eviction.h"
-#include "util/mutex.h"
+#include "server/core/eviction.h"
+#include "util/io/mutex.h"
 
 namespace aw::server {
 

@@ -18,7 +18,7 @@
 #include "server/connection_registry.h"
 #include "server/handshake_gate.h"
 #include "server/tls_stream.h"
-#include "util/log.h"
+#include "util/io/log.h"
 
 namespace aw::server {
 namespace {

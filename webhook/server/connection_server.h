@@ -53,7 +53,7 @@
 #include <utility>
 #include <vector>
 
-#include "server/http_limits.h"
+#include "server/core/http_limits.h"
 #include "server/tls_context.h"
 #include "util/status.h"
 

@@ -19,7 +19,7 @@
 #include <deque>
 #include <functional>
 
-#include "util/mutex.h"
+#include "util/io/mutex.h"
 
 namespace aw::server {
 

@@ -52,10 +52,19 @@ void HealthServer::AddReadinessCheck(std::string name, Check check) {
   checks_.emplace_back(std::move(name), std::move(check));
 }
 
-std::pair<bool, std::string> HealthServer::Readiness(bool verbose) const {
+void HealthServer::AddLivenessCheck(std::string name, Check check) {
+  liveness_checks_.emplace_back(std::move(name), std::move(check));
+}
+
+namespace {
+
+// Runs `checks`: (all passed, "[-] name failed: why" lines, then `ok_word` or `failed_word`).
+std::pair<bool, std::string> RunChecks(
+    const std::vector<std::pair<std::string, HealthServer::Check>>& checks, bool verbose,
+    std::string_view ok_word, std::string_view failed_word) {
   bool ready = true;
   std::string body;
-  for (const auto& [name, check] : checks_) {
+  for (const auto& [name, check] : checks) {
     std::optional<std::string> problem;
     try {
       problem = check();
@@ -69,8 +78,18 @@ std::pair<bool, std::string> HealthServer::Readiness(bool verbose) const {
       body += fmt::format("[+] {} ok\n", name);
     }
   }
-  body += ready ? "ok\n" : "not ready\n";
+  body += fmt::format("{}\n", ready ? ok_word : failed_word);
   return {ready, body};
+}
+
+}  // namespace
+
+std::pair<bool, std::string> HealthServer::Readiness(bool verbose) const {
+  return RunChecks(checks_, verbose, "ok", "not ready");
+}
+
+std::pair<bool, std::string> HealthServer::Liveness(bool verbose) const {
+  return RunChecks(liveness_checks_, verbose, "ok", "not alive");
 }
 
 HttpResponse HealthServer::Route(const HttpRequest& req) const {
@@ -82,7 +101,10 @@ HttpResponse HealthServer::Route(const HttpRequest& req) const {
     return res;
   }
   if (req.body_too_large) return HttpResponse{413, kText, "request body too large\n", {}};
-  if (req.path == "/healthz") return HttpResponse{200, kText, "ok\n", {}};
+  if (req.path == "/healthz") {
+    auto [alive, body] = Liveness(HasQueryParam(req.query, "verbose"));
+    return HttpResponse{alive ? 200 : 500, kText, std::move(body), {}};
+  }
   if (req.path == "/readyz") {
     auto [ready, body] = Readiness(HasQueryParam(req.query, "verbose"));
     return HttpResponse{ready ? 200 : 503, kText, std::move(body), {}};

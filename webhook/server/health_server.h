@@ -1,7 +1,8 @@
 // HealthServer: the plain-HTTP port for probes and scraping.
 //
 // Promise:
-//   GET /healthz  200 "ok" while the process serves HTTP at all (liveness);
+//   GET /healthz  200 when every registered liveness check passes, else 500 listing the failing
+//                 checks (liveness: the kubelet restarts the container; `?verbose` lists all);
 //   GET /readyz   200 when every registered readiness check passes, else 503 listing the failing
 //                 checks (`?verbose` lists all of them either way);
 //   GET /metrics  the shared Prometheus registry in text exposition format 0.0.4;
@@ -47,6 +48,9 @@ class HealthServer {
   HealthServer& operator=(const HealthServer&) = delete;
 
   void AddReadinessCheck(std::string name, Check check);
+  // A check /healthz runs: failing it means the process is wedged and must be restarted (e.g. the
+  // resolver loop stopped making progress while this replica leads).
+  void AddLivenessCheck(std::string name, Check check);
   // Metric families computed at each scrape (for values kept outside the registry, e.g. the
   // Kubernetes client's connection counters), served after the registry's. Register before
   // Start(); must be cheap and thread-safe.
@@ -58,12 +62,15 @@ class HealthServer {
 
   // The /readyz logic, for tests: (ready, body).
   std::pair<bool, std::string> Readiness(bool verbose) const;
+  // The /healthz logic, for tests: (alive, body).
+  std::pair<bool, std::string> Liveness(bool verbose) const;
 
  private:
   HttpResponse Route(const HttpRequest& req) const;
 
   prometheus::Registry& registry_;
   std::vector<std::pair<std::string, Check>> checks_;
+  std::vector<std::pair<std::string, Check>> liveness_checks_;
   std::vector<Collector> collectors_;
   std::unique_ptr<ConnectionServer> server_;
 };

@@ -6,7 +6,7 @@
 
 #include <cstring>
 
-#include "util/log.h"
+#include "util/io/log.h"
 
 namespace aw::server {
 namespace {

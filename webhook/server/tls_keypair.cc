@@ -5,7 +5,7 @@
 #include <openssl/err.h>
 #include <openssl/pem.h>
 
-#include "util/openssl_errors.h"
+#include "util/io/openssl_errors.h"
 
 namespace aw::server {
 namespace {

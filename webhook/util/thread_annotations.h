@@ -4,7 +4,7 @@
 // marked GUARDED_BY(mu) is touched only with `mu` held, that a function marked REQUIRES(mu) is
 // called only with it held and EXCLUDES(mu) only without it. Under any other compiler they expand
 // to nothing and change no code. The `thread-safety` suite of scripts/test builds the tree with
-// clang -Wthread-safety -Werror. Use them with aw::Mutex / aw::MutexLock (util/mutex.h): a bare
+// clang -Wthread-safety -Werror. Use them with aw::Mutex / aw::MutexLock (util/io/mutex.h): a bare
 // std::mutex carries no capability and is not checked.
 #pragma once
 
@@ -72,7 +72,7 @@
 #ifndef RETURN_CAPABILITY
 #define RETURN_CAPABILITY(x) AW_THREAD_ANNOTATION_(lock_returned(x))
 #endif
-// On a function: not analysed. Only for the primitives in util/mutex.h and code whose locking the
+// On a function: not analysed. Only for the primitives in util/io/mutex.h and code whose locking the
 // analysis cannot express; say why next to every use.
 #ifndef NO_THREAD_SAFETY_ANALYSIS
 #define NO_THREAD_SAFETY_ANALYSIS AW_THREAD_ANNOTATION_(no_thread_safety_analysis)

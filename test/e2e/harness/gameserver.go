@@ -11,7 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 )
 
-// Contract keys used by the tests (webhook/policy/keys.h is the source of truth).
+// Contract keys used by the tests (webhook/contract/keys.h is the source of truth).
 const (
 	EnabledLabel      = "allocating.agones.dev/enabled"
 	TimeoutKey        = "allocating.agones.dev/timeout"

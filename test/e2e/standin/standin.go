@@ -23,7 +23,7 @@ import (
 	"github.com/agones-allocating-webhook/e2e/harness"
 )
 
-// Keys of the contract (webhook/policy/keys.h is the source of truth).
+// Keys of the contract (webhook/contract/keys.h is the source of truth).
 const (
 	AllocationKey = "allocating.agones.dev/allocation"
 	SdkReadyKey   = "agones.dev/sdk-allocating-ready"

@@ -19,7 +19,7 @@
 #include <vector>
 
 #include "autoscale/counts.h"
-#include "util/mutex.h"
+#include "util/io/mutex.h"
 
 namespace aw::autoscale {
 

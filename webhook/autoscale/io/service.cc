@@ -4,8 +4,8 @@
 #include <stop_token>
 
 #include "kube/gameserver_cache.h"
-#include "util/log.h"
-#include "util/mutex.h"
+#include "util/io/log.h"
+#include "util/io/mutex.h"
 
 namespace aw::autoscale {
 namespace {

@@ -43,7 +43,7 @@
 #include "runtime/manager.h"
 #include "server/connection_server.h"
 #include "util/flags.h"
-#include "util/mutex.h"
+#include "util/io/mutex.h"
 
 namespace aw::autoscale {
 

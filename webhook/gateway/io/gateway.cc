@@ -11,7 +11,7 @@
 
 #include "gateway/allocation.h"
 #include "util/duration.h"
-#include "util/log.h"
+#include "util/io/log.h"
 
 namespace aw::gateway {
 

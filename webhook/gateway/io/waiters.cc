@@ -6,8 +6,8 @@
 #include <algorithm>
 #include <vector>
 
-#include "policy/keys.h"
-#include "util/log.h"
+#include "contract/keys.h"
+#include "util/io/log.h"
 
 namespace aw::gateway {
 

@@ -1,4 +1,4 @@
-#include "kube/status.h"
+#include "kube/core/status.h"
 
 #include <rapidjson/document.h>
 

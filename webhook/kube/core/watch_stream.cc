@@ -1,4 +1,4 @@
-#include "kube/watch_stream.h"
+#include "kube/core/watch_stream.h"
 
 #include <rapidjson/stringbuffer.h>
 #include <rapidjson/writer.h>

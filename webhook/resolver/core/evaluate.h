@@ -36,8 +36,8 @@
 
 #include "policy/config.h"
 #include "policy/decision_table.h"
-#include "probe/probe.h"
-#include "resolver/gameserver.h"
+#include "probe/core/probe.h"
+#include "resolver/core/gameserver.h"
 
 namespace aw::resolver {
 

@@ -1,7 +1,7 @@
-#include "resolver/evaluate.h"
+#include "resolver/core/evaluate.h"
 
 #include "policy/decision_table.h"
-#include "policy/keys.h"
+#include "contract/keys.h"
 #include "util/time_format.h"
 
 namespace aw::resolver {

@@ -21,7 +21,7 @@
 
 #include "policy/config.h"
 #include "policy/decision_table.h"
-#include "resolver/gameserver.h"
+#include "resolver/core/gameserver.h"
 
 namespace aw::resolver {
 

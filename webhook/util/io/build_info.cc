@@ -1,4 +1,4 @@
-#include "util/build_info.h"
+#include "util/io/build_info.h"
 
 #include <prometheus/gauge.h>
 #include <prometheus/registry.h>

@@ -15,7 +15,7 @@
 #include <string>
 #include <string_view>
 
-#include "kube/status.h"
+#include "kube/core/status.h"
 #include "util/status.h"
 
 namespace aw::kube {

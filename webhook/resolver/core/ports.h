@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "resolver/gameserver.h"
+#include "resolver/core/gameserver.h"
 #include "util/status.h"
 
 namespace aw::resolver {

@@ -1,4 +1,4 @@
-#include "admission/duplicate_keys.h"
+#include "json/duplicate_keys.h"
 
 #include <fmt/format.h>
 
@@ -9,7 +9,7 @@
 
 #include "util/text.h"
 
-namespace aw::admission {
+namespace aw::json {
 namespace {
 
 using rapidjson::SizeType;
@@ -140,4 +140,4 @@ std::optional<DuplicateKey> FindDuplicateKey(const Value& root) {
   return std::nullopt;
 }
 
-}  // namespace aw::admission
+}  // namespace aw::json

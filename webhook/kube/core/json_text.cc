@@ -1,4 +1,4 @@
-#include "kube/json_text.h"
+#include "kube/core/json_text.h"
 
 #include <rapidjson/stringbuffer.h>
 #include <rapidjson/writer.h>

@@ -1,10 +1,10 @@
-#include "resolver/patches.h"
+#include "resolver/core/patches.h"
 
 #include <utility>
 #include <vector>
 
 #include "policy/json_patch.h"
-#include "policy/keys.h"
+#include "contract/keys.h"
 
 namespace aw::resolver {
 namespace {

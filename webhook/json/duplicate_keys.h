@@ -21,7 +21,7 @@
 #include <optional>
 #include <string>
 
-namespace aw::admission {
+namespace aw::json {
 
 struct DuplicateKey {
   std::string path;  // JSON path of the object that repeats the key
@@ -32,4 +32,4 @@ struct DuplicateKey {
 
 std::optional<DuplicateKey> FindDuplicateKey(const rapidjson::Value& root);
 
-}  // namespace aw::admission
+}  // namespace aw::json

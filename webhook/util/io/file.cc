@@ -1,4 +1,4 @@
-#include "util/file.h"
+#include "util/io/file.h"
 
 #include <fmt/format.h>
 

@@ -1,4 +1,4 @@
-#include "kube/lease_logic.h"
+#include "kube/core/lease_logic.h"
 
 #include <ctime>
 #include <fmt/format.h>

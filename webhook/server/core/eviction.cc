@@ -1,4 +1,4 @@
-#include "server/eviction.h"
+#include "server/core/eviction.h"
 
 namespace aw::server {
 

@@ -1,6 +1,6 @@
-#include "admission/nesting_depth.h"
+#include "json/nesting_depth.h"
 
-namespace aw::admission {
+namespace aw::json {
 
 std::optional<size_t> FirstTooDeep(std::string_view body, size_t max_depth) {
   size_t depth = 0;
@@ -24,4 +24,4 @@ std::optional<size_t> FirstTooDeep(std::string_view body, size_t max_depth) {
   return std::nullopt;
 }
 
-}  // namespace aw::admission
+}  // namespace aw::json

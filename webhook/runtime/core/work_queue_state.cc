@@ -1,4 +1,4 @@
-#include "runtime/work_queue_state.h"
+#include "runtime/core/work_queue_state.h"
 
 #include <algorithm>
 

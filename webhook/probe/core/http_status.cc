@@ -1,4 +1,4 @@
-#include "probe/http_status.h"
+#include "probe/core/http_status.h"
 
 namespace aw::probe {
 

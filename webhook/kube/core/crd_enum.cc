@@ -1,8 +1,8 @@
-#include "kube/crd_enum.h"
+#include "kube/core/crd_enum.h"
 
 #include <fmt/format.h>
 
-#include "kube/json_text.h"
+#include "kube/core/json_text.h"
 
 namespace aw::kube {
 namespace {

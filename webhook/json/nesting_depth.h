@@ -10,8 +10,8 @@
 #include <optional>
 #include <string_view>
 
-namespace aw::admission {
+namespace aw::json {
 
 std::optional<size_t> FirstTooDeep(std::string_view body, size_t max_depth);
 
-}  // namespace aw::admission
+}  // namespace aw::json

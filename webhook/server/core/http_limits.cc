@@ -1,4 +1,4 @@
-#include "server/http_limits.h"
+#include "server/core/http_limits.h"
 
 #include <fmt/format.h>
 

@@ -1,4 +1,4 @@
-#include "probe/probe.h"
+#include "probe/core/probe.h"
 
 namespace aw::probe {
 

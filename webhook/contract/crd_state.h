@@ -8,7 +8,7 @@
 
 #include <atomic>
 
-namespace aw::admission {
+namespace aw::contract {
 
 class CrdReadiness {
  public:
@@ -27,4 +27,4 @@ class AtomicCrdReadiness final : public CrdReadiness {
   std::atomic<bool> accepts_;
 };
 
-}  // namespace aw::admission
+}  // namespace aw::contract

@@ -1,4 +1,4 @@
-#include "util/log.h"
+#include "util/io/log.h"
 
 #include <atomic>
 #include <chrono>
@@ -9,7 +9,7 @@
 #include <fmt/format.h>
 
 #include "util/time_format.h"
-#include "util/mutex.h"
+#include "util/io/mutex.h"
 
 namespace aw::log {
 namespace {

@@ -1,4 +1,4 @@
-#include "util/openssl_errors.h"
+#include "util/io/openssl_errors.h"
 
 #include <openssl/err.h>
 

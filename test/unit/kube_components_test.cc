@@ -1,0 +1,371 @@
+// The Kubernetes-side components over a scripted fake API (a fake Transport answering each
+// request from a handler): the event recorder (create, then aggregate into a count patch) and the
+// leader elector (acquire a missing Lease, lead, release it on Stop). Every wait is on a condition
+// with a bound; nothing sleeps to synchronise.
+#include <gtest/gtest.h>
+#include <rapidjson/document.h>
+
+#include <chrono>
+#include <condition_variable>
+#include <functional>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "contract/crd_state.h"
+#include "kube/client.h"
+#include "kube/crd_guard.h"
+#include "kube/core/json_text.h"
+#include "kube/events.h"
+#include "kube/leader_election.h"
+
+namespace aw::kube {
+namespace {
+
+using namespace std::chrono_literals;
+
+struct Seen {
+  std::string method, path, body;
+};
+
+// Answers every request with `handler` and records it; WaitFor awaits a predicate on the record.
+class FakeApi final : public Transport {
+ public:
+  using Handler = std::function<HttpResponse(const HttpRequest&)>;
+  explicit FakeApi(Handler handler) : handler_(std::move(handler)) {}
+
+  Result<HttpResponse> Do(const HttpRequest& req) override {
+    if (shutdown_) return TransportError("shut down", true);
+    HttpResponse res = handler_(req);
+    {
+      std::lock_guard<std::mutex> lk(mu_);
+      seen_.push_back({req.method, req.path, req.body});
+    }
+    cv_.notify_all();
+    return res;
+  }
+  // A watch stays open, sending nothing, until cancelled or shut down (the informer's Stop).
+  Result<HttpResponse> Stream(const HttpRequest& req,
+                              const std::function<bool(std::string_view)>&) override {
+    {
+      std::lock_guard<std::mutex> lk(mu_);
+      seen_.push_back({"WATCH", req.path, ""});
+    }
+    cv_.notify_all();
+    // A Cancellation notifies nobody but a real connection: look at it every few milliseconds.
+    std::unique_lock<std::mutex> lk(mu_);
+    while (!shutdown_ && !(req.cancel && req.cancel->cancelled())) cv_.wait_for(lk, 5ms);
+    return TransportError("cancelled", true);
+  }
+  void Shutdown() override {
+    shutdown_ = true;
+    cv_.notify_all();
+  }
+  bool IsShutdown() const override { return shutdown_; }
+
+  bool WaitFor(const std::function<bool(const std::vector<Seen>&)>& pred,
+               std::chrono::milliseconds timeout = 10s) {
+    std::unique_lock<std::mutex> lk(mu_);
+    return cv_.wait_for(lk, timeout, [&] { return pred(seen_); });
+  }
+  std::vector<Seen> Requests() {
+    std::lock_guard<std::mutex> lk(mu_);
+    return seen_;
+  }
+
+ private:
+  Handler handler_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::vector<Seen> seen_;
+  std::atomic<bool> shutdown_{false};
+};
+
+size_t Count(const std::vector<Seen>& seen, const std::string& method) {
+  size_t n = 0;
+  for (const auto& s : seen) n += s.method == method;
+  return n;
+}
+
+std::string Field(const std::string& json, const char* a, const char* b = nullptr) {
+  rapidjson::Document d;
+  d.Parse(json.c_str());
+  if (d.HasParseError() || !d.IsObject() || !d.HasMember(a)) return "<none>";
+  const rapidjson::Value* v = &d[a];
+  if (b) {
+    if (!v->IsObject() || !v->HasMember(b)) return "<none>";
+    v = &(*v)[b];
+  }
+  if (v->IsString()) return v->GetString();
+  if (v->IsInt()) return std::to_string(v->GetInt());
+  return "<other>";
+}
+
+TEST(EventRecorder, CreatesTheEventThenAggregatesARepeatIntoACount) {
+  auto owned = std::make_unique<FakeApi>([](const HttpRequest& req) {
+    HttpResponse r;
+    r.status = req.method == "POST" ? 201 : 200;
+    r.body = req.body.empty() ? "{}" : req.body;
+    return r;
+  });
+  FakeApi* api = owned.get();
+  Client client(std::move(owned));
+  EventRecorder events(client, EventRecorderOptions{}, nullptr);
+  events.Start();
+  ObjectReference ref;
+  ref.namespace_ = "ns";
+  ref.name = "gs-1";
+  ref.uid = "u1";
+  events.Record(ref, EventType::kWarning, "AllocatingTimedOut", "no confirmation within 2m");
+  ASSERT_TRUE(api->WaitFor([](const auto& s) { return Count(s, "POST") == 1; }));
+  Seen created = api->Requests().at(0);
+  EXPECT_EQ(created.path, "/api/v1/namespaces/ns/events");
+  EXPECT_EQ(Field(created.body, "reason"), "AllocatingTimedOut");
+  EXPECT_EQ(Field(created.body, "type"), "Warning");
+  EXPECT_EQ(Field(created.body, "message"), "no confirmation within 2m");
+  EXPECT_EQ(Field(created.body, "involvedObject", "name"), "gs-1");
+  EXPECT_EQ(Field(created.body, "involvedObject", "uid"), "u1");
+  const std::string name = Field(created.body, "metadata", "name");
+
+  events.Record(ref, EventType::kWarning, "AllocatingTimedOut", "no confirmation within 2m");
+  ASSERT_TRUE(api->WaitFor([](const auto& s) { return Count(s, "PATCH") == 1; }));
+  Seen patched = api->Requests().at(1);
+  EXPECT_EQ(patched.path, "/api/v1/namespaces/ns/events/" + name);
+  EXPECT_EQ(Field(patched.body, "count"), "2");
+  events.Stop();
+  EXPECT_EQ(Count(api->Requests(), "POST"), 1u);  // the repeat made no second Event
+}
+
+// A Lease store: 404 until created, then answers GET with the stored Lease and takes PUTs.
+class LeaseStore {
+ public:
+  HttpResponse Handle(const HttpRequest& req) {
+    std::lock_guard<std::mutex> lk(mu_);
+    HttpResponse r;
+    if (req.method == "GET") {
+      if (lease_.empty()) {
+        r.status = 404;
+        r.body = R"({"kind":"Status","code":404,"reason":"NotFound"})";
+      } else {
+        r.status = 200;
+        r.body = lease_;
+      }
+      return r;
+    }
+    if (req.method == "POST" || req.method == "PUT") {
+      rapidjson::Document d;
+      d.Parse(req.body.c_str());
+      d["metadata"].RemoveMember("resourceVersion");
+      rapidjson::Value rv(std::to_string(++version_).c_str(), d.GetAllocator());
+      d["metadata"].AddMember("resourceVersion", rv, d.GetAllocator());
+      lease_ = ToJson(d);
+      r.status = req.method == "POST" ? 201 : 200;
+      r.body = lease_;
+      return r;
+    }
+    r.status = 405;
+    r.body = "{}";
+    return r;
+  }
+  std::string Holder() {
+    std::lock_guard<std::mutex> lk(mu_);
+    return lease_.empty() ? "<no lease>" : Field(lease_, "spec", "holderIdentity");
+  }
+
+ private:
+  std::mutex mu_;
+  std::string lease_;
+  int version_ = 0;
+};
+
+TEST(LeaderElector, AcquiresAMissingLeaseLeadsAndReleasesItOnStop) {
+  LeaseStore store;
+  auto owned = std::make_unique<FakeApi>([&store](const HttpRequest& req) { return store.Handle(req); });
+  FakeApi* api = owned.get();
+  Client client(std::move(owned));
+  LeaderElectionConfig cfg;
+  cfg.namespace_ = "ns";
+  cfg.name = "lease";
+  cfg.identity = "replica-a";
+  cfg.lease_duration = 3s;
+  cfg.renew_deadline = 2s;
+  cfg.retry_period = 100ms;
+  std::mutex mu;
+  std::condition_variable cv;
+  int started = 0, stopped = 0;
+  LeaderCallbacks cb;
+  cb.on_started_leading = [&] {
+    std::lock_guard<std::mutex> lk(mu);
+    ++started;
+    cv.notify_all();
+  };
+  cb.on_stopped_leading = [&] {
+    std::lock_guard<std::mutex> lk(mu);
+    ++stopped;
+    cv.notify_all();
+  };
+  LeaderElector elector(client, cfg, cb, nullptr);
+  elector.Start();
+  {
+    std::unique_lock<std::mutex> lk(mu);
+    ASSERT_TRUE(cv.wait_for(lk, 10s, [&] { return started == 1; }));
+  }
+  EXPECT_TRUE(elector.IsLeader());
+  EXPECT_EQ(store.Holder(), "replica-a");
+  EXPECT_EQ(elector.CurrentLeader(), "replica-a");
+  const auto first = api->Requests();
+  ASSERT_GE(first.size(), 2u);
+  EXPECT_EQ(first[0].method, "GET");
+  EXPECT_EQ(first[0].path, "/apis/coordination.k8s.io/v1/namespaces/ns/leases/lease");
+  EXPECT_EQ(first[1].method, "POST");  // created, since it did not exist
+
+  // It renews: a PUT of the Lease it holds, still naming itself.
+  ASSERT_TRUE(api->WaitFor([](const auto& s) { return Count(s, "PUT") >= 1; }));
+  EXPECT_EQ(store.Holder(), "replica-a");
+
+  elector.Stop();
+  EXPECT_FALSE(elector.IsLeader());
+  {
+    std::lock_guard<std::mutex> lk(mu);
+    EXPECT_EQ(stopped, 1);
+  }
+  // Released (no holder): the next replica need not wait for the Lease to expire.
+  const std::string holder = store.Holder();
+  EXPECT_TRUE(holder.empty() || holder == "<none>") << holder;
+}
+
+TEST(LeaderElector, DoesNotLeadWhileAnotherReplicaHoldsAFreshLease) {
+  LeaseStore store;
+  // Another replica creates the Lease first (a fresh renewTime: it is not expired).
+  HttpRequest create;
+  create.method = "POST";
+  create.body = R"({"apiVersion":"coordination.k8s.io/v1","kind":"Lease",)"
+                R"("metadata":{"name":"lease","namespace":"ns"},)"
+                R"("spec":{"holderIdentity":"replica-b","leaseDurationSeconds":60,)"
+                R"("acquireTime":"2030-01-01T00:00:00.000000Z","renewTime":"2030-01-01T00:00:00.000000Z",)"
+                R"("leaseTransitions":0}})";
+  store.Handle(create);
+  auto owned = std::make_unique<FakeApi>([&store](const HttpRequest& req) { return store.Handle(req); });
+  FakeApi* api = owned.get();
+  Client client(std::move(owned));
+  LeaderElectionConfig cfg;
+  cfg.namespace_ = "ns";
+  cfg.name = "lease";
+  cfg.identity = "replica-a";
+  cfg.lease_duration = 60s;
+  cfg.renew_deadline = 40s;
+  cfg.retry_period = 20ms;
+  std::atomic<int> started{0};
+  LeaderCallbacks cb;
+  cb.on_started_leading = [&] { ++started; };
+  LeaderElector elector(client, cfg, cb, nullptr);
+  elector.Start();
+  // Several observations of the Lease (each a GET), and no write of it.
+  ASSERT_TRUE(api->WaitFor([](const auto& s) { return Count(s, "GET") >= 3; }));
+  elector.Stop();
+  EXPECT_EQ(started.load(), 0);
+  EXPECT_FALSE(elector.IsLeader());
+  EXPECT_EQ(Count(api->Requests(), "PUT") + Count(api->Requests(), "POST"), 0u);
+  EXPECT_EQ(elector.CurrentLeader(), "replica-b");
+  EXPECT_EQ(store.Holder(), "replica-b");
+}
+
+const char* kCrdWithoutAllocating =
+    R"({"apiVersion":"apiextensions.k8s.io/v1","kind":"CustomResourceDefinition",)"
+    R"("metadata":{"name":"gameservers.agones.dev","uid":"u","resourceVersion":"1"},)"
+    R"("spec":{"versions":[{"name":"v1","served":true,"storage":true,"schema":{"openAPIV3Schema":)"
+    R"({"properties":{"status":{"properties":{"state":{"type":"string",)"
+    R"("enum":["Ready","Allocated"]}}}}}}}]}})";
+const char* kCrdWithAllocating =
+    R"({"apiVersion":"apiextensions.k8s.io/v1","kind":"CustomResourceDefinition",)"
+    R"("metadata":{"name":"gameservers.agones.dev","uid":"u","resourceVersion":"2"},)"
+    R"("spec":{"versions":[{"name":"v1","served":true,"storage":true,"schema":{"openAPIV3Schema":)"
+    R"({"properties":{"status":{"properties":{"state":{"type":"string",)"
+    R"("enum":["Ready","Allocated","Allocating"]}}}}}}}]}})";
+
+template <typename F>
+bool Eventually(F f, std::chrono::milliseconds timeout = 10s) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (!f()) {
+    if (std::chrono::steady_clock::now() >= deadline) return false;
+    std::this_thread::sleep_for(5ms);  // the guard publishes from its own threads: read, not awaited
+  }
+  return true;
+}
+
+TEST(CrdGuard, TheLeaderAddsAllocatingToTheEnumAndThenAcceptsIt) {
+  std::mutex crd_mu;
+  std::string crd = kCrdWithoutAllocating;
+  auto owned = std::make_unique<FakeApi>([&](const HttpRequest& req) {
+    std::lock_guard<std::mutex> lk(crd_mu);
+    HttpResponse r;
+    r.status = 200;
+    if (req.method == "GET" && req.path.find("customresourcedefinitions?") != std::string::npos) {
+      r.body = R"({"metadata":{"resourceVersion":"1"},"items":[)" + crd + "]}";
+    } else if (req.method == "GET") {
+      r.body = crd;
+    } else if (req.method == "PATCH") {
+      crd = kCrdWithAllocating;
+      r.body = crd;
+    } else {
+      r.status = 405;
+      r.body = "{}";
+    }
+    return r;
+  });
+  FakeApi* api = owned.get();
+  Client client(std::move(owned));
+  contract::AtomicCrdReadiness readiness(false);
+  CrdGuard guard(client, CrdGuardOptions{}, readiness, nullptr);
+  guard.SetLeader(true);
+  guard.Start();
+  ASSERT_TRUE(api->WaitFor([](const auto& s) { return Count(s, "PATCH") == 1; }));
+  EXPECT_TRUE(Eventually([&] { return readiness.AcceptsAllocating(); }));
+  EXPECT_TRUE(guard.Accepts());
+  Seen patch;
+  for (const auto& s : api->Requests()) {
+    if (s.method == "PATCH") patch = s;
+  }
+  EXPECT_EQ(patch.path, "/apis/apiextensions.k8s.io/v1/customresourcedefinitions/gameservers.agones.dev");
+  EXPECT_NE(patch.body.find(R"("op":"test")"), std::string::npos) << patch.body;
+  EXPECT_NE(patch.body.find(R"("value":"Allocating")"), std::string::npos) << patch.body;
+  guard.Stop();
+}
+
+TEST(CrdGuard, AFollowerFailsOpenAndRepairsOnlyOnceItLeads) {
+  std::mutex crd_mu;
+  std::string crd = kCrdWithoutAllocating;
+  auto owned = std::make_unique<FakeApi>([&](const HttpRequest& req) {
+    std::lock_guard<std::mutex> lk(crd_mu);
+    HttpResponse r;
+    r.status = 200;
+    if (req.method == "GET" && req.path.find("customresourcedefinitions?") != std::string::npos) {
+      r.body = R"({"metadata":{"resourceVersion":"1"},"items":[)" + crd + "]}";
+    } else if (req.method == "GET") {
+      r.body = crd;
+    } else if (req.method == "PATCH") {
+      crd = kCrdWithAllocating;
+      r.body = crd;
+    } else {
+      r.status = 405;
+      r.body = "{}";
+    }
+    return r;
+  });
+  FakeApi* api = owned.get();
+  Client client(std::move(owned));
+  contract::AtomicCrdReadiness readiness(true);
+  CrdGuard guard(client, CrdGuardOptions{}, readiness, nullptr);
+  guard.Start();  // not leading
+  ASSERT_TRUE(api->WaitFor([](const auto& s) { return Count(s, "WATCH") >= 1; }));  // listed
+  EXPECT_FALSE(readiness.AcceptsAllocating());  // fails open: the CRD lacks Allocating
+  EXPECT_EQ(Count(api->Requests(), "PATCH"), 0u);
+  guard.SetLeader(true);
+  ASSERT_TRUE(api->WaitFor([](const auto& s) { return Count(s, "PATCH") == 1; }));
+  EXPECT_TRUE(Eventually([&] { return readiness.AcceptsAllocating(); }));
+  guard.Stop();
+}
+
+}  // namespace
+}  // namespace aw::kube
