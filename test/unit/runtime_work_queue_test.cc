@@ -7,8 +7,8 @@
 #include <thread>
 #include <vector>
 
-#include "runtime/work_queue.h"
 #include "runtime/core/work_queue_state.h"
+#include "runtime/work_queue.h"
 
 namespace aw::runtime {
 namespace {

@@ -178,9 +178,12 @@ class SocketProber::Loop {
       auto it = ops_.find(id);
       if (it == ops_.end()) continue;
       std::string what = "timeout after " + std::to_string(it->second.timeout.count()) + "ms";
-      if (it->second.phase == Phase::kConnecting) what += " (connecting)";
-      else if (it->second.phase == Phase::kUdpWaiting) what += " (no datagram back)";
-      else what += " (waiting for the HTTP status line)";
+      if (it->second.phase == Phase::kConnecting)
+        what += " (connecting)";
+      else if (it->second.phase == Phase::kUdpWaiting)
+        what += " (no datagram back)";
+      else
+        what += " (waiting for the HTTP status line)";
       Finish(it->second, {Status::kTimeout, what});
     }
   }
@@ -377,7 +380,8 @@ class SocketProber::Loop {
 
 StatusOr<std::unique_ptr<SocketProber>> SocketProber::Create(ProberOptions options) {
   const int wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-  if (wake_fd < 0) return aw::Status::IOError(std::string("prober: eventfd: ") + std::strerror(errno));
+  if (wake_fd < 0)
+    return aw::Status::IOError(std::string("prober: eventfd: ") + std::strerror(errno));
   const int epoll_fd = epoll_create1(EPOLL_CLOEXEC);
   if (epoll_fd < 0) {
     const int err = errno;

@@ -5,7 +5,8 @@
 //     the prober's single event-loop thread (epoll + non-blocking sockets), so thousands of probes
 //     need no more threads, and admission (other threads) is never slowed down.
 //   - At most `max_concurrency` probes have a socket open at once; the rest wait in FIFO order.
-//   - Each probe ends within its timeout (Target::timeout, else `timeout`) of its start (kTimeout otherwise) and its callback runs
+//   - Each probe ends within its timeout (Target::timeout, else `timeout`) of its start (kTimeout
+//   otherwise) and its callback runs
 //     exactly once, on the prober's thread (or, for probes still pending when the prober is
 //     destroyed, on the destroying thread with kError "prober stopped").
 //   - HTTP: a minimal HTTP/1.1 GET (no TLS); ready on a 2xx status line. TCP: ready when connect

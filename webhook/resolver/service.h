@@ -5,10 +5,10 @@
 // --udp-probe-payload, --resolver-workers and --resolver-namespace; ValidateResolverFlags reports
 // an inconsistent setting (e.g. a probe timeout not below the default probe period) as one
 // message. ResolverService provides a runtime::Service and a runtime::Runnable (manager.h):
-// CacheRunnable() runs the GameServer cache on every replica (a standby keeps a warm cache); LoopRunnable() runs the
-// resolver loop, to be added with needs_leader so it runs only while this replica leads (it first
-// waits up to 2 s for the cache's first list, so its first pass sees every server). The service
-// must outlive the manager that runs them.
+// CacheRunnable() runs the GameServer cache on every replica (a standby keeps a warm cache);
+// LoopRunnable() runs the resolver loop, to be added with needs_leader so it runs only while this
+// replica leads (it first waits up to 2 s for the cache's first list, so its first pass sees every
+// server). The service must outlive the manager that runs them.
 #pragma once
 
 #include <chrono>
@@ -39,8 +39,8 @@ struct ResolverFlags {
   size_t probe_concurrency = 256;
   std::chrono::nanoseconds resync_period = std::chrono::seconds(30);
   std::string udp_probe_payload = "ping";
-  size_t workers = 32;           // concurrent patches
-  std::string namespace_;        // "" = all namespaces
+  size_t workers = 32;     // concurrent patches
+  std::string namespace_;  // "" = all namespaces
 };
 
 void RegisterResolverFlags(flags::FlagSet& fs, ResolverFlags* f);
