@@ -28,20 +28,20 @@
 #include <signal.h>
 #include <sys/resource.h>
 
-#include <chrono>
 #include <atomic>
-#include <cstring>
+#include <chrono>
 #include <cstdio>
+#include <cstring>
 #include <memory>
 #include <mutex>
 #include <stop_token>
 #include <string>
 #include <thread>
 
+#include "contract/keys.h"
 #include "gateway/io/allocator_client.h"
 #include "gateway/io/gateway.h"
 #include "gateway/io/waiters.h"
-#include "contract/keys.h"
 #include "kube/client.h"
 #include "kube/config.h"
 #include "kube/informer.h"
@@ -52,8 +52,8 @@
 #include "server/client_ca_reloader.h"
 #include "server/connection_server.h"
 #include "server/health_server.h"
-#include "util/io/build_info.h"
 #include "util/flags.h"
+#include "util/io/build_info.h"
 #include "util/io/log.h"
 #include "util/status.h"
 
@@ -170,8 +170,9 @@ void MustAdd(runtime::Manager& m, std::unique_ptr<Component> c, runtime::Runnabl
 
 // The Kubernetes client configuration: the kubeconfig when given, else in-cluster.
 StatusOr<std::unique_ptr<kube::Client>> BuildClient(const Flags& f) {
-  StatusOr<kube::ClientConfig> cfg =
-      f.kubeconfig.empty() ? kube::LoadInCluster() : kube::LoadKubeconfig(f.kubeconfig, f.context, false);
+  StatusOr<kube::ClientConfig> cfg = f.kubeconfig.empty()
+                                         ? kube::LoadInCluster()
+                                         : kube::LoadKubeconfig(f.kubeconfig, f.context, false);
   if (!cfg.ok()) return cfg.status().Annotate("Kubernetes client configuration");
   return kube::NewClient(*cfg);
 }
@@ -219,9 +220,10 @@ int main(int argc, char** argv) {
     const std::string& ca_path = f.client_ca_dir.empty() ? f.client_ca_file : f.client_ca_dir;
     client_ca = std::make_unique<server::ClientCaReloader>(ca_path, *registry, reload);
     if (Status s = client_ca->LoadInitial(); !s.ok()) {
-      log::error("cannot load the client CA bundle (--client-ca-file or --client-ca-dir, or "
-                 "--disable-mtls)",
-                 {{"error", s.ToString()}});
+      log::error(
+          "cannot load the client CA bundle (--client-ca-file or --client-ca-dir, or "
+          "--disable-mtls)",
+          {{"error", s.ToString()}});
       return 1;
     }
   }
@@ -262,8 +264,8 @@ int main(int argc, char** argv) {
   co.read_timeout = f.read_timeout;
   co.idle_timeout = f.idle_timeout;
   server::ConnectionServer listener(
-      co, [&gw](const server::HttpRequest& req, server::Responder r) { gw.Handle(req, r); },
-      &certs, client_ca.get(), *registry);
+      co, [&gw](const server::HttpRequest& req, server::Responder r) { gw.Handle(req, r); }, &certs,
+      client_ca.get(), *registry);
 
   server::HealthServer health(f.bind_address, f.health_port, *registry);
   health.AddReadinessCheck("informer", [&informer]() -> std::optional<std::string> {
@@ -315,30 +317,29 @@ int main(int argc, char** argv) {
   // Accepted requests are still served (waiting, re-allocating, answered with Connection: close)
   // for --shutdown-grace; the cache and the allocator client stop only after this. Those still
   // waiting then are answered 503 (WaiterRegistry::Stop) before the io threads stop.
-  MustAdd(manager,
-          runtime::MakeService(
-              "gateway-drain", [] { return Status::Ok(); },
-              [&listener, &waiters, &gw,
-               &undrained](std::chrono::steady_clock::time_point deadline) {
-                const auto left = std::max(std::chrono::steady_clock::duration::zero(),
-                                           deadline - std::chrono::steady_clock::now() -
-                                               std::chrono::seconds(5));
-                if (listener.WaitDrained(
-                        std::chrono::duration_cast<std::chrono::milliseconds>(left))) {
-                  listener.WaitStopped(std::chrono::milliseconds(0));
-                  return Status::Ok();
-                }
-                const size_t left_waiting = gw.InFlight();
-                log::warn("--shutdown-grace is over; answering the requests still waiting with 503",
-                          {{"requests", std::to_string(left_waiting)}});
-                waiters.Stop();
-                if (!listener.WaitStopped(std::chrono::seconds(2))) {
-                  undrained = true;
-                  return Status::DeadlineExceeded("gateway requests still waiting");
-                }
-                return Status::Ok();
-              }),
-          {.group = "drain"});
+  MustAdd(
+      manager,
+      runtime::MakeService(
+          "gateway-drain", [] { return Status::Ok(); },
+          [&listener, &waiters, &gw, &undrained](std::chrono::steady_clock::time_point deadline) {
+            const auto left =
+                std::max(std::chrono::steady_clock::duration::zero(),
+                         deadline - std::chrono::steady_clock::now() - std::chrono::seconds(5));
+            if (listener.WaitDrained(std::chrono::duration_cast<std::chrono::milliseconds>(left))) {
+              listener.WaitStopped(std::chrono::milliseconds(0));
+              return Status::Ok();
+            }
+            const size_t left_waiting = gw.InFlight();
+            log::warn("--shutdown-grace is over; answering the requests still waiting with 503",
+                      {{"requests", std::to_string(left_waiting)}});
+            waiters.Stop();
+            if (!listener.WaitStopped(std::chrono::seconds(2))) {
+              undrained = true;
+              return Status::DeadlineExceeded("gateway requests still waiting");
+            }
+            return Status::Ok();
+          }),
+      {.group = "drain"});
   MustAdd(manager,
           runtime::MakeRunnable("gameserver-informer",
                                 [&](runtime::RunContext& ctx) {
@@ -356,20 +357,20 @@ int main(int argc, char** argv) {
                                   return Status::Ok();
                                 }),
           {.group = "cache"});
-  MustAdd(manager,
-          runtime::MakeServiceRunnable(
-              "gateway-listener", [&listener] { return listener.Start().Annotate("gateway listener"); },
-              [&listener, &gw] {
-                gw.BeginDrain();  // readiness fails and new requests get 503 from here on
-                listener.Stop();
-              }),
-          {.group = "gateway"});
+  MustAdd(
+      manager,
+      runtime::MakeServiceRunnable(
+          "gateway-listener", [&listener] { return listener.Start().Annotate("gateway listener"); },
+          [&listener, &gw] {
+            gw.BeginDrain();  // readiness fails and new requests get 503 from here on
+            listener.Stop();
+          }),
+      {.group = "gateway"});
   manager.OnStarted([&] {
-    log::info("allocation-gateway started",
-              {{"port", std::to_string(f.port)},
-               {"health_port", std::to_string(f.health_port)},
-               {"allocator", f.allocator.address},
-               {"mtls", f.disable_mtls ? "false" : "true"}});
+    log::info("allocation-gateway started", {{"port", std::to_string(f.port)},
+                                             {"health_port", std::to_string(f.health_port)},
+                                             {"allocator", f.allocator.address},
+                                             {"mtls", f.disable_mtls ? "false" : "true"}});
   });
 
   // ---- Run until SIGTERM/SIGINT or a failure (as allocating-webhook's main) ----

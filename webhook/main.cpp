@@ -6,12 +6,11 @@
 // (certificate, ports) or a component fails while running; 2 on a bad command line.
 
 #include <prometheus/registry.h>
+#include <pthread.h>
 #include <signal.h>
 #include <string.h>
 #include <sys/resource.h>
 #include <unistd.h>
-
-#include <pthread.h>
 
 #include <algorithm>
 #include <atomic>
@@ -24,10 +23,10 @@
 #include <thread>
 #include <vector>
 
-#include "contract/crd_state.h"
 #include "autoscale/io/service.h"
-#include "policy/policy.h"
+#include "contract/crd_state.h"
 #include "kube/controllers.h"
+#include "policy/policy.h"
 #include "resolver/service.h"
 #include "runtime/manager.h"
 #include "runtime/process.h"
@@ -37,9 +36,8 @@
 #include "server/config.h"
 #include "server/health_server.h"
 #include "server/https_server.h"
-#include "runtime/service.h"
-#include "util/io/build_info.h"
 #include "util/flags.h"
+#include "util/io/build_info.h"
 #include "util/io/log.h"
 #include "util/status.h"
 
@@ -54,8 +52,8 @@ constexpr const char* kSummary =
 // accepting and closes idle keep-alive connections; the controllers release the lease and cancel
 // their API calls; the caches stop; then what is left of the grace period goes to the admission
 // requests still in progress (admission-drain); then the health port and the certificate poller.
-const std::vector<std::string> kGroups = {"certificates", "health", "admission-drain", "caches",
-                                          "controllers", "admission"};
+const std::vector<std::string> kGroups = {"certificates", "health",      "admission-drain",
+                                          "caches",       "controllers", "admission"};
 
 // Adds a runnable or service the composition cannot do without: an unknown group is a bug here.
 template <typename Component>
@@ -72,15 +70,17 @@ void AddServing(aw::runtime::Manager& m, aw::server::CertReloader& certs,
                 aw::server::HealthServer& health, aw::server::AdmissionServer& admission,
                 std::atomic<bool>& undrained) {
   using namespace aw;
-  MustAdd(m, runtime::MakeRunnable("certificates",
-                                   [&certs](runtime::RunContext& ctx) { return certs.Run(ctx); }),
+  MustAdd(m,
+          runtime::MakeRunnable("certificates",
+                                [&certs](runtime::RunContext& ctx) { return certs.Run(ctx); }),
           {.group = "certificates"});
   MustAdd(m,
           runtime::MakeServiceRunnable(
               "health",
               [&health] {
                 Status st = health.Start();
-                if (!st.ok()) log::error("cannot start the health server", {{"error", st.message()}});
+                if (!st.ok())
+                  log::error("cannot start the health server", {{"error", st.message()}});
                 return st;
               },
               [&health] { health.Stop(); }),
@@ -249,7 +249,8 @@ int main(int argc, char** argv) {
     AddControllers(manager, controllers, *resolver_service);
     // A wedged resolver loop fails liveness: the kubelet restarts this replica, which gives up
     // the Lease, rather than holding it while nobody resolves (docs/operations.md).
-    health.AddLivenessCheck("resolver-loop", [&resolver_service] { return resolver_service->Stalled(); });
+    health.AddLivenessCheck("resolver-loop",
+                            [&resolver_service] { return resolver_service->Stalled(); });
   }
   // The GameServer counts behind the autoscaling answers, on every replica: from the resolver's
   // GameServer cache when it watches the same objects (one LIST+WATCH), else a watch of their own.
@@ -262,8 +263,9 @@ int main(int argc, char** argv) {
                                                                *autoscale_endpoint, registry.get()),
             {.group = "caches"});
   } else if (autoscale_endpoint) {
-    log::warn("--autoscale-buffer without a Kubernetes config: every valid review is answered "
-              "503 (no GameServer counts)");
+    log::warn(
+        "--autoscale-buffer without a Kubernetes config: every valid review is answered "
+        "503 (no GameServer counts)");
   }
   manager.OnStarted([&] {
     log::info("allocating-webhook started",

@@ -4,7 +4,8 @@
 // it and reads its /proc/PID/status; nothing here measures.
 //
 //   conn_memory_server CERT KEY CLIENT_CA PORT [IO_THREADS]
-// Prints "ready" on stdout once it listens, then "held N" when N (1, or a multiple of 100) are held.
+// Prints "ready" on stdout once it listens, then "held N" when N (1, or a multiple of 100) are
+// held.
 #include <prometheus/registry.h>
 #include <signal.h>
 

@@ -24,11 +24,11 @@
 #include <string_view>
 #include <vector>
 
-#include "json/duplicate_keys.h"
-#include "json/nesting_depth.h"
 #include "admission/handler.h"
 #include "autoscale/endpoint.h"
 #include "gateway/allocation.h"
+#include "json/duplicate_keys.h"
+#include "json/nesting_depth.h"
 
 namespace {
 
@@ -96,10 +96,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   // The same bytes as a FleetAutoscaleReview (autoscale/endpoint.h): 200 with a JSON answer or a
   // 4xx with a message, nothing else. The counts know fleet "f" in namespace "n".
   static const OneFleet counts;
-  aw::autoscale::ReviewAnswer a = aw::autoscale::HandleBufferReview(
-      {"POST", "/autoscale/buffer/bufferSize=2/maxReplicas=100", "", "application/json", body,
-       false},
-      counts);
+  aw::autoscale::ReviewAnswer a =
+      aw::autoscale::HandleBufferReview({"POST", "/autoscale/buffer/bufferSize=2/maxReplicas=100",
+                                         "", "application/json", body, false},
+                                        counts);
   if (a.status != 200 && a.status != 400 && a.status != 413) std::abort();
   if (a.body.empty() || (a.status == 200 && a.body.front() != '{')) std::abort();
 

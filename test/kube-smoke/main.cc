@@ -2,11 +2,13 @@
 // (test/e2e/kube). One scenario per run; results as lines on stdout; exit 0 only on success.
 //
 //   kube-smoke --kubeconfig F [--context C] verbs NS
-//   kube-smoke ... paginate NS LIMIT            lists configmaps labelled page=yes, prints items/pages
-//   kube-smoke ... watch-expired NS             a watch from resourceVersion 1 must end with 410
-//   kube-smoke ... informer NS                  GameServer cache events as JSON lines until stdin closes
-//   kube-smoke ... get-loop CRD                 GET the named CRD every 100ms: "ok" / "err CODE" lines
-//   kube-smoke ... events NS GAMESERVER         records 3 identical + 1 different Event, then waits
+//   kube-smoke ... paginate NS LIMIT            lists configmaps labelled page=yes, prints
+//   items/pages kube-smoke ... watch-expired NS             a watch from resourceVersion 1 must end
+//   with 410 kube-smoke ... informer NS                  GameServer cache events as JSON lines
+//   until stdin closes kube-smoke ... get-loop CRD                 GET the named CRD every 100ms:
+//   "ok" / "err CODE" lines kube-smoke ... events NS GAMESERVER         records 3 identical + 1
+//   different Event, then waits
+#include <fmt/format.h>
 #include <poll.h>
 #include <rapidjson/document.h>
 #include <unistd.h>
@@ -14,7 +16,6 @@
 #include <atomic>
 #include <chrono>
 #include <cstdio>
-#include <fmt/format.h>
 #include <iostream>
 #include <mutex>
 #include <string>
@@ -80,37 +81,46 @@ int Verbs(Client& c, const std::string& ns) {
   ListOptions lo;
   lo.label_selector = "smoke=yes";
   auto list = Must(c.ListAll(kConfigMaps, ns, lo), "list");
-  if (list.items.size() != 1 || list.resource_version.empty()) Fail("list: want 1 item and a resourceVersion");
+  if (list.items.size() != 1 || list.resource_version.empty())
+    Fail("list: want 1 item and a resourceVersion");
   lo.label_selector = "smoke=no";
-  if (!Must(c.ListAll(kConfigMaps, ns, lo), "list-selector").items.empty()) Fail("list-selector: want 0 items");
+  if (!Must(c.ListAll(kConfigMaps, ns, lo), "list-selector").items.empty())
+    Fail("list-selector: want 0 items");
   // update with the current resourceVersion, then a stale one (409 Conflict)
   std::string rv1 = MetaString(*got, "resourceVersion");
   (*got)["data"]["k"].SetString("v2", got->GetAllocator());
   auto updated = Must(c.Update(kConfigMaps, ns, "smoke-a", ToJson(*got)), "update");
-  MustFail(c.Update(kConfigMaps, ns, "smoke-a", ToJson(*got)), "update-stale", &ApiError::IsConflict);
+  MustFail(c.Update(kConfigMaps, ns, "smoke-a", ToJson(*got)), "update-stale",
+           &ApiError::IsConflict);
   std::string rv2 = MetaString(*updated, "resourceVersion");
   // JSON patch guarded by a resourceVersion test; a failing test is refused
   std::string jp = fmt::format(
-      R"([{{"op":"test","path":"/metadata/resourceVersion","value":"{}"}},{{"op":"add","path":"/data/j","value":"json"}}])", rv2);
+      R"([{{"op":"test","path":"/metadata/resourceVersion","value":"{}"}},{{"op":"add","path":"/data/j","value":"json"}}])",
+      rv2);
   auto patched = Must(c.Patch(kConfigMaps, ns, "smoke-a", PatchType::kJson, jp), "patch-json");
   if (Str(*patched, {"data", "j"}) != "json") Fail("patch-json: not applied");
   auto stale = c.Patch(kConfigMaps, ns, "smoke-a", PatchType::kJson, jp);
   if (stale) Fail("patch-json-stale: expected an error");
-  if (!(stale.error().IsInvalid() || stale.error().IsConflict())) Fail("patch-json-stale: " + stale.error().ToString());
+  if (!(stale.error().IsInvalid() || stale.error().IsConflict()))
+    Fail("patch-json-stale: " + stale.error().ToString());
   Out("ok patch-json-stale (" + stale.error().ToString() + ")");
-  auto merged = Must(c.Patch(kConfigMaps, ns, "smoke-a", PatchType::kMerge, R"({"data":{"m":"merge","k":null}})"),
-                     "patch-merge");
-  if (Str(*merged, {"data", "m"}) != "merge" || !Str(*merged, {"data", "k"}).empty()) Fail("patch-merge: not applied");
+  auto merged = Must(
+      c.Patch(kConfigMaps, ns, "smoke-a", PatchType::kMerge, R"({"data":{"m":"merge","k":null}})"),
+      "patch-merge");
+  if (Str(*merged, {"data", "m"}) != "merge" || !Str(*merged, {"data", "k"}).empty())
+    Fail("patch-merge: not applied");
   // GameServer (agones.dev/v1) create + JSON patch; CRD get; lease create/get/delete
   std::string gs = fmt::format(
       R"({{"apiVersion":"agones.dev/v1","kind":"GameServer","metadata":{{"name":"smoke-gs","namespace":"{}"}},"spec":{{"ports":[{{"name":"default","containerPort":7654}}],"template":{{"spec":{{"containers":[{{"name":"gs","image":"x"}}]}}}}}}}})",
       ns);
   Must(c.Create(kGameServers, ns, gs), "create-gameserver");
-  Must(c.Patch(kGameServers, ns, "smoke-gs", PatchType::kMerge, R"({"metadata":{"annotations":{"smoke":"1"}}})"),
+  Must(c.Patch(kGameServers, ns, "smoke-gs", PatchType::kMerge,
+               R"({"metadata":{"annotations":{"smoke":"1"}}})"),
        "patch-gameserver");
   Must(c.Get(kCustomResourceDefinitions, "", "gameservers.agones.dev"), "get-crd");
   std::string lease = fmt::format(
-      R"({{"apiVersion":"coordination.k8s.io/v1","kind":"Lease","metadata":{{"name":"smoke","namespace":"{}"}},"spec":{{"holderIdentity":"x"}}}})", ns);
+      R"({{"apiVersion":"coordination.k8s.io/v1","kind":"Lease","metadata":{{"name":"smoke","namespace":"{}"}},"spec":{{"holderIdentity":"x"}}}})",
+      ns);
   Must(c.Create(kLeases, ns, lease), "create-lease");
   Must(c.Delete(kLeases, ns, "smoke"), "delete-lease");
   Must(c.Delete(kGameServers, ns, "smoke-gs"), "delete-gameserver");
@@ -131,7 +141,8 @@ int Paginate(Client& c, const std::string& ns, int limit) {
   if (!r) Fail("paginate: " + r.error().ToString());
   std::vector<std::string> names;
   for (auto& it : r->items) names.push_back(MetaString(*it, "name"));
-  Out(fmt::format(R"({{"items":{},"pages":{},"resourceVersion":"{}"}})", names.size(), r->pages, r->resource_version));
+  Out(fmt::format(R"({{"items":{},"pages":{},"resourceVersion":"{}"}})", names.size(), r->pages,
+                  r->resource_version));
   return 0;
 }
 
@@ -144,7 +155,9 @@ int WatchExpired(Client& c, const std::string& ns) {
     ++events;
     return true;
   });
-  if (r) Fail(fmt::format("watch from resourceVersion 1 ended without an error after {} events", events));
+  if (r)
+    Fail(
+        fmt::format("watch from resourceVersion 1 ended without an error after {} events", events));
   if (!r.error().IsExpired()) Fail("watch: not an Expired error: " + r.error().ToString());
   Out(fmt::format("expired {} {} {}", r.error().http_status, r.error().reason, r.error().message));
   return 0;
@@ -161,8 +174,8 @@ bool StdinClosed(int timeout_ms) {
 class PrintHandler : public InformerHandler {
  public:
   void OnUpsert(const ObjectPtr& o) override {
-    Out(fmt::format(R"({{"ev":"upsert","name":"{}","rv":"{}","state":"{}"}})", o->name, o->resource_version,
-                    Str(*o->doc, {"status", "state"})));
+    Out(fmt::format(R"({{"ev":"upsert","name":"{}","rv":"{}","state":"{}"}})", o->name,
+                    o->resource_version, Str(*o->doc, {"status", "state"})));
   }
   void OnDelete(const ObjectPtr& o) override {
     Out(fmt::format(R"({{"ev":"delete","name":"{}","rv":"{}"}})", o->name, o->resource_version));
@@ -179,8 +192,10 @@ int RunInformer(Client& c, const std::string& ns) {
   }
   auto t0 = std::chrono::steady_clock::now();
   cache.Stop();
-  Out(fmt::format(R"({{"ev":"stopped","ms":{}}})",
-                  std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t0).count()));
+  Out(fmt::format(
+      R"({{"ev":"stopped","ms":{}}})",
+      std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t0)
+          .count()));
   return 0;
 }
 

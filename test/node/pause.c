@@ -1,7 +1,7 @@
 // The pod sandbox's "pause" process for the real-node e2e (built here: there is no registry to
-// pull registry.k8s.io/pause from). It holds the pod's namespaces: it sleeps until SIGTERM or SIGINT,
-// then exits 0, and reaps any child re-parented to it (it is PID 1 when the pod shares its PID
-// namespace).
+// pull registry.k8s.io/pause from). It holds the pod's namespaces: it sleeps until SIGTERM or
+// SIGINT, then exits 0, and reaps any child re-parented to it (it is PID 1 when the pod shares its
+// PID namespace).
 #include <signal.h>
 #include <stdlib.h>
 #include <sys/wait.h>

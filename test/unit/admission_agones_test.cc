@@ -7,8 +7,8 @@
 
 #include <algorithm>
 
-#include "contract/keys.h"
 #include "admission_test_util.h"
+#include "contract/keys.h"
 
 namespace aw::testing {
 namespace {
@@ -168,7 +168,9 @@ TEST(AgonesForged, ReadinessInAnAllocationIsNeutralisedUnlessTheSdkWritesIt) {
 
 TEST(AgonesForged, ReallocationOfAnAllocatedServerRevertsForgedKeys) {
   Obj old = Promoted();
-  Obj n = Promoted().Ann(keys::kConfirmed, "forged").Ann(keys::kLastAllocated, kLastAllocatedNew)
+  Obj n = Promoted()
+              .Ann(keys::kConfirmed, "forged")
+              .Ann(keys::kLastAllocated, kLastAllocatedNew)
               .Ann(keys::kOutcome, "TimedOut");
   Response first;
   Obj patched = MutateAndApply(kV1s, "UPDATE", kAllocator, n, old, {}, &first);
@@ -245,8 +247,8 @@ TEST(AgonesScaleDown, ControllerShutdownOfAllocatingIsAppliedByDefault) {
   }
   // Nor another value, not even by the controller.
   Response other =
-      Validate("UPDATE", kController, Allocating().State("Shutdown").Ann(keys::kOutcome, "Confirmed"),
-               Allocating());
+      Validate("UPDATE", kController,
+               Allocating().State("Shutdown").Ann(keys::kOutcome, "Confirmed"), Allocating());
   EXPECT_FALSE(other.allowed);
   EXPECT_NE(other.message.find("ScaledDown"), std::string::npos) << other.message;
 }
@@ -260,8 +262,6 @@ TEST(AgonesScaleDown, TheSettingIsTheServersNotTheWritersAndIsValidated) {
   EXPECT_FALSE(r.allowed);
   EXPECT_NE(r.message.find(std::string(keys::kOnScaleDown)), std::string::npos) << r.message;
 }
-
-
 
 TEST(AgonesScaleDown, ControllerShutdownOfAllocatingIsHeldWithHold) {
   Obj n = AllocatingHold().State("Shutdown");
@@ -310,9 +310,9 @@ TEST(AgonesScaleDown, TheHeldShutdownIsRecordedAndAppliedWhenTheServerLeavesTheC
   Obj unhealthy = MutateAndApply(kV1s, "UPDATE", kController, Obj(held).State("Unhealthy"), held);
   EXPECT_EQ(unhealthy.GetState(), "Shutdown");
   // Without a held request nothing changes.
-  EXPECT_EQ(MutateAndApply(kV1s, "UPDATE", kSdk, Promoted().State("RequestReady"), Promoted())
-                .GetState(),
-            "RequestReady");
+  EXPECT_EQ(
+      MutateAndApply(kV1s, "UPDATE", kSdk, Promoted().State("RequestReady"), Promoted()).GetState(),
+      "RequestReady");
 }
 
 TEST(AgonesScaleDown, OnlyTheHoldWritesTheShutdownRequest) {
@@ -379,7 +379,8 @@ TEST(AgonesScaleDown, ControllerIdentityComesFromPolicy) {
 TEST(AgonesScaleDown, ValidationDoesNotDenyTheController) {
   // If the validating webhook sees the controller's Shutdown unchanged (e.g. the mutating one
   // ignored), it must still not fail the controller's update.
-  EXPECT_TRUE(Validate("UPDATE", kController, Allocating().State("Shutdown"), Allocating()).allowed);
+  EXPECT_TRUE(
+      Validate("UPDATE", kController, Allocating().State("Shutdown"), Allocating()).allowed);
 }
 
 // --- defect 4: only the game server's SDK (or a trusted identity) confirms ---
@@ -399,20 +400,24 @@ TEST(AgonesReadiness, OnlyTheSdkIdentitySetsTheReadinessAnnotation) {
   EXPECT_TRUE(Validate("UPDATE", kResolver, n, Allocating()).allowed);
   // Changing an existing value: the same rule; removing it: anyone (it only withdraws readiness).
   Obj ready = Allocating().Ann(keys::kSdkReady, id);
-  EXPECT_FALSE(Validate("UPDATE", kStranger, Allocating().Ann(keys::kSdkReady, "x"), ready).allowed);
+  EXPECT_FALSE(
+      Validate("UPDATE", kStranger, Allocating().Ann(keys::kSdkReady, "x"), ready).allowed);
   EXPECT_TRUE(Validate("UPDATE", kStranger, Allocating(), ready).allowed);
   // Outside the cycle too, while opted in (a value set early would count later).
-  EXPECT_FALSE(Validate("UPDATE", kStranger, Ready().Ann(keys::kSdkReady, "true"), Ready()).allowed);
+  EXPECT_FALSE(
+      Validate("UPDATE", kStranger, Ready().Ann(keys::kSdkReady, "true"), Ready()).allowed);
   // Not opted in: not the gate's business.
   Obj plain = Ready().NoLabel(keys::kEnabledLabel);
-  EXPECT_TRUE(Validate("UPDATE", kStranger, Obj(plain).Ann(keys::kSdkReady, "true"), plain).allowed);
+  EXPECT_TRUE(
+      Validate("UPDATE", kStranger, Obj(plain).Ann(keys::kSdkReady, "true"), plain).allowed);
 }
 
 TEST(AgonesReadiness, TheSdkIdentityIsPerNamespaceAndPodServiceAccount) {
   const std::string id = *Allocating().GetAnn(keys::kAllocation);
   Obj n = Allocating().Ann(keys::kSdkReady, id);
   // Another namespace's SDK is not this GameServer's.
-  EXPECT_FALSE(Validate("UPDATE", "system:serviceaccount:other:agones-sdk", n, Allocating()).allowed);
+  EXPECT_FALSE(
+      Validate("UPDATE", "system:serviceaccount:other:agones-sdk", n, Allocating()).allowed);
   // The pod template names its own service account: the sidecar runs as that one.
   Obj own = Allocating();
   own.SetRaw("/spec/template/spec/serviceAccountName", "\"game-sa\"");
@@ -424,8 +429,8 @@ TEST(AgonesReadiness, TheSdkIdentityIsPerNamespaceAndPodServiceAccount) {
   CallOptions opts;
   opts.policy.sdk_service_account = "custom-sdk";
   EXPECT_FALSE(Validate("UPDATE", kSdk, n, Allocating(), opts).allowed);
-  EXPECT_TRUE(
-      Validate("UPDATE", "system:serviceaccount:default:custom-sdk", n, Allocating(), opts).allowed);
+  EXPECT_TRUE(Validate("UPDATE", "system:serviceaccount:default:custom-sdk", n, Allocating(), opts)
+                  .allowed);
   // A wrong type is a 400, not a crash.
   Obj bad = n;
   bad.SetRaw("/spec/template/spec/serviceAccountName", "7");
@@ -442,9 +447,8 @@ TEST(AgonesReadiness, CreateWithTheReadinessAnnotationIsDenied) {
 }
 
 TEST(AgonesReadiness, TemplatesMayNotCarryTheReadinessAnnotation) {
-  for (auto [route, fixture] :
-       {std::pair{Route::kValidateFleets, "fleet"}, std::pair{Route::kValidateGameServerSets,
-                                                              "gameserverset"}}) {
+  for (auto [route, fixture] : {std::pair{Route::kValidateFleets, "fleet"},
+                                std::pair{Route::kValidateGameServerSets, "gameserverset"}}) {
     Obj t(fixture);
     t.SetRaw("/spec/template/metadata/annotations/agones.dev~1sdk-allocating-ready", "\"true\"");
     Response r = Call(route, Review(kV1, "CREATE", kStranger, t.Json(), std::nullopt,

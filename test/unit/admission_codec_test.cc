@@ -3,8 +3,8 @@
 
 #include <string>
 
-#include "contract/keys.h"
 #include "admission_test_util.h"
+#include "contract/keys.h"
 
 namespace aw::testing {
 namespace {
@@ -78,20 +78,25 @@ TEST(Codec, MalformedEnvelopes) {
        "body.kind"},
       {"{\"kind\":\"AdmissionReview\",\"apiVersion\":\"admission.k8s.io/v2\",\"request\":{}}",
        "body.apiVersion"},
-      {"{\"kind\":\"AdmissionReview\",\"apiVersion\":7,\"request\":{}}", "body.apiVersion is a number"},
+      {"{\"kind\":\"AdmissionReview\",\"apiVersion\":7,\"request\":{}}",
+       "body.apiVersion is a number"},
       {"{\"kind\":\"AdmissionReview\",\"apiVersion\":\"admission.k8s.io/v1\"}", "body.request"},
       {"{\"kind\":\"AdmissionReview\",\"apiVersion\":\"admission.k8s.io/v1\",\"request\":[]}",
        "body.request is an array"},
       {"{\"kind\":\"AdmissionReview\",\"apiVersion\":\"admission.k8s.io/v1\",\"request\":{}}",
        "request.uid"},
-      {"{\"kind\":\"AdmissionReview\",\"apiVersion\":\"admission.k8s.io/v1\",\"request\":{\"uid\":\"\"}}",
+      {"{\"kind\":\"AdmissionReview\",\"apiVersion\":\"admission.k8s.io/"
+       "v1\",\"request\":{\"uid\":\"\"}}",
        "request.uid"},
-      {"{\"kind\":\"AdmissionReview\",\"apiVersion\":\"admission.k8s.io/v1\",\"request\":{\"uid\":5}}",
+      {"{\"kind\":\"AdmissionReview\",\"apiVersion\":\"admission.k8s.io/"
+       "v1\",\"request\":{\"uid\":5}}",
        "request.uid is a number"},
-      {"{\"kind\":\"AdmissionReview\",\"apiVersion\":\"admission.k8s.io/v1\",\"request\":{\"uid\":\"u\","
+      {"{\"kind\":\"AdmissionReview\",\"apiVersion\":\"admission.k8s.io/"
+       "v1\",\"request\":{\"uid\":\"u\","
        "\"userInfo\":\"me\"}}",
        "request.userInfo is a string"},
-      {"{\"kind\":\"AdmissionReview\",\"apiVersion\":\"admission.k8s.io/v1\",\"request\":{\"uid\":\"u\","
+      {"{\"kind\":\"AdmissionReview\",\"apiVersion\":\"admission.k8s.io/"
+       "v1\",\"request\":{\"uid\":\"u\","
        "\"operation\":1}}",
        "request.operation is a number"},
   };
@@ -109,19 +114,24 @@ TEST(Codec, MalformedEnvelopes) {
 TEST(Codec, MissingObjectsWhereNeeded) {
   Obj gs("gameserver-ready");
   std::string msg;
-  EXPECT_EQ(Status(Route::kMutateGameServers,
-                   Review(kV1, "UPDATE", kSdk, std::nullopt, gs.Json()), &msg), 400);
+  EXPECT_EQ(
+      Status(Route::kMutateGameServers, Review(kV1, "UPDATE", kSdk, std::nullopt, gs.Json()), &msg),
+      400);
   EXPECT_NE(msg.find("request.object is missing"), std::string::npos);
-  EXPECT_EQ(Status(Route::kMutateGameServers,
-                   Review(kV1, "UPDATE", kSdk, gs.Json(), std::nullopt), &msg), 400);
+  EXPECT_EQ(
+      Status(Route::kMutateGameServers, Review(kV1, "UPDATE", kSdk, gs.Json(), std::nullopt), &msg),
+      400);
   EXPECT_NE(msg.find("request.oldObject is missing"), std::string::npos);
   EXPECT_EQ(Status(Route::kValidateGameServers,
-                   Review(kV1, "CREATE", kSdk, std::nullopt, std::nullopt), &msg), 400);
+                   Review(kV1, "CREATE", kSdk, std::nullopt, std::nullopt), &msg),
+            400);
   EXPECT_EQ(Status(Route::kValidateFleets,
-                   Review(kV1, "CREATE", kSdk, std::nullopt, std::nullopt, "Fleet"), &msg), 400);
-  EXPECT_EQ(Status(Route::kValidateGameServerAllocations,
-                   Review(kV1, "CREATE", kSdk, std::nullopt, std::nullopt, "GameServerAllocation"),
-                   &msg), 400);
+                   Review(kV1, "CREATE", kSdk, std::nullopt, std::nullopt, "Fleet"), &msg),
+            400);
+  EXPECT_EQ(
+      Status(Route::kValidateGameServerAllocations,
+             Review(kV1, "CREATE", kSdk, std::nullopt, std::nullopt, "GameServerAllocation"), &msg),
+      400);
   Obj nometa = Obj::FromJson("{\"kind\":\"GameServer\",\"status\":{\"state\":\"Ready\"}}");
   EXPECT_EQ(Status(Route::kMutateGameServers, Upd(nometa, gs), &msg), 400);
   EXPECT_NE(msg.find("request.object.metadata is missing"), std::string::npos);
@@ -162,18 +172,22 @@ TEST(Codec, WrongTypesAnywhereWeRead) {
   // Objects that are not objects.
   std::string msg;
   EXPECT_EQ(Status(Route::kMutateGameServers,
-                   Review(kV1, "UPDATE", kSdk, std::string("[]"), ok.Json()), &msg), 400);
+                   Review(kV1, "UPDATE", kSdk, std::string("[]"), ok.Json()), &msg),
+            400);
   EXPECT_EQ(Status(Route::kValidateFleets,
-                   Review(kV1, "CREATE", kSdk, std::string("7"), std::nullopt, "Fleet"), &msg), 400);
+                   Review(kV1, "CREATE", kSdk, std::string("7"), std::nullopt, "Fleet"), &msg),
+            400);
   Obj fleet("fleet");
   fleet.SetRaw("/spec/template", "[]");
   EXPECT_EQ(Status(Route::kValidateFleets,
-                   Review(kV1, "CREATE", kSdk, fleet.Json(), std::nullopt, "Fleet"), &msg), 400);
+                   Review(kV1, "CREATE", kSdk, fleet.Json(), std::nullopt, "Fleet"), &msg),
+            400);
   EXPECT_NE(msg.find("request.object.spec.template is an array"), std::string::npos) << msg;
   Obj fleet2("fleet");
   fleet2.SetRaw("/spec/template/metadata/annotations", "{\"a\":null}");
   EXPECT_EQ(Status(Route::kValidateFleets,
-                   Review(kV1, "CREATE", kSdk, fleet2.Json(), std::nullopt, "Fleet"), &msg), 400);
+                   Review(kV1, "CREATE", kSdk, fleet2.Json(), std::nullopt, "Fleet"), &msg),
+            400);
 }
 
 TEST(Codec, NullsAreAbsent) {
@@ -208,7 +222,8 @@ TEST(Codec, NestingDeeperThan512IsRefusedBeforeParsing) {
   EXPECT_EQ(deep.raw.http_status, 400);
   EXPECT_NE(deep.raw.reason.find("deeper than 512 levels"), std::string::npos) << deep.raw.reason;
   // Brackets inside strings (escaped quotes included) do not count.
-  std::string in_string = "{\"kind\":\"" + std::string(1000, '[') + "\\\"" + std::string(1000, '{') + "\"}";
+  std::string in_string =
+      "{\"kind\":\"" + std::string(1000, '[') + "\\\"" + std::string(1000, '{') + "\"}";
   EXPECT_EQ(Call(Route::kMutateGameServers, in_string).raw.reason.find("nests"), std::string::npos);
 }
 
@@ -216,9 +231,10 @@ TEST(Codec, HostileInputNeverCrashes) {
   // Deep nesting (iterative parser: no stack exhaustion).
   std::string deep(200000, '[');
   EXPECT_EQ(Status(Route::kMutateGameServers, deep), 400);
-  std::string deep_ok = "{\"kind\":\"AdmissionReview\",\"apiVersion\":\"admission.k8s.io/v1\","
-                        "\"request\":{\"uid\":\"u\",\"operation\":\"UPDATE\",\"x\":" +
-                        std::string(100000, '[') + std::string(100000, ']') + "}}";
+  std::string deep_ok =
+      "{\"kind\":\"AdmissionReview\",\"apiVersion\":\"admission.k8s.io/v1\","
+      "\"request\":{\"uid\":\"u\",\"operation\":\"UPDATE\",\"x\":" +
+      std::string(100000, '[') + std::string(100000, ']') + "}}";
   EXPECT_EQ(Status(Route::kMutateGameServers, deep_ok), 400);  // object/oldObject missing
   // Embedded NULs, invalid UTF-8, huge strings.
   EXPECT_EQ(Status(Route::kMutateGameServers, std::string("{\"a\":\"\0\"}", 10)), 400);

@@ -6,9 +6,9 @@
 
 #include <string>
 
-#include "json/duplicate_keys.h"
-#include "contract/keys.h"
 #include "admission_test_util.h"
+#include "contract/keys.h"
+#include "json/duplicate_keys.h"
 
 namespace aw::testing {
 namespace {

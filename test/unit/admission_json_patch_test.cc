@@ -1,8 +1,8 @@
 // JsonPatch / MapEdit (policy/json_patch.h): minimal ops for a string map.
-#include "policy/json_patch.h"
-
 #include <gtest/gtest.h>
 #include <rapidjson/document.h>
+
+#include "policy/json_patch.h"
 
 namespace aw::policy {
 namespace {
@@ -23,7 +23,7 @@ TEST(MapEdit, MinimalOpsOnAnExistingMap) {
   e.Remove("keep");         // remove
   e.Remove("absent");       // nothing
   e.Set("tmp", "y");
-  e.Remove("tmp");          // set then removed, absent before: nothing
+  e.Remove("tmp");  // set then removed, absent before: nothing
   JsonPatch p;
   e.AppendTo(&p);
   EXPECT_EQ(p.ToJson(),
@@ -55,9 +55,8 @@ TEST(JsonPatch, SerializesInOrder) {
   p.ReplaceString("/status/state", "Allocating");
   p.Remove("/a~1b");
   p.AddString("/c", "");
-  EXPECT_EQ(p.ToJson(),
-            R"([{"op":"replace","path":"/status/state","value":"Allocating"},)"
-            R"({"op":"remove","path":"/a~1b"},{"op":"add","path":"/c","value":""}])");
+  EXPECT_EQ(p.ToJson(), R"([{"op":"replace","path":"/status/state","value":"Allocating"},)"
+                        R"({"op":"remove","path":"/a~1b"},{"op":"add","path":"/c","value":""}])");
   EXPECT_EQ(JsonPatch().ToJson(), "[]");
 }
 

@@ -1,10 +1,10 @@
-// /mutate/gameservers: every row of the decision table (docs/design.md, "Admission decisions"), both modes,
-// fail-open, trusted vs untrusted, patch shape and idempotence under reinvocation.
+// /mutate/gameservers: every row of the decision table (docs/design.md, "Admission decisions"),
+// both modes, fail-open, trusted vs untrusted, patch shape and idempotence under reinvocation.
 #include <gtest/gtest.h>
 
-#include "policy/json_patch.h"
-#include "contract/keys.h"
 #include "admission_test_util.h"
+#include "contract/keys.h"
+#include "policy/json_patch.h"
 #include "util/time_format.h"
 
 namespace aw::testing {
@@ -95,12 +95,16 @@ TEST(MutateRow2, AllocatorUpdateIsRewrittenToAllocating) {
   Obj patched = MutateAndApply(kV1s, "UPDATE", kAllocator, AllocatorWrite(), Ready(), {}, &first);
   EXPECT_TRUE(first.allowed);
   EXPECT_EQ(first.raw.outcome, admission::Outcome::kRewritten);
-  EXPECT_EQ(first.patch,
-            "[{\"op\":\"replace\",\"path\":\"/status/state\",\"value\":\"Allocating\"},"
-            "{\"op\":\"add\",\"path\":\"/metadata/annotations/allocating.agones.dev~1since\","
-            "\"value\":\"" + kNowStr + "\"},"
-            "{\"op\":\"add\",\"path\":\"/metadata/annotations/allocating.agones.dev~1allocation\","
-            "\"value\":\"" + kLastAllocatedNew + "\"}]");
+  EXPECT_EQ(
+      first.patch,
+      "[{\"op\":\"replace\",\"path\":\"/status/state\",\"value\":\"Allocating\"},"
+      "{\"op\":\"add\",\"path\":\"/metadata/annotations/allocating.agones.dev~1since\","
+      "\"value\":\"" +
+          kNowStr +
+          "\"},"
+          "{\"op\":\"add\",\"path\":\"/metadata/annotations/allocating.agones.dev~1allocation\","
+          "\"value\":\"" +
+          kLastAllocatedNew + "\"}]");
   EXPECT_EQ(patched.GetState(), "Allocating");
   EXPECT_EQ(patched.GetAnn(keys::kSince), kNowStr);
   EXPECT_EQ(patched.GetAnn(keys::kAllocation), kLastAllocatedNew);
@@ -114,14 +118,15 @@ TEST(MutateRow2, V1beta1IsAnsweredInKind) {
   EXPECT_EQ(r.api_version, "admission.k8s.io/v1beta1");
   EXPECT_EQ(r.uid, "uid-1");
   EXPECT_NE(r.patch, "");
-  Obj patched = MutateAndApply(std::string(kV1beta1), "UPDATE", kAllocator, AllocatorWrite(),
-                               Ready());
+  Obj patched =
+      MutateAndApply(std::string(kV1beta1), "UPDATE", kAllocator, AllocatorWrite(), Ready());
   EXPECT_EQ(patched.GetState(), "Allocating");
 }
 
 TEST(MutateRow2, StaleConfirmedAndOutcomeAreDropped) {
   Obj old = Ready().Ann(keys::kConfirmed, kLastAllocatedOld).Ann(keys::kOutcome, "Confirmed");
-  Obj n = AllocatorWrite().Ann(keys::kConfirmed, kLastAllocatedOld).Ann(keys::kOutcome, "Confirmed");
+  Obj n =
+      AllocatorWrite().Ann(keys::kConfirmed, kLastAllocatedOld).Ann(keys::kOutcome, "Confirmed");
   Obj patched = MutateAndApply(kV1s, "UPDATE", kAllocator, n, old);
   EXPECT_EQ(patched.GetState(), "Allocating");
   EXPECT_FALSE(patched.GetAnn(keys::kConfirmed));
@@ -130,7 +135,8 @@ TEST(MutateRow2, StaleConfirmedAndOutcomeAreDropped) {
 
 TEST(MutateRow2, StaleSinceCopiedFromOldIsReplaced) {
   Obj old = Ready().Ann(keys::kSince, "2026-12-01T00:00:00Z").Ann(keys::kAllocation, "old-id");
-  Obj n = AllocatorWrite().Ann(keys::kSince, "2026-12-01T00:00:00Z").Ann(keys::kAllocation, "old-id");
+  Obj n =
+      AllocatorWrite().Ann(keys::kSince, "2026-12-01T00:00:00Z").Ann(keys::kAllocation, "old-id");
   Obj patched = MutateAndApply(kV1s, "UPDATE", kAllocator, n, old);
   EXPECT_EQ(patched.GetAnn(keys::kSince), kNowStr);
   EXPECT_EQ(patched.GetAnn(keys::kAllocation), kLastAllocatedNew);
@@ -152,8 +158,11 @@ TEST(MutateRow2, NoAnnotationsMapAddsTheWholeMap) {
   EXPECT_EQ(first.patch,
             "[{\"op\":\"replace\",\"path\":\"/status/state\",\"value\":\"Allocating\"},"
             "{\"op\":\"add\",\"path\":\"/metadata/annotations\",\"value\":{"
-            "\"allocating.agones.dev/since\":\"" + kNowStr + "\","
-            "\"allocating.agones.dev/allocation\":\"" + kNowStr + "\"}}]");
+            "\"allocating.agones.dev/since\":\"" +
+                kNowStr +
+                "\","
+                "\"allocating.agones.dev/allocation\":\"" +
+                kNowStr + "\"}}]");
   EXPECT_EQ(patched.GetAnn(keys::kSince), kNowStr);
 }
 
@@ -197,7 +206,9 @@ TEST(MutateRow2, TrustedUserIsGatedToo) {
 
 TEST(MutateRow3, TrustedPromotionWithConfirmedIsAllowed) {
   Obj old = Allocating();
-  Obj n = Allocating().State("Allocated").Ann(keys::kConfirmed, kLastAllocatedNew)
+  Obj n = Allocating()
+              .State("Allocated")
+              .Ann(keys::kConfirmed, kLastAllocatedNew)
               .Ann(keys::kOutcome, "Confirmed");
   Response r = Mutate(n, old, kResolver);
   EXPECT_TRUE(r.allowed);
@@ -305,7 +316,9 @@ TEST(MutateRow4, NewLastAllocatedWhileAllocatingKeepsTheCycle) {
 }
 
 TEST(MutateRow5, LeavingTheCycleRemovesOwnedAnnotations) {
-  Obj old = Allocating().State("Allocated").Ann(keys::kConfirmed, kLastAllocatedNew)
+  Obj old = Allocating()
+                .State("Allocated")
+                .Ann(keys::kConfirmed, kLastAllocatedNew)
                 .Ann(keys::kOutcome, "Confirmed");
   for (std::string_view st : {"Ready", "Reserved", "Shutdown", "Error", "Unhealthy", "Scheduled"}) {
     Obj n = old;
@@ -316,11 +329,12 @@ TEST(MutateRow5, LeavingTheCycleRemovesOwnedAnnotations) {
     for (auto k : {keys::kSince, keys::kAllocation, keys::kConfirmed, keys::kOutcome}) {
       EXPECT_FALSE(patched.GetAnn(k)) << st << " " << k;
     }
-    EXPECT_EQ(first.patch,
-              "[{\"op\":\"remove\",\"path\":\"/metadata/annotations/allocating.agones.dev~1since\"},"
-              "{\"op\":\"remove\",\"path\":\"/metadata/annotations/allocating.agones.dev~1allocation\"},"
-              "{\"op\":\"remove\",\"path\":\"/metadata/annotations/allocating.agones.dev~1confirmed\"},"
-              "{\"op\":\"remove\",\"path\":\"/metadata/annotations/allocating.agones.dev~1outcome\"}]");
+    EXPECT_EQ(
+        first.patch,
+        "[{\"op\":\"remove\",\"path\":\"/metadata/annotations/allocating.agones.dev~1since\"},"
+        "{\"op\":\"remove\",\"path\":\"/metadata/annotations/allocating.agones.dev~1allocation\"},"
+        "{\"op\":\"remove\",\"path\":\"/metadata/annotations/allocating.agones.dev~1confirmed\"},"
+        "{\"op\":\"remove\",\"path\":\"/metadata/annotations/allocating.agones.dev~1outcome\"}]");
   }
 }
 
@@ -328,9 +342,10 @@ TEST(MutateRow5, RemovesOnlyKeysThatExist) {
   Obj n = Allocating().State("Unhealthy");
   Response first;
   MutateAndApply(kV1s, "UPDATE", kController, n, Allocating(), {}, &first);
-  EXPECT_EQ(first.patch,
-            "[{\"op\":\"remove\",\"path\":\"/metadata/annotations/allocating.agones.dev~1since\"},"
-            "{\"op\":\"remove\",\"path\":\"/metadata/annotations/allocating.agones.dev~1allocation\"}]");
+  EXPECT_EQ(
+      first.patch,
+      "[{\"op\":\"remove\",\"path\":\"/metadata/annotations/allocating.agones.dev~1since\"},"
+      "{\"op\":\"remove\",\"path\":\"/metadata/annotations/allocating.agones.dev~1allocation\"}]");
 }
 
 TEST(MutateRow5, CleanObjectIsUnchanged) {
@@ -376,8 +391,8 @@ TEST(MutateAllocated, ReallocationOfAllocatedServerIsUnchanged) {
 
 TEST(MutateOperations, CreateAndDeleteAreAllowedUnchanged) {
   Obj c = Obj("gameserver-creating");
-  Response r = Call(Route::kMutateGameServers,
-                    Review(kV1, "CREATE", kController, c.Json(), std::nullopt));
+  Response r =
+      Call(Route::kMutateGameServers, Review(kV1, "CREATE", kController, c.Json(), std::nullopt));
   EXPECT_TRUE(r.allowed);
   EXPECT_EQ(r.patch, "");
   Response d = Call(Route::kMutateGameServers,
@@ -412,7 +427,8 @@ TEST(MutatePatch, EveryPatchAppliesAndIsIdempotentAcrossScenarios) {
             n.Ann(keys::kSince, "2026-12-02T14:00:00Z").Ann(keys::kAllocation, "a1");
           }
           if (v & 2) {
-            n.Ann(keys::kLastAllocated, kLastAllocatedNew).Ann(keys::kConfirmed, "a1")
+            n.Ann(keys::kLastAllocated, kLastAllocatedNew)
+                .Ann(keys::kConfirmed, "a1")
                 .Ann(keys::kOutcome, "Confirmed");
           }
           MutateAndApply(kV1s, "UPDATE", user, n, old);

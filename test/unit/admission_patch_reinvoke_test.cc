@@ -47,8 +47,8 @@ TEST(PatchCases, Reinvoke) {
   if (!in_path || !out_path) {
     // Built-in case: the patched allocator update re-run yields no patch.
     Obj patched = Obj("gameserver-allocating");
-    std::string review = Review(kV1, "UPDATE", kAllocator, patched.Json(),
-                                Obj("gameserver-ready").Json());
+    std::string review =
+        Review(kV1, "UPDATE", kAllocator, patched.Json(), Obj("gameserver-ready").Json());
     std::string line = "{\"name\":\"builtin\",\"review\":" + review + ",\"trusted_users\":[]}";
     std::string out = Decide(line);
     EXPECT_NE(out.find("\"allowed\":true"), std::string::npos) << out;

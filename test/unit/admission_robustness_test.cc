@@ -60,18 +60,27 @@ void ExpectSane(Route route, const std::string& body, const std::string& what) {
 TEST(Robustness, ByteMutations) {
   std::mt19937 rng(Seed(20261202));
   const std::vector<std::string> seeds = Seeds();
-  const char* tokens[] = {"null", "[]", "{}", "1", "-1e999", "\"x\"", "true", "\"\\u0000\"",
-                          "\"\\ud800\"", ",", ":", "\"", "]", "}", "{\"a\":"};
+  const char* tokens[] = {"null",  "[]",   "{}",          "1",           "-1e999",
+                          "\"x\"", "true", "\"\\u0000\"", "\"\\ud800\"", ",",
+                          ":",     "\"",   "]",           "}",           "{\"a\":"};
   for (int i = 0; i < Iterations(); ++i) {
     std::string body = seeds[rng() % seeds.size()];
     int edits = 1 + static_cast<int>(rng() % 4);
     for (int e = 0; e < edits && !body.empty(); ++e) {
       size_t pos = rng() % body.size();
       switch (rng() % 4) {
-        case 0: body[pos] = static_cast<char>(rng() % 256); break;
-        case 1: body.erase(pos, 1 + rng() % 16); break;
-        case 2: body.insert(pos, tokens[rng() % std::size(tokens)]); break;
-        case 3: body.insert(pos, body.substr(rng() % body.size(), rng() % 64)); break;
+        case 0:
+          body[pos] = static_cast<char>(rng() % 256);
+          break;
+        case 1:
+          body.erase(pos, 1 + rng() % 16);
+          break;
+        case 2:
+          body.insert(pos, tokens[rng() % std::size(tokens)]);
+          break;
+        case 3:
+          body.insert(pos, body.substr(rng() % body.size(), rng() % 64));
+          break;
       }
     }
     for (Route route : admission::AllRoutes()) {
@@ -107,12 +116,25 @@ TEST(Robustness, TypeMutations) {
     for (int e = 0; e < edits; ++e) {
       rapidjson::Value* target = all[1 + rng() % (all.size() - 1)];
       switch (rng() % 6) {
-        case 0: target->SetNull(); break;
-        case 1: target->SetInt(static_cast<int>(rng())); break;
-        case 2: target->SetArray(); target->PushBack(rapidjson::Value("x", a), a); break;
-        case 3: target->SetObject(); break;
-        case 4: target->SetString("Allocated", a); break;
-        case 5: target->SetBool(true); break;
+        case 0:
+          target->SetNull();
+          break;
+        case 1:
+          target->SetInt(static_cast<int>(rng()));
+          break;
+        case 2:
+          target->SetArray();
+          target->PushBack(rapidjson::Value("x", a), a);
+          break;
+        case 3:
+          target->SetObject();
+          break;
+        case 4:
+          target->SetString("Allocated", a);
+          break;
+        case 5:
+          target->SetBool(true);
+          break;
       }
       // Values below the edited one are gone; do not edit them again.
       all.resize(1);

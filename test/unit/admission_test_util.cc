@@ -22,7 +22,7 @@ std::chrono::system_clock::time_point TestNow() {
   // 2026-12-02T14:30:00.123456789Z
   sys_days d = year{2026} / December / 2;
   return time_point_cast<system_clock::duration>(d + hours{14} + minutes{30} +
-                                                  nanoseconds{123456789});
+                                                 nanoseconds{123456789});
 }
 
 policy::Policy TestPolicy() {
@@ -174,14 +174,14 @@ std::string Obj::GetState() const {
 std::string Review(std::string_view api, std::string_view op, std::string_view user,
                    const std::optional<std::string>& object, const std::optional<std::string>& old,
                    std::string_view kind, std::string_view uid) {
-  std::string s = "{\"apiVersion\":\"" + std::string(api) +
-                  "\",\"kind\":\"AdmissionReview\",\"request\":{\"uid\":\"" + std::string(uid) +
-                  "\",\"kind\":{\"group\":\"agones.dev\",\"version\":\"v1\",\"kind\":\"" +
-                  std::string(kind) + "\"},\"namespace\":\"default\",\"operation\":\"" +
-                  std::string(op) + "\",\"userInfo\":{\"username\":\"" + std::string(user) +
-                  "\",\"groups\":[\"system:authenticated\"]},\"object\":" +
-                  (object ? *object : "null") + ",\"oldObject\":" + (old ? *old : "null") +
-                  ",\"dryRun\":false}}";
+  std::string s =
+      "{\"apiVersion\":\"" + std::string(api) +
+      "\",\"kind\":\"AdmissionReview\",\"request\":{\"uid\":\"" + std::string(uid) +
+      "\",\"kind\":{\"group\":\"agones.dev\",\"version\":\"v1\",\"kind\":\"" + std::string(kind) +
+      "\"},\"namespace\":\"default\",\"operation\":\"" + std::string(op) +
+      "\",\"userInfo\":{\"username\":\"" + std::string(user) +
+      "\",\"groups\":[\"system:authenticated\"]},\"object\":" + (object ? *object : "null") +
+      ",\"oldObject\":" + (old ? *old : "null") + ",\"dryRun\":false}}";
   return s;
 }
 
@@ -301,9 +301,8 @@ bool ApplyPatch(Document* target, std::string_view patch_json, std::string* erro
         key += token[i];
       }
     }
-    Value* parent = parent_path.empty()
-                        ? target
-                        : rapidjson::Pointer(parent_path.c_str()).Get(*target);
+    Value* parent =
+        parent_path.empty() ? target : rapidjson::Pointer(parent_path.c_str()).Get(*target);
     if (!parent || !parent->IsObject()) {
       *error = "parent of " + path + " does not exist";
       return false;

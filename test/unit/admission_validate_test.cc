@@ -2,8 +2,8 @@
 // /validate/gameserverallocations.
 #include <gtest/gtest.h>
 
-#include "contract/keys.h"
 #include "admission_test_util.h"
+#include "contract/keys.h"
 
 namespace aw::testing {
 namespace {
@@ -66,8 +66,11 @@ TEST(ValidateGameServer, CreateWithBadValuesIsDeniedNamingKeyAndValue) {
 }
 
 TEST(ValidateGameServer, CreateThatCanNeverConfirmIsDenied) {
-  Obj n = Creating().Ann(keys::kRequireAnnotation, "false").NoAnn(keys::kProbePort)
-              .NoAnn(keys::kProbeType).NoAnn(keys::kProbePeriod);
+  Obj n = Creating()
+              .Ann(keys::kRequireAnnotation, "false")
+              .NoAnn(keys::kProbePort)
+              .NoAnn(keys::kProbeType)
+              .NoAnn(keys::kProbePeriod);
   Response r = Validate("CREATE", kController, n, std::nullopt);
   EXPECT_FALSE(r.allowed);
   EXPECT_NE(r.message.find("allocating.agones.dev/require-annotation"), std::string::npos);
@@ -85,10 +88,12 @@ TEST(ValidateGameServer, ProbePortMustNameAPort) {
                            "GameServer (spec.ports: default, admin)"),
             std::string::npos)
       << r.message;
-  EXPECT_TRUE(Validate("CREATE", kController, Creating().Ann(keys::kProbePort, "admin"),
-                       std::nullopt).allowed);
-  EXPECT_TRUE(Validate("CREATE", kController, Creating().Ann(keys::kProbePort, "8080"),
-                       std::nullopt).allowed);
+  EXPECT_TRUE(
+      Validate("CREATE", kController, Creating().Ann(keys::kProbePort, "admin"), std::nullopt)
+          .allowed);
+  EXPECT_TRUE(
+      Validate("CREATE", kController, Creating().Ann(keys::kProbePort, "8080"), std::nullopt)
+          .allowed);
   // Unchanged on UPDATE: a warning only.
   Obj old = Ready().Ann(keys::kProbePort, "gmae");
   Obj upd = old;
@@ -138,8 +143,8 @@ TEST(ValidateGameServer, OptingInOnUpdateChecksEverything) {
 }
 
 TEST(ValidateGameServer, NotOptedInIsNotChecked) {
-  Obj n = Creating().NoLabel(keys::kEnabledLabel).Ann(keys::kTimeout, "90x")
-              .Ann(keys::kConfirmed, "x");
+  Obj n =
+      Creating().NoLabel(keys::kEnabledLabel).Ann(keys::kTimeout, "90x").Ann(keys::kConfirmed, "x");
   EXPECT_TRUE(Validate("CREATE", kStranger, n, std::nullopt).allowed);
 }
 
@@ -167,8 +172,11 @@ TEST(ValidateOwned, CreateWithOwnedKeyIsDeniedUnlessTrusted) {
 TEST(ValidateOwned, TheMutatingRewriteOfAnAllocationPasses) {
   // Exactly what /mutate/gameservers produced for the allocator's update.
   Obj old = Ready();
-  Obj n = Ready().State("Allocating").Ann(keys::kLastAllocated, kLastAllocatedNew)
-              .Ann(keys::kSince, kNowStr).Ann(keys::kAllocation, kLastAllocatedNew);
+  Obj n = Ready()
+              .State("Allocating")
+              .Ann(keys::kLastAllocated, kLastAllocatedNew)
+              .Ann(keys::kSince, kNowStr)
+              .Ann(keys::kAllocation, kLastAllocatedNew);
   EXPECT_TRUE(Validate("UPDATE", kAllocator, n, old).allowed);
   // Stale confirmed/outcome dropped on entry.
   Obj old2 = Ready().Ann(keys::kConfirmed, "a").Ann(keys::kOutcome, "Confirmed");
@@ -177,13 +185,19 @@ TEST(ValidateOwned, TheMutatingRewriteOfAnAllocationPasses) {
 
 TEST(ValidateOwned, ForgedSinceOrAllocationIsDenied) {
   Obj old = Ready();
-  Obj n = Ready().State("Allocating").Ann(keys::kLastAllocated, kLastAllocatedNew)
-              .Ann(keys::kSince, "2026-12-02T10:00:00Z").Ann(keys::kAllocation, kLastAllocatedNew);
+  Obj n = Ready()
+              .State("Allocating")
+              .Ann(keys::kLastAllocated, kLastAllocatedNew)
+              .Ann(keys::kSince, "2026-12-02T10:00:00Z")
+              .Ann(keys::kAllocation, kLastAllocatedNew);
   Response r = Validate("UPDATE", kStranger, n, old);
   EXPECT_FALSE(r.allowed);
   EXPECT_NE(r.message.find("allocating.agones.dev/since"), std::string::npos) << r.message;
-  Obj n2 = Ready().State("Allocating").Ann(keys::kLastAllocated, kLastAllocatedNew)
-               .Ann(keys::kSince, kNowStr).Ann(keys::kAllocation, "my-own-id");
+  Obj n2 = Ready()
+               .State("Allocating")
+               .Ann(keys::kLastAllocated, kLastAllocatedNew)
+               .Ann(keys::kSince, kNowStr)
+               .Ann(keys::kAllocation, "my-own-id");
   Response r2 = Validate("UPDATE", kStranger, n2, old);
   EXPECT_FALSE(r2.allowed);
   EXPECT_NE(r2.message.find("allocating.agones.dev/allocation"), std::string::npos);
@@ -225,13 +239,12 @@ TEST(ValidateOwned, BypassRecordOnlyByTheResolver) {
     EXPECT_NE(r.message.find("allocating.agones.dev/bypassed"), std::string::npos) << r.message;
   }
   EXPECT_TRUE(Validate("UPDATE", kResolver, recorded, bypassed).allowed);
-  Obj confirmed = Obj(recorded)
-                      .Ann(keys::kConfirmed, kLastAllocatedNew)
-                      .Ann(keys::kOutcome, "Confirmed");
+  Obj confirmed =
+      Obj(recorded).Ann(keys::kConfirmed, kLastAllocatedNew).Ann(keys::kOutcome, "Confirmed");
   for (auto [n, o] : {std::pair{recorded, bypassed}, std::pair{confirmed, recorded}}) {
     Obj mutated = MutateAndApply(std::string(kV1), "UPDATE", kResolver, n, o);
-    for (auto k : {keys::kBypassed, keys::kAllocation, keys::kSince, keys::kConfirmed,
-                   keys::kOutcome}) {
+    for (auto k :
+         {keys::kBypassed, keys::kAllocation, keys::kSince, keys::kConfirmed, keys::kOutcome}) {
       EXPECT_EQ(mutated.GetAnn(k), n.GetAnn(k)) << k << ": the resolver's write is unchanged";
     }
     EXPECT_EQ(mutated.GetState(), "Allocated");
@@ -267,7 +280,8 @@ TEST(ValidateOwned, MutateThenValidateChainsPass) {
   };
   Obj promo = Allocating().State("Allocated");
   std::vector<Case> cases = {
-      {Ready().State("Allocated").Ann(keys::kLastAllocated, kLastAllocatedNew), Ready(), kAllocator},
+      {Ready().State("Allocated").Ann(keys::kLastAllocated, kLastAllocatedNew), Ready(),
+       kAllocator},
       {Ready().State("Allocated"), Ready(), kSdk},
       {Ready().State("Allocating"), Ready(), kStranger},
       {promo, Allocating(), kStranger},
@@ -292,7 +306,10 @@ TEST(ValidateGameServer, OptInLabelStaysWhileAllocating) {
   EXPECT_FALSE(Validate("UPDATE", kStranger, changed, Allocating()).allowed);
   EXPECT_TRUE(Validate("UPDATE", kResolver, n, Allocating()).allowed);
   // Leaving Allocating in the same update, or any time outside it: allowed.
-  Obj leaving = Allocating().NoLabel(keys::kEnabledLabel).State("Ready").NoAnn(keys::kSince)
+  Obj leaving = Allocating()
+                    .NoLabel(keys::kEnabledLabel)
+                    .State("Ready")
+                    .NoAnn(keys::kSince)
                     .NoAnn(keys::kAllocation);
   EXPECT_TRUE(Validate("UPDATE", kSdk, leaving, Allocating()).allowed);
   EXPECT_TRUE(Validate("UPDATE", kStranger, Ready().NoLabel(keys::kEnabledLabel), Ready()).allowed);
@@ -313,7 +330,8 @@ TEST(ValidateScaleDown, OthersMay) {
   EXPECT_TRUE(Validate("UPDATE", kSdk, n, Allocating()).allowed);
   EXPECT_TRUE(Validate("UPDATE", kResolver, n, Allocating()).allowed);
   // The controller may move it to Unhealthy (health checks) and shut down Ready servers.
-  EXPECT_TRUE(Validate("UPDATE", kController, Allocating().State("Unhealthy"), Allocating()).allowed);
+  EXPECT_TRUE(
+      Validate("UPDATE", kController, Allocating().State("Unhealthy"), Allocating()).allowed);
   EXPECT_TRUE(Validate("UPDATE", kController, Ready().State("Shutdown"), Ready()).allowed);
   // A server already being deleted is not held back.
   Obj deleting = n;
@@ -363,8 +381,8 @@ Obj TemplateAnn(Obj o, std::string_view k, std::optional<std::string_view> v) {
 TEST(ValidateTemplates, ValidFleetAndGameServerSet) {
   EXPECT_TRUE(ValidateTemplate(Route::kValidateFleets, "Fleet", "CREATE", Fleet()).allowed);
   Obj gss("gameserverset");
-  EXPECT_TRUE(
-      ValidateTemplate(Route::kValidateGameServerSets, "GameServerSet", "UPDATE", gss, gss).allowed);
+  EXPECT_TRUE(ValidateTemplate(Route::kValidateGameServerSets, "GameServerSet", "UPDATE", gss, gss)
+                  .allowed);
 }
 
 TEST(ValidateTemplates, BadValueAndNeverConfirmAreDenied) {
@@ -440,7 +458,8 @@ TEST(ValidateAllocation, OwnedKeysLabelAndReadinessAreDenied) {
        "allocating.agones.dev/allocation"},
       {"/spec/metadata/annotations/allocating.agones.dev~1confirmed",
        "allocating.agones.dev/confirmed"},
-      {"/spec/metadata/annotations/allocating.agones.dev~1outcome", "allocating.agones.dev/outcome"},
+      {"/spec/metadata/annotations/allocating.agones.dev~1outcome",
+       "allocating.agones.dev/outcome"},
       {"/spec/metadata/annotations/agones.dev~1sdk-allocating-ready",
        "agones.dev/sdk-allocating-ready"},
       {"/spec/metadata/labels/allocating.agones.dev~1enabled", "allocating.agones.dev/enabled"},

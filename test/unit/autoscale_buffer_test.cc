@@ -1,11 +1,11 @@
 // Agones' Buffer policy arithmetic and validation (autoscale/buffer.h). The expected values are
 // the facts of Agones' own tests (pkg/fleetautoscalers/fleetautoscalers_test.go
 // TestApplyBufferPolicy, controller_test.go TestControllerSyncFleetAutoscaler), Agones v1.56.
-#include "autoscale/buffer.h"
-
 #include <gtest/gtest.h>
 
 #include <cmath>
+
+#include "autoscale/buffer.h"
 
 namespace aw::autoscale {
 namespace {
@@ -46,9 +46,9 @@ TEST(AutoscaleBufferTest, AgonesControllerCases) {
 }
 
 TEST(AutoscaleBufferTest, IssueExamples) {
-  EXPECT_EQ(ApplyBuffer(Int(5, 0, 100), 7).replicas, 12);   // buffer 5 with 7 allocated
-  EXPECT_EQ(ApplyBuffer(Pct(20, 1, 100), 10).replicas, 13); // 20%: ceil(10 / 0.8) = 12.5 -> 13
-  EXPECT_EQ(ApplyBuffer(Pct(20, 1, 100), 8).replicas, 10);  // exact: 8 / 0.8 = 10
+  EXPECT_EQ(ApplyBuffer(Int(5, 0, 100), 7).replicas, 12);    // buffer 5 with 7 allocated
+  EXPECT_EQ(ApplyBuffer(Pct(20, 1, 100), 10).replicas, 13);  // 20%: ceil(10 / 0.8) = 12.5 -> 13
+  EXPECT_EQ(ApplyBuffer(Pct(20, 1, 100), 8).replicas, 10);   // exact: 8 / 0.8 = 10
   EXPECT_EQ(ApplyBuffer(Pct(30, 1, 100), 8).replicas, 12);  // Agones' comment: 8 / 0.7 = 11.4 -> 12
   auto r = ApplyBuffer(Pct(20, 3, 100), 0);                 // empty fleet -> minReplicas
   EXPECT_EQ(r.replicas, 3);
@@ -62,8 +62,8 @@ TEST(AutoscaleBufferTest, PercentMatchesFloatCeilEverywhere) {
   // Agones: int32(math.Ceil(float64(allocated*100) / float64(100-p))). Our integer ceiling must
   // agree for every percentage and a range of sizes.
   for (int p = 1; p <= 99; ++p) {
-    for (int64_t a : {0LL, 1LL, 2LL, 3LL, 7LL, 99LL, 100LL, 101LL, 997LL, 12345LL, 1000000LL,
-                      21474836LL}) {
+    for (int64_t a :
+         {0LL, 1LL, 2LL, 3LL, 7LL, 99LL, 100LL, 101LL, 997LL, 12345LL, 1000000LL, 21474836LL}) {
       const double want = std::ceil(static_cast<double>(a * 100) / static_cast<double>(100 - p));
       EXPECT_EQ(ApplyBuffer(Pct(p, 0, INT32_MAX), a).replicas, static_cast<int64_t>(want))
           << p << "% of " << a;
@@ -117,16 +117,25 @@ TEST(AutoscaleBufferTest, RefusesBadParameters) {
   ExpectError({{"bufferSize", ""}, {"maxReplicas", "10"}}, "bufferSize");
   ExpectError({{"bufferSize", "+5"}, {"maxReplicas", "10"}}, "bufferSize");
   // Agones' ValidateBufferPolicy rules.
-  ExpectError({{"bufferSize", "0"}, {"maxReplicas", "10"}}, "bufferSize is 0: it must be bigger than 0");
+  ExpectError({{"bufferSize", "0"}, {"maxReplicas", "10"}},
+              "bufferSize is 0: it must be bigger than 0");
   ExpectError({{"bufferSize", "-5"}, {"maxReplicas", "10"}}, "bufferSize is -5");
-  ExpectError({{"bufferSize", "20"}, {"maxReplicas", "10"}}, "maxReplicas (10) must be bigger than or equal to bufferSize (20)");
-  ExpectError({{"bufferSize", "5"}, {"minReplicas", "3"}, {"maxReplicas", "10"}}, "minReplicas (3) must be 0 or bigger");
-  ExpectError({{"bufferSize", "5"}, {"minReplicas", "20"}, {"maxReplicas", "10"}}, "must not be bigger than maxReplicas");
-  ExpectError({{"bufferSize", "5"}, {"minReplicas", "-1"}, {"maxReplicas", "10"}}, "minReplicas is -1");
-  ExpectError({{"bufferSize", "0%"}, {"minReplicas", "1"}, {"maxReplicas", "10"}}, "between 1% and 99%");
-  ExpectError({{"bufferSize", "100%"}, {"minReplicas", "1"}, {"maxReplicas", "10"}}, "between 1% and 99%");
-  ExpectError({{"bufferSize", "-5%"}, {"minReplicas", "1"}, {"maxReplicas", "10"}}, "between 1% and 99%");
-  ExpectError({{"bufferSize", "20%"}, {"maxReplicas", "10"}}, "with a percentage bufferSize it must be at least 1");
+  ExpectError({{"bufferSize", "20"}, {"maxReplicas", "10"}},
+              "maxReplicas (10) must be bigger than or equal to bufferSize (20)");
+  ExpectError({{"bufferSize", "5"}, {"minReplicas", "3"}, {"maxReplicas", "10"}},
+              "minReplicas (3) must be 0 or bigger");
+  ExpectError({{"bufferSize", "5"}, {"minReplicas", "20"}, {"maxReplicas", "10"}},
+              "must not be bigger than maxReplicas");
+  ExpectError({{"bufferSize", "5"}, {"minReplicas", "-1"}, {"maxReplicas", "10"}},
+              "minReplicas is -1");
+  ExpectError({{"bufferSize", "0%"}, {"minReplicas", "1"}, {"maxReplicas", "10"}},
+              "between 1% and 99%");
+  ExpectError({{"bufferSize", "100%"}, {"minReplicas", "1"}, {"maxReplicas", "10"}},
+              "between 1% and 99%");
+  ExpectError({{"bufferSize", "-5%"}, {"minReplicas", "1"}, {"maxReplicas", "10"}},
+              "between 1% and 99%");
+  ExpectError({{"bufferSize", "20%"}, {"maxReplicas", "10"}},
+              "with a percentage bufferSize it must be at least 1");
 }
 
 TEST(AutoscaleBufferTest, AcceptsAgonesBoundaryValues) {

@@ -1,14 +1,13 @@
 // The Buffer autoscaling endpoint (autoscale/endpoint.h) and its per-fleet counts
-// (autoscale/io/fleet_counts.h): Allocating servers count as allocated; hostile requests get a clear
-// 4xx, never a crash.
-#include "autoscale/endpoint.h"
-
+// (autoscale/io/fleet_counts.h): Allocating servers count as allocated; hostile requests get a
+// clear 4xx, never a crash.
 #include <gtest/gtest.h>
 #include <rapidjson/document.h>
 
 #include <random>
 #include <string>
 
+#include "autoscale/endpoint.h"
 #include "autoscale/io/fleet_counts.h"
 
 namespace aw::autoscale {
@@ -23,15 +22,18 @@ rapidjson::Document Doc(std::string_view json) {
 GameServerFacts Gs(std::string fleet, bool allocating) { return {std::move(fleet), allocating}; }
 
 TEST(AutoscaleCountsTest, FactsOfAGameServer) {
-  auto f = FactsOf(Doc(R"({"metadata":{"labels":{"agones.dev/fleet":"f1"}},"status":{"state":"Allocating"}})"));
+  auto f = FactsOf(
+      Doc(R"({"metadata":{"labels":{"agones.dev/fleet":"f1"}},"status":{"state":"Allocating"}})"));
   EXPECT_EQ(f.fleet, "f1");
   EXPECT_TRUE(f.allocating);
-  f = FactsOf(Doc(R"({"metadata":{"labels":{"agones.dev/fleet":"f1"}},"status":{"state":"Allocated"}})"));
+  f = FactsOf(
+      Doc(R"({"metadata":{"labels":{"agones.dev/fleet":"f1"}},"status":{"state":"Allocated"}})"));
   EXPECT_FALSE(f.allocating);
   f = FactsOf(Doc(R"({"metadata":{},"status":{"state":"Allocating"}})"));
   EXPECT_EQ(f.fleet, "");
-  for (const char* odd : {"null", "[]", "7", R"({"metadata":[],"status":"x"})",
-                          R"({"metadata":{"labels":{"agones.dev/fleet":3}},"status":{"state":1}})"}) {
+  for (const char* odd :
+       {"null", "[]", "7", R"({"metadata":[],"status":"x"})",
+        R"({"metadata":{"labels":{"agones.dev/fleet":3}},"status":{"state":1}})"}) {
     f = FactsOf(Doc(odd));
     EXPECT_EQ(f.fleet, "") << odd;
     EXPECT_FALSE(f.allocating) << odd;
@@ -75,7 +77,8 @@ std::string Review(std::string_view fleet, int replicas, int allocated,
                    std::string_view uid = "uid-1") {
   return std::string(R"({"request":{"uid":")") + std::string(uid) + R"(","name":")" +
          std::string(fleet) + R"(","namespace":"default","status":{"replicas":)" +
-         std::to_string(replicas) + R"(,"readyReplicas":0,"reservedReplicas":0,"allocatedReplicas":)" +
+         std::to_string(replicas) +
+         R"(,"readyReplicas":0,"reservedReplicas":0,"allocatedReplicas":)" +
          std::to_string(allocated) + R"(}},"response":null})";
 }
 
@@ -110,17 +113,20 @@ TEST(AutoscaleEndpointTest, AllocatingAddsToAllocated) {
   FleetCounts c;
   Fleet(c, 10, 3);
   // 7 Allocated per the fleet status + 3 Allocating = 10, buffer 5 -> 15.
-  ReviewAnswer a = Post(c, Review("fleet", 10, 7), "/autoscale/buffer/bufferSize=5/maxReplicas=100");
+  ReviewAnswer a =
+      Post(c, Review("fleet", 10, 7), "/autoscale/buffer/bufferSize=5/maxReplicas=100");
   EXPECT_EQ(a.replicas, 15);
   // 20%: ceil(10 / 0.8) = 13.
-  a = Post(c, Review("fleet", 10, 7), "/autoscale/buffer", "bufferSize=20%25&minReplicas=1&maxReplicas=100");
+  a = Post(c, Review("fleet", 10, 7), "/autoscale/buffer",
+           "bufferSize=20%25&minReplicas=1&maxReplicas=100");
   EXPECT_EQ(a.replicas, 13);
   // max clamps.
   a = Post(c, Review("fleet", 10, 7), "/autoscale/buffer/bufferSize=5/maxReplicas=12");
   EXPECT_EQ(a.replicas, 12);
   EXPECT_TRUE(a.limited);
   // min clamps.
-  a = Post(c, Review("fleet", 10, 7), "/autoscale/buffer/bufferSize=5/minReplicas=40/maxReplicas=50");
+  a = Post(c, Review("fleet", 10, 7),
+           "/autoscale/buffer/bufferSize=5/minReplicas=40/maxReplicas=50");
   EXPECT_EQ(a.replicas, 40);
   EXPECT_TRUE(a.limited);
 }
@@ -165,13 +171,18 @@ TEST(AutoscaleEndpointTest, HttpErrors) {
   EXPECT_EQ(a.status, 413);
   a = Post(c, Review("fleet", 1, 0), "/autoscale/buffer/bufferSize=0/maxReplicas=3");
   EXPECT_EQ(a.status, 400);
-  EXPECT_NE(a.body.find("bad Buffer policy parameters: bufferSize is 0"), std::string::npos) << a.body;
+  EXPECT_NE(a.body.find("bad Buffer policy parameters: bufferSize is 0"), std::string::npos)
+      << a.body;
   a = Post(c, Review("fleet", 1, 0), "/autoscale/buffer");
   EXPECT_EQ(a.status, 400);
   EXPECT_NE(a.body.find("bufferSize is missing"), std::string::npos);
-  a = Post(c, R"({"request":{"uid":"u","name":"fleet","namespace":"default","status":{"replicas":1,"allocatedReplicas":-1}}})");
+  a = Post(
+      c,
+      R"({"request":{"uid":"u","name":"fleet","namespace":"default","status":{"replicas":1,"allocatedReplicas":-1}}})");
   EXPECT_EQ(a.status, 400);
-  EXPECT_NE(a.body.find("bad FleetAutoscaleReview: request.status.allocatedReplicas is -1"), std::string::npos) << a.body;
+  EXPECT_NE(a.body.find("bad FleetAutoscaleReview: request.status.allocatedReplicas is -1"),
+            std::string::npos)
+      << a.body;
 }
 
 // Random and mutated bodies: every answer is 200/400/413/415 with a body, nothing else.
@@ -187,9 +198,15 @@ TEST(AutoscaleEndpointTest, HostileBodiesNeverCrash) {
     for (int e = 0; e < edits; ++e) {
       const size_t pos = rng() % (body.size() + 1);
       switch (rng() % 3) {
-        case 0: body.insert(pos, 1, alphabet[rng() % alphabet.size()]); break;
-        case 1: if (pos < body.size()) body.erase(pos, 1); break;
-        default: if (pos < body.size()) body[pos] = alphabet[rng() % alphabet.size()]; break;
+        case 0:
+          body.insert(pos, 1, alphabet[rng() % alphabet.size()]);
+          break;
+        case 1:
+          if (pos < body.size()) body.erase(pos, 1);
+          break;
+        default:
+          if (pos < body.size()) body[pos] = alphabet[rng() % alphabet.size()];
+          break;
       }
     }
     ReviewAnswer a = Post(c, body);

@@ -1,7 +1,7 @@
 // Reading the Buffer policy's parameters back from the URL Agones sends (autoscale/params.h).
-#include "autoscale/params.h"
-
 #include <gtest/gtest.h>
+
+#include "autoscale/params.h"
 
 namespace aw::autoscale {
 namespace {
@@ -63,7 +63,8 @@ TEST(AutoscaleParamsTest, Errors) {
   ExpectError("/other", "", "is not under");
   ExpectError("/autoscale/buffer/bufferSize", "", "path segment \"bufferSize\" is not name=value");
   ExpectError("/autoscale/buffer/=5", "", "empty name");
-  ExpectError("/autoscale/buffer", "bufferSize", "query parameter \"bufferSize\" is not name=value");
+  ExpectError("/autoscale/buffer", "bufferSize",
+              "query parameter \"bufferSize\" is not name=value");
   ExpectError("/autoscale/buffer", "=3", "empty name");
 }
 

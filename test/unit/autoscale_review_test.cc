@@ -1,11 +1,11 @@
 // FleetAutoscaleReview parsing and the answer (autoscale/review.h), with the body Agones 1.56
 // sends (Go's encoding/json of autoscalingv1.FleetAutoscaleReview).
-#include "autoscale/review.h"
-
 #include <gtest/gtest.h>
 #include <rapidjson/document.h>
 
 #include <string>
+
+#include "autoscale/review.h"
 
 namespace aw::autoscale {
 namespace {
@@ -42,7 +42,8 @@ TEST(AutoscaleReviewTest, AcceptsOwnApiVersionAndKind) {
                   .ok());
 }
 
-std::string Review(std::string_view status, std::string_view fields = R"("uid":"u","name":"f","namespace":"n",)") {
+std::string Review(std::string_view status,
+                   std::string_view fields = R"("uid":"u","name":"f","namespace":"n",)") {
   return std::string(R"({"request":{)") + std::string(fields) + R"("status":)" +
          std::string(status) + "}}";
 }
@@ -66,8 +67,10 @@ TEST(AutoscaleReviewTest, RefusesMalformedReviews) {
   ExpectError(R"({"kind":"AdmissionReview","request":{}})", "body.kind is \"AdmissionReview\"");
   ExpectError(R"({"apiVersion":"admission.k8s.io/v1","request":{}})", "body.apiVersion");
   ExpectError(R"({"request":{"name":"f","namespace":"n","status":{}}})", "request.uid is missing");
-  ExpectError(R"({"request":{"uid":"","name":"f","namespace":"n","status":{}}})", "request.uid is empty");
-  ExpectError(R"({"request":{"uid":7,"name":"f","namespace":"n","status":{}}})", "request.uid is a number");
+  ExpectError(R"({"request":{"uid":"","name":"f","namespace":"n","status":{}}})",
+              "request.uid is empty");
+  ExpectError(R"({"request":{"uid":7,"name":"f","namespace":"n","status":{}}})",
+              "request.uid is a number");
   ExpectError(R"({"request":{"uid":"u","namespace":"n","status":{}}})", "request.name is missing");
   ExpectError(R"({"request":{"uid":"u","name":"f","status":{}}})", "request.namespace is missing");
   ExpectError(R"({"request":{"uid":"u","name":"f","namespace":"n"}})", "request.status is missing");
@@ -82,10 +85,12 @@ TEST(AutoscaleReviewTest, RefusesMalformedReviews) {
   ExpectError(Review(R"({"replicas":1,"allocatedReplicas":0,"reservedReplicas":-2})"),
               "request.status.reservedReplicas is -2");
   ExpectError(Review(R"({"replicas":1.5,"allocatedReplicas":0})"), "fraction or an exponent");
-  ExpectError(Review(R"({"replicas":"5","allocatedReplicas":0})"), "request.status.replicas is a string");
+  ExpectError(Review(R"({"replicas":"5","allocatedReplicas":0})"),
+              "request.status.replicas is a string");
   ExpectError(Review(R"({"replicas":2147483648,"allocatedReplicas":0})"), "int32");
   ExpectError(Review(R"({"replicas":18446744073709551615,"allocatedReplicas":0})"), "int32");
-  ExpectError(Review(R"({"replicas":1,"replicas":9,"allocatedReplicas":0})"), "duplicate key \"replicas\"");
+  ExpectError(Review(R"({"replicas":1,"replicas":9,"allocatedReplicas":0})"),
+              "duplicate key \"replicas\"");
   ExpectError(std::string("{\"request\":\0}", 13), "NUL byte");
   ExpectError(std::string(100, '[') + std::string(100, ']'), "deeper than 64 levels");
   ExpectError("{\"request\":{\"uid\":\"\xff\"}}", "not valid JSON");

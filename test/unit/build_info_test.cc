@@ -1,13 +1,13 @@
-// The build info (webhook/util/io/build_info.h): --version's text and the build_info metric carry the
-// VERSION file's version, a commit and an RFC 3339 build date.
+// The build info (webhook/util/io/build_info.h): --version's text and the build_info metric carry
+// the VERSION file's version, a commit and an RFC 3339 build date.
 #include "util/io/build_info.h"
 
 #include <gtest/gtest.h>
 #include <prometheus/registry.h>
 #include <prometheus/text_serializer.h>
 
-#include <fstream>
 #include <cctype>
+#include <fstream>
 #include <string>
 
 namespace {
@@ -103,9 +103,9 @@ TEST(BuildInfo, CommitAndDateAreWellFormed) {
 
 TEST(BuildInfo, VersionText) {
   const auto& i = aw::build::Get();
-  EXPECT_EQ(aw::build::VersionText("prog"), "prog " + std::string(i.version) + "\ncommit: " +
-                                                std::string(i.commit) + "\nbuild date: " +
-                                                std::string(i.build_date) + "\n");
+  EXPECT_EQ(aw::build::VersionText("prog"),
+            "prog " + std::string(i.version) + "\ncommit: " + std::string(i.commit) +
+                "\nbuild date: " + std::string(i.build_date) + "\n");
 }
 
 TEST(BuildInfo, MetricHasTheLabelsAndValueOne) {

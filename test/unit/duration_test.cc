@@ -36,10 +36,30 @@ TEST(DurationTest, ParsesGoForms) {
 }
 
 TEST(DurationTest, RejectsBadInput) {
-  for (std::string_view s :
-       {"", "-1s", "-0", "1", "s", "1x", "90x", "1.5", ".", ".s", "1s ", " 1s", "1 s", "1S", "+",
-        "1h-1m", "abc", "1..5s", "9223372036854775808ns", "2562048h", "99999999999999999999s",
-        "1e3s", "0x10s", "1sm"}) {
+  for (std::string_view s : {"",
+                             "-1s",
+                             "-0",
+                             "1",
+                             "s",
+                             "1x",
+                             "90x",
+                             "1.5",
+                             ".",
+                             ".s",
+                             "1s ",
+                             " 1s",
+                             "1 s",
+                             "1S",
+                             "+",
+                             "1h-1m",
+                             "abc",
+                             "1..5s",
+                             "9223372036854775808ns",
+                             "2562048h",
+                             "99999999999999999999s",
+                             "1e3s",
+                             "0x10s",
+                             "1sm"}) {
     auto d = ParseDuration(s);
     EXPECT_FALSE(d.ok()) << "'" << s << "'";
     EXPECT_FALSE(d.status().message().empty()) << s;

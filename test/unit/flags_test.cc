@@ -107,23 +107,18 @@ TEST_P(FlagsBadTest, ErrorNamesTheProblem) {
 
 INSTANTIATE_TEST_SUITE_P(
     All, FlagsBadTest,
-    ::testing::Values(BadCase{{"--nope"}, "unknown flag: --nope"},
-                      BadCase{{"--nope=1"}, "unknown flag: --nope"},
-                      BadCase{{"--port"}, "needs an argument: --port"},
-                      BadCase{{"--port=x"}, "--port: not an integer"},
-                      BadCase{{"--port=1x"}, "--port: not an integer"},
-                      BadCase{{"--port=0"}, "between 1 and 65535"},
-                      BadCase{{"--port=99999999999999999999"}, "--port"},
-                      BadCase{{"--size=-1"}, "--size"},
-                      BadCase{{"--size=101"}, "between 1 and 100"},
-                      BadCase{{"--level=loud"}, "one of debug|info"},
-                      BadCase{{"--flag=maybe"}, "not a boolean"},
-                      BadCase{{"--timeout=5"}, "not a duration"},
-                      BadCase{{"--timeout=-1s"}, "not a duration"},
-                      BadCase{{"--timeout=500ms"}, "at least 1s"},
-                      BadCase{{"positional"}, "unexpected argument"},
-                      BadCase{{"--"}, "unexpected argument"},
-                      BadCase{{"-"}, "unexpected argument"}));
+    ::testing::Values(
+        BadCase{{"--nope"}, "unknown flag: --nope"}, BadCase{{"--nope=1"}, "unknown flag: --nope"},
+        BadCase{{"--port"}, "needs an argument: --port"},
+        BadCase{{"--port=x"}, "--port: not an integer"},
+        BadCase{{"--port=1x"}, "--port: not an integer"},
+        BadCase{{"--port=0"}, "between 1 and 65535"},
+        BadCase{{"--port=99999999999999999999"}, "--port"}, BadCase{{"--size=-1"}, "--size"},
+        BadCase{{"--size=101"}, "between 1 and 100"},
+        BadCase{{"--level=loud"}, "one of debug|info"}, BadCase{{"--flag=maybe"}, "not a boolean"},
+        BadCase{{"--timeout=5"}, "not a duration"}, BadCase{{"--timeout=-1s"}, "not a duration"},
+        BadCase{{"--timeout=500ms"}, "at least 1s"}, BadCase{{"positional"}, "unexpected argument"},
+        BadCase{{"--"}, "unexpected argument"}, BadCase{{"-"}, "unexpected argument"}));
 
 TEST_F(FlagsTest, UsageListsEveryFlagWithDefault) {
   std::string usage = fs_.Usage();

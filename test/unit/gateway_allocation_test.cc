@@ -49,16 +49,18 @@ TEST(GatewayRequest, RejectsMalformedBodiesWithThePath) {
 }
 
 TEST(GatewayRequest, DeadlineAnnotation) {
-  auto r = ParseOk(
-      R"({"metadata":{"annotations":{"allocating.agones.dev/gateway-deadline":"1m30s"}}})");
+  auto r =
+      ParseOk(R"({"metadata":{"annotations":{"allocating.agones.dev/gateway-deadline":"1m30s"}}})");
   ASSERT_TRUE(r.deadline);
   EXPECT_EQ(*r.deadline, std::chrono::seconds(90));
-  EXPECT_NE(ParseError(R"({"metadata":{"annotations":{"allocating.agones.dev/gateway-deadline":"soon"}}})")
+  EXPECT_NE(ParseError(
+                R"({"metadata":{"annotations":{"allocating.agones.dev/gateway-deadline":"soon"}}})")
                 .find("gateway-deadline"),
             std::string::npos);
-  EXPECT_NE(ParseError(R"({"metadata":{"annotations":{"allocating.agones.dev/gateway-deadline":"0s"}}})")
-                .find("above 0"),
-            std::string::npos);
+  EXPECT_NE(
+      ParseError(R"({"metadata":{"annotations":{"allocating.agones.dev/gateway-deadline":"0s"}}})")
+          .find("above 0"),
+      std::string::npos);
 }
 
 TEST(GatewayRequest, DeadlineBounds) {
@@ -72,7 +74,8 @@ TEST(GatewayRequest, DeadlineBounds) {
   EXPECT_FALSE(ParseDeadline("-1s", "h", std::chrono::minutes(1), &d).ok());
 }
 
-constexpr const char* kGatedResponse = R"({"gameServerName":"gs-1","ports":[{"name":"default","port":7000}],
+constexpr const char* kGatedResponse =
+    R"({"gameServerName":"gs-1","ports":[{"name":"default","port":7000}],
  "address":"10.0.0.1","addresses":[],"nodeName":"n1","source":"local",
  "metadata":{"labels":{"allocating.agones.dev/enabled":"true"},
    "annotations":{"agones.dev/last-allocated":"2026-01-02T03:04:05.123456789Z",
@@ -91,23 +94,26 @@ TEST(GatewayResponse, GatedWhenTheWebhookMarkedThisAllocation) {
 TEST(GatewayResponse, NotGated) {
   AllocationResponse r;
   // Not opted in.
-  ASSERT_TRUE(ParseAllocationResponse(
-                  R"({"gameServerName":"gs","metadata":{"annotations":{"agones.dev/last-allocated":"t"}}})",
-                  &r)
-                  .ok());
+  ASSERT_TRUE(
+      ParseAllocationResponse(
+          R"({"gameServerName":"gs","metadata":{"annotations":{"agones.dev/last-allocated":"t"}}})",
+          &r)
+          .ok());
   EXPECT_FALSE(r.gated);
   // Opted in without this allocation's mark (a re-allocation of a confirmed server, or a bypass
   // of the gate): still waited on; the decision (decision.h) answers a confirmed one at once.
-  ASSERT_TRUE(ParseAllocationResponse(
-                  R"({"gameServerName":"gs","metadata":{"labels":{"allocating.agones.dev/enabled":"true"},
+  ASSERT_TRUE(
+      ParseAllocationResponse(
+          R"({"gameServerName":"gs","metadata":{"labels":{"allocating.agones.dev/enabled":"true"},
                       "annotations":{"agones.dev/last-allocated":"t2","allocating.agones.dev/allocation":"t1"}}})",
-                  &r)
-                  .ok());
+          &r)
+          .ok());
   EXPECT_TRUE(r.gated);
-  ASSERT_TRUE(ParseAllocationResponse(
-                  R"({"gameServerName":"gs","metadata":{"labels":{"allocating.agones.dev/enabled":"true"}}})",
-                  &r)
-                  .ok());
+  ASSERT_TRUE(
+      ParseAllocationResponse(
+          R"({"gameServerName":"gs","metadata":{"labels":{"allocating.agones.dev/enabled":"true"}}})",
+          &r)
+          .ok());
   EXPECT_TRUE(r.gated);
   ASSERT_TRUE(ParseAllocationResponse(R"({"gameServerName":"gs"})", &r).ok());
   EXPECT_FALSE(r.gated);
@@ -154,7 +160,6 @@ TEST(GatewayErrors, GrpcGatewayBodiesAndStatuses) {
   EXPECT_EQ(ErrorCodeOf(R"({"code":"8"})"), -1);
   EXPECT_EQ(ErrorCodeOf("plain text"), -1);
 }
-
 
 // Issue 23: 1,000,000 `[` (under the 1 MiB body limit) crashed the recursive parser.
 TEST(GatewayRequest, DeepNestingIsRefusedNotACrash) {

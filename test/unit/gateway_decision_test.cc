@@ -37,9 +37,8 @@ Decision DecideFor(const Gs& g) {
   ann += "}";
   const std::string labels =
       g.opted_in ? R"({"allocating.agones.dev/enabled":"true"})" : std::string("{}");
-  const std::string json = R"({"metadata":{"name":"gs","labels":)" + labels +
-                           R"(,"annotations":)" + ann + R"(},"status":{"state":")" + g.state +
-                           R"("}})";
+  const std::string json = R"({"metadata":{"name":"gs","labels":)" + labels + R"(,"annotations":)" +
+                           ann + R"(},"status":{"state":")" + g.state + R"("}})";
   rapidjson::Document doc;
   doc.Parse(json.c_str());
   EXPECT_FALSE(doc.HasParseError()) << json;

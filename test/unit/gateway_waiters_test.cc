@@ -29,9 +29,9 @@ kube::ObjectPtr Object(const std::string& name, const std::string& state,
            R"(","allocating.agones.dev/confirmed":")" + last + R"(")";
   }
   ann += "}";
-  const std::string json = R"({"metadata":{"name":")" + name +
-                           R"(","namespace":")" + ns + R"(","annotations":)" + ann +
-                           R"(},"status":{"state":")" + state + R"("}})";
+  const std::string json = R"({"metadata":{"name":")" + name + R"(","namespace":")" + ns +
+                           R"(","annotations":)" + ann + R"(},"status":{"state":")" + state +
+                           R"("}})";
   doc->Parse(json.c_str());
   auto o = std::make_shared<kube::CachedObject>();
   o->namespace_ = ns;

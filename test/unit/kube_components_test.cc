@@ -15,8 +15,8 @@
 
 #include "contract/crd_state.h"
 #include "kube/client.h"
-#include "kube/crd_guard.h"
 #include "kube/core/json_text.h"
+#include "kube/crd_guard.h"
 #include "kube/events.h"
 #include "kube/leader_election.h"
 
@@ -181,7 +181,8 @@ class LeaseStore {
 
 TEST(LeaderElector, AcquiresAMissingLeaseLeadsAndReleasesItOnStop) {
   LeaseStore store;
-  auto owned = std::make_unique<FakeApi>([&store](const HttpRequest& req) { return store.Handle(req); });
+  auto owned =
+      std::make_unique<FakeApi>([&store](const HttpRequest& req) { return store.Handle(req); });
   FakeApi* api = owned.get();
   Client client(std::move(owned));
   LeaderElectionConfig cfg;
@@ -240,13 +241,15 @@ TEST(LeaderElector, DoesNotLeadWhileAnotherReplicaHoldsAFreshLease) {
   // Another replica creates the Lease first (a fresh renewTime: it is not expired).
   HttpRequest create;
   create.method = "POST";
-  create.body = R"({"apiVersion":"coordination.k8s.io/v1","kind":"Lease",)"
-                R"("metadata":{"name":"lease","namespace":"ns"},)"
-                R"("spec":{"holderIdentity":"replica-b","leaseDurationSeconds":60,)"
-                R"("acquireTime":"2030-01-01T00:00:00.000000Z","renewTime":"2030-01-01T00:00:00.000000Z",)"
-                R"("leaseTransitions":0}})";
+  create.body =
+      R"({"apiVersion":"coordination.k8s.io/v1","kind":"Lease",)"
+      R"("metadata":{"name":"lease","namespace":"ns"},)"
+      R"("spec":{"holderIdentity":"replica-b","leaseDurationSeconds":60,)"
+      R"("acquireTime":"2030-01-01T00:00:00.000000Z","renewTime":"2030-01-01T00:00:00.000000Z",)"
+      R"("leaseTransitions":0}})";
   store.Handle(create);
-  auto owned = std::make_unique<FakeApi>([&store](const HttpRequest& req) { return store.Handle(req); });
+  auto owned =
+      std::make_unique<FakeApi>([&store](const HttpRequest& req) { return store.Handle(req); });
   FakeApi* api = owned.get();
   Client client(std::move(owned));
   LeaderElectionConfig cfg;
@@ -289,7 +292,8 @@ bool Eventually(F f, std::chrono::milliseconds timeout = 10s) {
   const auto deadline = std::chrono::steady_clock::now() + timeout;
   while (!f()) {
     if (std::chrono::steady_clock::now() >= deadline) return false;
-    std::this_thread::sleep_for(5ms);  // the guard publishes from its own threads: read, not awaited
+    std::this_thread::sleep_for(
+        5ms);  // the guard publishes from its own threads: read, not awaited
   }
   return true;
 }
@@ -327,7 +331,8 @@ TEST(CrdGuard, TheLeaderAddsAllocatingToTheEnumAndThenAcceptsIt) {
   for (const auto& s : api->Requests()) {
     if (s.method == "PATCH") patch = s;
   }
-  EXPECT_EQ(patch.path, "/apis/apiextensions.k8s.io/v1/customresourcedefinitions/gameservers.agones.dev");
+  EXPECT_EQ(patch.path,
+            "/apis/apiextensions.k8s.io/v1/customresourcedefinitions/gameservers.agones.dev");
   EXPECT_NE(patch.body.find(R"("op":"test")"), std::string::npos) << patch.body;
   EXPECT_NE(patch.body.find(R"("value":"Allocating")"), std::string::npos) << patch.body;
   guard.Stop();
@@ -357,7 +362,7 @@ TEST(CrdGuard, AFollowerFailsOpenAndRepairsOnlyOnceItLeads) {
   Client client(std::move(owned));
   contract::AtomicCrdReadiness readiness(true);
   CrdGuard guard(client, CrdGuardOptions{}, readiness, nullptr);
-  guard.Start();  // not leading
+  guard.Start();                                                                    // not leading
   ASSERT_TRUE(api->WaitFor([](const auto& s) { return Count(s, "WATCH") >= 1; }));  // listed
   EXPECT_FALSE(readiness.AcceptsAllocating());  // fails open: the CRD lacks Allocating
   EXPECT_EQ(Count(api->Requests(), "PATCH"), 0u);

@@ -18,9 +18,9 @@ namespace {
 
 class FakeTransport final : public Transport {
  public:
-  std::deque<std::string> lists;                    // bodies answered to list requests, in order
-  std::deque<std::vector<std::string>> watches;     // chunks streamed per watch, in order
-  std::vector<std::string> paths;                   // every request path seen
+  std::deque<std::string> lists;                 // bodies answered to list requests, in order
+  std::deque<std::vector<std::string>> watches;  // chunks streamed per watch, in order
+  std::vector<std::string> paths;                // every request path seen
 
   Result<HttpResponse> Do(const HttpRequest& req) override {
     std::lock_guard<std::mutex> lk(mu_);
@@ -71,11 +71,11 @@ class FakeTransport final : public Transport {
 
 class Recorder : public InformerHandler {
  public:
-  void OnUpsert(const ObjectPtr& o) override { Add("upsert " + o->name + "@" + o->resource_version); }
-  void OnDelete(const ObjectPtr& o) override { Add("delete " + o->name); }
-  void OnSynced() override {
-    Add("synced");
+  void OnUpsert(const ObjectPtr& o) override {
+    Add("upsert " + o->name + "@" + o->resource_version);
   }
+  void OnDelete(const ObjectPtr& o) override { Add("delete " + o->name); }
+  void OnSynced() override { Add("synced"); }
   bool WaitForSyncs(int n) {
     std::unique_lock<std::mutex> lk(mu_);
     return cv_.wait_for(lk, std::chrono::seconds(20), [&] {
@@ -115,18 +115,19 @@ TEST(InformerTest, ListWatchExpiryRelistDeliversOnlyTheDifference) {
   auto owned = std::make_unique<FakeTransport>();
   FakeTransport* t = owned.get();
   // First list in two pages.
-  t->lists.push_back(R"({"metadata":{"resourceVersion":"10","continue":"tok"},"items":[)" + Obj("a", "1") + "," +
-                     Obj("b", "2") + "]}");
+  t->lists.push_back(R"({"metadata":{"resourceVersion":"10","continue":"tok"},"items":[)" +
+                     Obj("a", "1") + "," + Obj("b", "2") + "]}");
   t->lists.push_back(R"({"metadata":{"resourceVersion":"10"},"items":[)" + Obj("c", "3") + "]}");
   // Watch: one event split across chunks, one ADDED, then 410 as an ERROR event.
   std::string modified = Ev("MODIFIED", Obj("a", "11"));
-  t->watches.push_back({modified.substr(0, 17), modified.substr(17) + Ev("ADDED", Obj("d", "12")),
-                        Ev("BOOKMARK", R"({"metadata":{"resourceVersion":"13"}})"),
-                        R"({"type":"ERROR","object":{"kind":"Status","code":410,"reason":"Expired","message":"too old"}})"
-                        "\n"});
+  t->watches.push_back(
+      {modified.substr(0, 17), modified.substr(17) + Ev("ADDED", Obj("d", "12")),
+       Ev("BOOKMARK", R"({"metadata":{"resourceVersion":"13"}})"),
+       R"({"type":"ERROR","object":{"kind":"Status","code":410,"reason":"Expired","message":"too old"}})"
+       "\n"});
   // Re-list: a and d unchanged, b changed, e new, c gone.
-  t->lists.push_back(R"({"metadata":{"resourceVersion":"22"},"items":[)" + Obj("a", "11") + "," + Obj("b", "20") +
-                     "," + Obj("d", "12") + "," + Obj("e", "21") + "]}");
+  t->lists.push_back(R"({"metadata":{"resourceVersion":"22"},"items":[)" + Obj("a", "11") + "," +
+                     Obj("b", "20") + "," + Obj("d", "12") + "," + Obj("e", "21") + "]}");
   Client client(std::move(owned));
   InformerOptions o;
   o.name = "test";
@@ -144,9 +145,9 @@ TEST(InformerTest, ListWatchExpiryRelistDeliversOnlyTheDifference) {
   inf.Stop();
   EXPECT_LT(std::chrono::steady_clock::now() - stop_start, std::chrono::seconds(3));
 
-  std::vector<std::string> want = {"upsert a@1", "upsert b@2", "upsert c@3", "synced",
-                                   "upsert a@11", "upsert d@12",
-                                   "upsert b@20", "upsert e@21", "delete c", "synced"};
+  std::vector<std::string> want = {"upsert a@1",  "upsert b@2",  "upsert c@3",  "synced",
+                                   "upsert a@11", "upsert d@12", "upsert b@20", "upsert e@21",
+                                   "delete c",    "synced"};
   EXPECT_EQ(rec.Events(), want);
   auto snap = inf.Snapshot();
   ASSERT_EQ(snap.size(), 4u);
@@ -155,7 +156,9 @@ TEST(InformerTest, ListWatchExpiryRelistDeliversOnlyTheDifference) {
 
   auto paths = t->Paths();
   ASSERT_GE(paths.size(), 5u);
-  EXPECT_NE(paths[0].find("labelSelector=allocating.agones.dev%2Fenabled%3Dtrue"), std::string::npos) << paths[0];
+  EXPECT_NE(paths[0].find("labelSelector=allocating.agones.dev%2Fenabled%3Dtrue"),
+            std::string::npos)
+      << paths[0];
   EXPECT_NE(paths[0].find("limit=2"), std::string::npos) << paths[0];
   EXPECT_NE(paths[1].find("continue=tok"), std::string::npos) << paths[1];
   EXPECT_NE(paths[2].find("watch=true"), std::string::npos) << paths[2];
@@ -170,7 +173,8 @@ TEST(InformerTest, WatchEndResumesFromLastResourceVersion) {
   FakeTransport* t = owned.get();
   t->lists.push_back(R"({"metadata":{"resourceVersion":"5"},"items":[]})");
   // A watch that ends normally (server timeout) after a bookmark: resume from the bookmark.
-  t->watches.push_back({Ev("ADDED", Obj("x", "6")), Ev("BOOKMARK", R"({"metadata":{"resourceVersion":"9"}})")});
+  t->watches.push_back(
+      {Ev("ADDED", Obj("x", "6")), Ev("BOOKMARK", R"({"metadata":{"resourceVersion":"9"}})")});
   t->watches.push_back({Ev("DELETED", Obj("x", "10"))});
   Client client(std::move(owned));
   InformerOptions o;
@@ -182,7 +186,8 @@ TEST(InformerTest, WatchEndResumesFromLastResourceVersion) {
   inf.Start();
   ASSERT_TRUE(rec.WaitForSyncs(1));
   // Wait for the delete (second watch) to arrive.
-  for (int i = 0; i < 2000 && rec.Events().size() < 3; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  for (int i = 0; i < 2000 && rec.Events().size() < 3; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
   inf.Stop();
   EXPECT_EQ(rec.Events(), (std::vector<std::string>{"synced", "upsert x@6", "delete x"}));
   auto paths = t->Paths();

@@ -7,8 +7,8 @@
 #include <string>
 
 #include "kube/core/crd_enum.h"
-#include "kube/events.h"
 #include "kube/core/lease_logic.h"
+#include "kube/events.h"
 
 namespace aw::kube {
 namespace {
@@ -17,7 +17,8 @@ using Clock = std::chrono::steady_clock;
 using std::chrono::seconds;
 
 LeaseRecord Held(const std::string& who, int secs = 15, int transitions = 3) {
-  return LeaseRecord{who, secs, "2026-01-01T00:00:00.000000Z", "2026-01-01T00:00:05.000000Z", transitions};
+  return LeaseRecord{who, secs, "2026-01-01T00:00:00.000000Z", "2026-01-01T00:00:05.000000Z",
+                     transitions};
 }
 
 TEST(LeaseLogicTest, Decisions) {
@@ -51,7 +52,8 @@ TEST(LeaseLogicTest, NextRecords) {
 
 TEST(LeaseLogicTest, RecordRoundTripAndMicroTime) {
   rapidjson::Document d;
-  d.Parse(R"({"metadata":{"name":"l","resourceVersion":"7"},"spec":{"holderIdentity":"a","leaseDurationSeconds":15,"leaseTransitions":2,"acquireTime":"x","renewTime":"y"}})");
+  d.Parse(
+      R"({"metadata":{"name":"l","resourceVersion":"7"},"spec":{"holderIdentity":"a","leaseDurationSeconds":15,"leaseTransitions":2,"acquireTime":"x","renewTime":"y"}})");
   LeaseRecord r = LeaseRecordFromObject(d);
   EXPECT_EQ(r, (LeaseRecord{"a", 15, "x", "y", 2}));
   r.holder_identity = "b";
@@ -65,7 +67,8 @@ TEST(LeaseLogicTest, RecordRoundTripAndMicroTime) {
   EXPECT_EQ(FormatMicroTime(t), "2023-11-14T22:13:20.123456Z");
 }
 
-constexpr const char* kStockCrd = R"({"metadata":{"name":"gameservers.agones.dev"},"spec":{"versions":[
+constexpr const char* kStockCrd =
+    R"({"metadata":{"name":"gameservers.agones.dev"},"spec":{"versions":[
  {"name":"v1","served":true,"storage":true,"schema":{"openAPIV3Schema":{"type":"object","properties":{
    "status":{"type":"object","properties":{"state":{"type":"string","enum":["Ready","Allocated"]}}}}}}},
  {"name":"v0","served":false,"schema":{"openAPIV3Schema":{"properties":{"status":{"properties":{"state":{"enum":["Ready"]}}}}}}}
@@ -79,19 +82,22 @@ TEST(CrdEnumTest, StockEnumLacksAllocating) {
   EXPECT_FALSE(c.accepts);
   ASSERT_EQ(c.versions.size(), 2u);
   EXPECT_EQ(c.versions[0].enum_json, R"(["Ready","Allocated"])");
-  EXPECT_EQ(BuildEnumPatch(c),
-            R"([{"op":"test","path":"/spec/versions/0/schema/openAPIV3Schema/properties/status/properties/state/enum","value":["Ready","Allocated"]},)"
-            R"({"op":"add","path":"/spec/versions/0/schema/openAPIV3Schema/properties/status/properties/state/enum/-","value":"Allocating"}])");
+  EXPECT_EQ(
+      BuildEnumPatch(c),
+      R"([{"op":"test","path":"/spec/versions/0/schema/openAPIV3Schema/properties/status/properties/state/enum","value":["Ready","Allocated"]},)"
+      R"({"op":"add","path":"/spec/versions/0/schema/openAPIV3Schema/properties/status/properties/state/enum/-","value":"Allocating"}])");
   EXPECT_NE(c.summary.find("v1: missing Allocating"), std::string::npos);
 }
 
 TEST(CrdEnumTest, AcceptsWhenListedOrFreeForm) {
   rapidjson::Document d;
-  d.Parse(R"({"spec":{"versions":[{"name":"v1","served":true,"schema":{"openAPIV3Schema":{"properties":{"status":{"properties":{"state":{"enum":["Ready","Allocating"]}}}}}}}]}})");
+  d.Parse(
+      R"({"spec":{"versions":[{"name":"v1","served":true,"schema":{"openAPIV3Schema":{"properties":{"status":{"properties":{"state":{"enum":["Ready","Allocating"]}}}}}}}]}})");
   auto c = CheckStateEnum(d);
   EXPECT_TRUE(c.accepts);
   EXPECT_EQ(BuildEnumPatch(c), "");
-  d.Parse(R"({"spec":{"versions":[{"name":"v1","served":true,"schema":{"openAPIV3Schema":{"type":"object","x-kubernetes-preserve-unknown-fields":true}}}]}})");
+  d.Parse(
+      R"({"spec":{"versions":[{"name":"v1","served":true,"schema":{"openAPIV3Schema":{"type":"object","x-kubernetes-preserve-unknown-fields":true}}}]}})");
   EXPECT_TRUE(CheckStateEnum(d).accepts);
 }
 
@@ -106,7 +112,8 @@ TEST(CrdEnumTest, OddShapes) {
   }
   d.Parse(R"({"spec":{"versions":[{"name":"v1","served":false}]}})");
   EXPECT_FALSE(CheckStateEnum(d).accepts);  // nothing served: the webhook must fail open
-  d.Parse(R"({"spec":{"versions":[{"name":"v1","served":true,"schema":{"openAPIV3Schema":{"properties":{"status":{"properties":{"state":{"enum":["Ready",5,"a\"b"]}}}}}}}]}})");
+  d.Parse(
+      R"({"spec":{"versions":[{"name":"v1","served":true,"schema":{"openAPIV3Schema":{"properties":{"status":{"properties":{"state":{"enum":["Ready",5,"a\"b"]}}}}}}}]}})");
   auto c = CheckStateEnum(d);
   EXPECT_FALSE(c.accepts);
   EXPECT_NE(BuildEnumPatch(c).find(R"(["Ready",5,"a\"b"])"), std::string::npos);

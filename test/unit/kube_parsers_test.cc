@@ -112,34 +112,42 @@ TEST(KubeconfigTest, BadFilesGetClearErrors) {
       {"scalar", "hello", "", "not a YAML mapping"},
       {"no current context", "clusters: []\n", "", "no current-context"},
       {"unknown context", base, "nope", "context \"nope\" not found"},
-      {"missing cluster", "current-context: x\ncontexts:\n- name: x\n  context: {cluster: zz, user: u}\n",
-       "", "cluster \"zz\" not found"},
+      {"missing cluster",
+       "current-context: x\ncontexts:\n- name: x\n  context: {cluster: zz, user: u}\n", "",
+       "cluster \"zz\" not found"},
       {"http server",
-       "current-context: x\ncontexts:\n- name: x\n  context: {cluster: c}\nclusters:\n- name: c\n  cluster: {server: "
+       "current-context: x\ncontexts:\n- name: x\n  context: {cluster: c}\nclusters:\n- name: c\n  "
+       "cluster: {server: "
        "'http://127.0.0.1:80'}\n",
        "", "must start with https://"},
       {"bad port",
-       "current-context: x\ncontexts:\n- name: x\n  context: {cluster: c}\nclusters:\n- name: c\n  cluster: {server: "
+       "current-context: x\ncontexts:\n- name: x\n  context: {cluster: c}\nclusters:\n- name: c\n  "
+       "cluster: {server: "
        "'https://h:99999'}\n",
        "", "bad port"},
       {"insecure refused",
-       "current-context: x\ncontexts:\n- name: x\n  context: {cluster: c}\nclusters:\n- name: c\n  cluster: {server: "
+       "current-context: x\ncontexts:\n- name: x\n  context: {cluster: c}\nclusters:\n- name: c\n  "
+       "cluster: {server: "
        "'https://h', insecure-skip-tls-verify: true}\n",
        "", "--allow-insecure-kubeconfig"},
       {"bad base64",
-       "current-context: x\ncontexts:\n- name: x\n  context: {cluster: c}\nclusters:\n- name: c\n  cluster: {server: "
+       "current-context: x\ncontexts:\n- name: x\n  context: {cluster: c}\nclusters:\n- name: c\n  "
+       "cluster: {server: "
        "'https://h', certificate-authority-data: '!!!'}\n",
        "", "not valid base64"},
       {"missing ca file",
-       "current-context: x\ncontexts:\n- name: x\n  context: {cluster: c}\nclusters:\n- name: c\n  cluster: {server: "
+       "current-context: x\ncontexts:\n- name: x\n  context: {cluster: c}\nclusters:\n- name: c\n  "
+       "cluster: {server: "
        "'https://h', certificate-authority: nope.crt}\n",
        "", "cannot read"},
       {"cert without key",
-       "current-context: x\ncontexts:\n- name: x\n  context: {cluster: c, user: u}\nclusters:\n- name: c\n  cluster: "
+       "current-context: x\ncontexts:\n- name: x\n  context: {cluster: c, user: u}\nclusters:\n- "
+       "name: c\n  cluster: "
        "{server: 'https://h'}\nusers:\n- name: u\n  user: {client-certificate-data: Q0VSVA==}\n",
        "", "without a key"},
       {"exec plugin",
-       "current-context: x\ncontexts:\n- name: x\n  context: {cluster: c, user: u}\nclusters:\n- name: c\n  cluster: "
+       "current-context: x\ncontexts:\n- name: x\n  context: {cluster: c, user: u}\nclusters:\n- "
+       "name: c\n  cluster: "
        "{server: 'https://h'}\nusers:\n- name: u\n  user: {exec: {command: aws}}\n",
        "", "exec credential plugins are not supported"},
       {"contexts not a list", "current-context: x\ncontexts: 5\n", "", "context \"x\" not found"},
@@ -147,8 +155,10 @@ TEST(KubeconfigTest, BadFilesGetClearErrors) {
   for (const auto& c : cases) {
     auto r = ParseKubeconfig(c.yaml, d.path(), "cfg", c.context, false);
     EXPECT_FALSE(r.ok()) << c.name;
-    EXPECT_NE(r.status().message().find(c.want), std::string::npos) << c.name << ": " << r.status().message();
-    EXPECT_NE(r.status().message().find("cfg"), std::string::npos) << c.name << " names the file: " << r.status().message();
+    EXPECT_NE(r.status().message().find(c.want), std::string::npos)
+        << c.name << ": " << r.status().message();
+    EXPECT_NE(r.status().message().find("cfg"), std::string::npos)
+        << c.name << " names the file: " << r.status().message();
   }
   auto missing = LoadKubeconfig(d.path() + "/absent", "", false);
   EXPECT_FALSE(missing.ok());
@@ -157,7 +167,8 @@ TEST(KubeconfigTest, BadFilesGetClearErrors) {
 
 TEST(KubeconfigTest, InsecureAllowedOnlyWithFlag) {
   std::string y =
-      "current-context: x\ncontexts:\n- name: x\n  context: {cluster: c}\nclusters:\n- name: c\n  cluster: {server: "
+      "current-context: x\ncontexts:\n- name: x\n  context: {cluster: c}\nclusters:\n- name: c\n  "
+      "cluster: {server: "
       "'https://h', insecure-skip-tls-verify: true}\n";
   auto r = ParseKubeconfig(y, "", "cfg", "", true);
   ASSERT_TRUE(r.ok()) << r.status().message();
@@ -194,15 +205,17 @@ TEST(StatusTest, ApiErrorsMapToTheProjectStatus) {
   EXPECT_EQ(code(ParseStatusError(404, "", "")), Code::kNotFound);
   EXPECT_EQ(code(ParseStatusError(409, R"({"kind":"Status","reason":"Conflict","code":409})", "")),
             Code::kConflict);
-  EXPECT_EQ(code(ParseStatusError(409, R"({"kind":"Status","reason":"AlreadyExists","code":409})", "")),
-            Code::kInvalidArgument);
+  EXPECT_EQ(
+      code(ParseStatusError(409, R"({"kind":"Status","reason":"AlreadyExists","code":409})", "")),
+      Code::kInvalidArgument);
   EXPECT_EQ(code(ParseStatusError(422, "", "")), Code::kInvalidArgument);
   EXPECT_EQ(code(ParseStatusError(403, "", "")), Code::kInvalidArgument);
   EXPECT_EQ(code(ParseStatusError(429, "", "")), Code::kUnavailable);
   EXPECT_EQ(code(ParseStatusError(503, "", "")), Code::kUnavailable);
   EXPECT_EQ(code(TransportError("connection refused")), Code::kUnavailable);
   EXPECT_EQ(code(TransportError("client stopped", /*cancelled=*/true)), Code::kCancelled);
-  ApiError e = ParseStatusError(404, R"({"kind":"Status","reason":"NotFound","message":"gone","code":404})", "");
+  ApiError e = ParseStatusError(
+      404, R"({"kind":"Status","reason":"NotFound","message":"gone","code":404})", "");
   EXPECT_EQ(e.ToStatus().message(), e.ToString());
   Result<int> ok(7);
   EXPECT_TRUE(ok.status().ok());
@@ -211,18 +224,22 @@ TEST(StatusTest, ApiErrorsMapToTheProjectStatus) {
 }
 
 TEST(StatusTest, ParsesStatusBodies) {
-  auto e = ParseStatusError(409,
-                            R"({"kind":"Status","apiVersion":"v1","status":"Failure","message":"the object has been modified","reason":"Conflict","code":409})",
-                            "");
+  auto e = ParseStatusError(
+      409,
+      R"({"kind":"Status","apiVersion":"v1","status":"Failure","message":"the object has been modified","reason":"Conflict","code":409})",
+      "");
   EXPECT_TRUE(e.IsConflict());
   EXPECT_FALSE(e.IsAlreadyExists());
   EXPECT_FALSE(e.IsRetryable());
   EXPECT_EQ(e.message, "the object has been modified");
-  auto exists = ParseStatusError(409, R"({"kind":"Status","reason":"AlreadyExists","code":409})", "");
+  auto exists =
+      ParseStatusError(409, R"({"kind":"Status","reason":"AlreadyExists","code":409})", "");
   EXPECT_TRUE(exists.IsAlreadyExists());
   EXPECT_FALSE(exists.IsConflict());
   auto tmr = ParseStatusError(
-      429, R"({"kind":"Status","reason":"TooManyRequests","code":429,"details":{"retryAfterSeconds":3}})", "");
+      429,
+      R"({"kind":"Status","reason":"TooManyRequests","code":429,"details":{"retryAfterSeconds":3}})",
+      "");
   EXPECT_TRUE(tmr.IsTooManyRequests());
   EXPECT_TRUE(tmr.IsRetryable());
   EXPECT_EQ(tmr.retry_after.count(), 3);
@@ -230,7 +247,10 @@ TEST(StatusTest, ParsesStatusBodies) {
   EXPECT_TRUE(hdr.IsRetryable());
   EXPECT_EQ(hdr.retry_after.count(), 7);
   EXPECT_EQ(hdr.message, "<html>unavailable</html>");
-  auto gone = ParseStatusError(410, R"({"kind":"Status","reason":"Expired","message":"too old resource version","code":410})", "");
+  auto gone = ParseStatusError(
+      410,
+      R"({"kind":"Status","reason":"Expired","message":"too old resource version","code":410})",
+      "");
   EXPECT_TRUE(gone.IsExpired());
   EXPECT_TRUE(ParseStatusError(403, "", "").IsForbidden());
   EXPECT_TRUE(ParseStatusError(404, "{", "").IsNotFound());
@@ -284,11 +304,13 @@ TEST(WatchFramingTest, LineLimit) {
 }
 
 TEST(WatchEventTest, ParsesTypes) {
-  auto ev = ParseWatchEvent(R"({"type":"BOOKMARK","object":{"kind":"GameServer","metadata":{"resourceVersion":"42"}}})");
+  auto ev = ParseWatchEvent(
+      R"({"type":"BOOKMARK","object":{"kind":"GameServer","metadata":{"resourceVersion":"42"}}})");
   ASSERT_TRUE(ev) << ev.status().message();
   EXPECT_EQ(ev->type, WatchEvent::Type::kBookmark);
   EXPECT_EQ(MetaString(*ev->object, "resourceVersion"), "42");
-  auto del = ParseWatchEvent(R"({"type":"DELETED","object":{"metadata":{"name":"x","namespace":"n"}}})");
+  auto del =
+      ParseWatchEvent(R"({"type":"DELETED","object":{"metadata":{"name":"x","namespace":"n"}}})");
   ASSERT_TRUE(del);
   EXPECT_EQ(del->type, WatchEvent::Type::kDeleted);
   EXPECT_EQ(MetaString(*del->object, "namespace"), "n");
@@ -302,7 +324,8 @@ TEST(WatchEventTest, ErrorEventCarries410) {
   EXPECT_TRUE(ev->error.IsExpired());
   EXPECT_EQ(ev->error.http_status, 410);
   EXPECT_EQ(ev->error.message, "too old resource version: 1 (5)");
-  auto gone = ParseWatchEvent(R"({"type":"ERROR","object":{"kind":"Status","reason":"Gone","code":410}})");
+  auto gone =
+      ParseWatchEvent(R"({"type":"ERROR","object":{"kind":"Status","reason":"Gone","code":410}})");
   ASSERT_TRUE(gone);
   EXPECT_TRUE(gone->error.IsExpired());
 }
@@ -343,13 +366,15 @@ TEST(BackoffTest, ExponentialCappedWithJitterBounds) {
 }
 
 TEST(ClientPathsTest, ResourcePathsAndEscaping) {
-  EXPECT_EQ(kGameServers.Path("default", "gs-1"), "/apis/agones.dev/v1/namespaces/default/gameservers/gs-1");
+  EXPECT_EQ(kGameServers.Path("default", "gs-1"),
+            "/apis/agones.dev/v1/namespaces/default/gameservers/gs-1");
   EXPECT_EQ(kGameServers.Path(""), "/apis/agones.dev/v1/gameservers");
   EXPECT_EQ(kEvents.Path("ns"), "/api/v1/namespaces/ns/events");
   EXPECT_EQ(kCustomResourceDefinitions.Path("ignored", "gameservers.agones.dev"),
             "/apis/apiextensions.k8s.io/v1/customresourcedefinitions/gameservers.agones.dev");
   EXPECT_EQ(kLeases.Path("s", "l"), "/apis/coordination.k8s.io/v1/namespaces/s/leases/l");
-  EXPECT_EQ(kGameServers.Path("d", "g", "status"), "/apis/agones.dev/v1/namespaces/d/gameservers/g/status");
+  EXPECT_EQ(kGameServers.Path("d", "g", "status"),
+            "/apis/agones.dev/v1/namespaces/d/gameservers/g/status");
   EXPECT_EQ(QueryEscape("allocating.agones.dev/enabled=true,a in (b)"),
             "allocating.agones.dev%2Fenabled%3Dtrue%2Ca%20in%20%28b%29");
 }

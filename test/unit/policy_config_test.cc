@@ -1,9 +1,8 @@
 // Gate configuration annotations (policy/config.h): defaults, values, bounds, messages.
-#include "policy/config.h"
-
 #include <gtest/gtest.h>
 
 #include "contract/keys.h"
+#include "policy/config.h"
 
 namespace aw::policy {
 namespace {
@@ -30,10 +29,11 @@ TEST(GateConfig, DefaultsFromPolicy) {
 }
 
 TEST(GateConfig, ParsesEveryKey) {
-  Map m = {{std::string(keys::kTimeout), "1m30s"},      {std::string(keys::kOnTimeout), "shutdown"},
-           {std::string(keys::kMode), "Reject"},        {std::string(keys::kRequireAnnotation), "FALSE"},
-           {std::string(keys::kProbePort), "game"},     {std::string(keys::kProbeType), "UDP"},
-           {std::string(keys::kProbePeriod), "500ms"}};
+  Map m = {
+      {std::string(keys::kTimeout), "1m30s"},    {std::string(keys::kOnTimeout), "shutdown"},
+      {std::string(keys::kMode), "Reject"},      {std::string(keys::kRequireAnnotation), "FALSE"},
+      {std::string(keys::kProbePort), "game"},   {std::string(keys::kProbeType), "UDP"},
+      {std::string(keys::kProbePeriod), "500ms"}};
   GateConfigResult r = ParseGateConfig(m, Policy{});
   ASSERT_TRUE(r.ok()) << r.ErrorText();
   EXPECT_EQ(r.config.timeout, std::chrono::seconds(90));
@@ -62,8 +62,8 @@ TEST(GateConfig, ParsesEveryKey) {
 
 TEST(GateConfig, BoundsAreInclusive) {
   Policy p;
-  for (auto [v, ok] : {std::pair{"1s", true}, {"10m", true}, {"999ms", false}, {"10m1ns", false},
-                       {"0", false}}) {
+  for (auto [v, ok] :
+       {std::pair{"1s", true}, {"10m", true}, {"999ms", false}, {"10m1ns", false}, {"0", false}}) {
     GateConfigResult r = ParseGateConfig(Map{{std::string(keys::kTimeout), v}}, p);
     EXPECT_EQ(r.ok(), ok) << v;
   }
@@ -117,8 +117,9 @@ TEST(GateConfig, CanNeverConfirm) {
 TEST(GateConfig, Warnings) {
   GateConfigResult r = ParseGateConfig(Map{{std::string(keys::kProbeType), "tcp"}}, Policy{});
   ASSERT_EQ(r.warnings.size(), 1u);
-  EXPECT_EQ(r.warnings[0],
-            "allocating.agones.dev/probe-type has no effect without allocating.agones.dev/probe-port");
+  EXPECT_EQ(
+      r.warnings[0],
+      "allocating.agones.dev/probe-type has no effect without allocating.agones.dev/probe-port");
   GateConfigResult t = ParseGateConfig(Map{{std::string(keys::kProbePort), "1"},
                                            {std::string(keys::kProbeType), "tcp"},
                                            {std::string(keys::kProbePath), "/x"}},

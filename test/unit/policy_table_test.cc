@@ -42,13 +42,21 @@ TEST(GateTable, RowsOfTheReadme) {
   EXPECT_EQ(DecideGate(in).verdict, Verdict::kDeny);
   in.crd_accepts = false;
   EXPECT_EQ(DecideGate(in).verdict, Verdict::kFailOpen);
-  in = GateInput{.opted_in = true, .old_phase = Phase::kAllocating, .new_phase = Phase::kAllocated,
-                 .writer = Writer::kTrusted, .confirmed = true, .crd_accepts = true};
+  in = GateInput{.opted_in = true,
+                 .old_phase = Phase::kAllocating,
+                 .new_phase = Phase::kAllocated,
+                 .writer = Writer::kTrusted,
+                 .confirmed = true,
+                 .crd_accepts = true};
   EXPECT_EQ(DecideGate(in).state, StateWrite::kAsWritten);
   in.writer = Writer::kOther;  // an untrusted promotion is turned back
   EXPECT_EQ(DecideGate(in).state, StateWrite::kAllocating);
-  in = GateInput{.opted_in = true, .old_phase = Phase::kAllocating, .new_phase = Phase::kShutdown,
-                 .writer = Writer::kAgonesController, .crd_accepts = true, .has_since = true,
+  in = GateInput{.opted_in = true,
+                 .old_phase = Phase::kAllocating,
+                 .new_phase = Phase::kShutdown,
+                 .writer = Writer::kAgonesController,
+                 .crd_accepts = true,
+                 .has_since = true,
                  .hold_scale_down = true};
   EXPECT_EQ(DecideGate(in).cycle, CycleEdit::kHold);
   in.hold_scale_down = false;  // the default, on-scale-down: Shutdown
@@ -59,8 +67,11 @@ TEST(GateTable, RowsOfTheReadme) {
   in.writer = Writer::kAgonesController;
   in.deleting = true;
   EXPECT_EQ(DecideGate(in).cycle, CycleEdit::kClear);
-  in = GateInput{.opted_in = true, .old_phase = Phase::kAllocated, .new_phase = Phase::kOutside,
-                 .crd_accepts = true, .shutdown_requested = true};
+  in = GateInput{.opted_in = true,
+                 .old_phase = Phase::kAllocated,
+                 .new_phase = Phase::kOutside,
+                 .crd_accepts = true,
+                 .shutdown_requested = true};
   EXPECT_EQ(DecideGate(in).state, StateWrite::kShutdown);
   in.opted_in = false;
   EXPECT_EQ(DecideGate(in).what, "not opted in: allowed unchanged");
@@ -68,7 +79,8 @@ TEST(GateTable, RowsOfTheReadme) {
 
 TEST(GateTable, OwnedAndResolverRules) {
   OwnedInput o{.key = OwnedKeyOf("allocating.agones.dev/confirmed"),
-               .change = OwnedChange::kSet, .old_phase = Phase::kAllocating,
+               .change = OwnedChange::kSet,
+               .old_phase = Phase::kAllocating,
                .new_phase = Phase::kAllocating};
   EXPECT_EQ(DecideOwned(o).verdict, OwnedVerdict::kDeny);
   o.change = OwnedChange::kRemove;
@@ -76,8 +88,10 @@ TEST(GateTable, OwnedAndResolverRules) {
   EXPECT_EQ(DecideOwned(o).verdict, OwnedVerdict::kAllow);
   EXPECT_EQ(OwnedKeyOf("other"), 0);
   // outcome on the controller's scale-down: only the gate's value.
-  OwnedInput sd{.key = OwnedKeyOf("allocating.agones.dev/outcome"), .change = OwnedChange::kSet,
-                .old_phase = Phase::kAllocating, .new_phase = Phase::kShutdown,
+  OwnedInput sd{.key = OwnedKeyOf("allocating.agones.dev/outcome"),
+                .change = OwnedChange::kSet,
+                .old_phase = Phase::kAllocating,
+                .new_phase = Phase::kShutdown,
                 .writer = Writer::kAgonesController};
   EXPECT_EQ(DecideOwned(sd).verdict, OwnedVerdict::kCheckValue);
   sd.writer = Writer::kOther;
@@ -89,8 +103,8 @@ TEST(GateTable, OwnedAndResolverRules) {
   gone.opted_in = true;
   gone.deleting = false;
   EXPECT_NE(DecideResolve(gone).verdict, ResolveVerdict::kRecord);
-  ResolveInput r{.opted_in = true, .phase = Phase::kAllocating, .ready = true,
-                 .past_deadline = true};
+  ResolveInput r{
+      .opted_in = true, .phase = Phase::kAllocating, .ready = true, .past_deadline = true};
   EXPECT_EQ(DecideResolve(r).verdict, ResolveVerdict::kPromote);
   r.ready = false;
   EXPECT_EQ(DecideResolve(r).verdict, ResolveVerdict::kTimeOut);
@@ -131,8 +145,10 @@ TEST(GateTable, BypassRules) {
   }
 
   // Only the resolver writes `bypassed`; the gate drops it when a new cycle starts.
-  OwnedInput o{.key = OwnedKeyOf("allocating.agones.dev/bypassed"), .change = OwnedChange::kSet,
-               .old_phase = Phase::kAllocated, .new_phase = Phase::kAllocated};
+  OwnedInput o{.key = OwnedKeyOf("allocating.agones.dev/bypassed"),
+               .change = OwnedChange::kSet,
+               .old_phase = Phase::kAllocated,
+               .new_phase = Phase::kAllocated};
   EXPECT_NE(o.key, 0);
   EXPECT_EQ(DecideOwned(o).verdict, OwnedVerdict::kDeny);
   EXPECT_EQ(DecideOwned(o).what, "written only by the resolver");
@@ -166,21 +182,27 @@ TEST(GateTable, BypassOf) {
   EXPECT_EQ(BypassOf(ViewOf("Ready", {})), Bypass::kNone);
   EXPECT_EQ(BypassOf(ViewOf("Allocating", {})), Bypass::kNone);
   // Through the gate (promoted), and re-allocated (a newer last-allocated): not a bypass.
-  EXPECT_EQ(BypassOf(ViewOf("Allocated", {{since, id}, {alloc, id}, {confirmed, id},
+  EXPECT_EQ(BypassOf(ViewOf("Allocated", {{since, id},
+                                          {alloc, id},
+                                          {confirmed, id},
                                           {outcome, "Confirmed"},
                                           {"agones.dev/last-allocated", "2026-01-02T04:00:00Z"}})),
             Bypass::kNone);
   EXPECT_EQ(BypassOf(ViewOf("Allocated", {{since, id}, {alloc, id}, {bypassed, id}})),
             Bypass::kOpen);
-  EXPECT_EQ(BypassOf(ViewOf("Allocated", {{since, id}, {alloc, id}, {bypassed, id}, {confirmed, id},
-                                          {outcome, "Confirmed"}})),
+  EXPECT_EQ(
+      BypassOf(ViewOf(
+          "Allocated",
+          {{since, id}, {alloc, id}, {bypassed, id}, {confirmed, id}, {outcome, "Confirmed"}})),
+      Bypass::kNone);
+  EXPECT_EQ(BypassOf(ViewOf("Allocated",
+                            {{since, id}, {alloc, id}, {bypassed, id}, {outcome, "Unconfirmed"}})),
             Bypass::kNone);
-  EXPECT_EQ(BypassOf(ViewOf("Allocated", {{since, id}, {alloc, id}, {bypassed, id},
-                                          {outcome, "Unconfirmed"}})),
-            Bypass::kNone);
-  EXPECT_EQ(BypassOf(ViewOf("Allocated", {{since, id}, {alloc, id}, {bypassed, id}, {confirmed, id},
-                                          {outcome, "TimedOut"}})),
-            Bypass::kNone);
+  EXPECT_EQ(
+      BypassOf(ViewOf(
+          "Allocated",
+          {{since, id}, {alloc, id}, {bypassed, id}, {confirmed, id}, {outcome, "TimedOut"}})),
+      Bypass::kNone);
   // A stale `bypassed` of an earlier allocation does not reopen it.
   EXPECT_EQ(BypassOf(ViewOf("Allocated", {{since, id}, {alloc, id}, {bypassed, "earlier"}})),
             Bypass::kNone);

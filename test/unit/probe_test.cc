@@ -1,8 +1,9 @@
 // Probes against real local sockets: HTTP 200/503/slow/closed/garbage, TCP open/closed,
 // UDP reply/no reply/port closed, bounded concurrency, and the status-line parser.
 #include <arpa/inet.h>
-#include <sys/resource.h>
+#include <gtest/gtest.h>
 #include <netinet/in.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -11,8 +12,6 @@
 #include <string>
 #include <thread>
 #include <vector>
-
-#include <gtest/gtest.h>
 
 #include "probe/core/http_status.h"
 #include "probe/prober.h"
@@ -254,8 +253,8 @@ TEST(ProbeUdp, ReplyIsReady) {
     char buf[256];
     sockaddr_in from{};
     socklen_t len = sizeof(from);
-    ssize_t n = ::recvfrom(server.fd(), buf, sizeof(buf), 0, reinterpret_cast<sockaddr*>(&from),
-                           &len);
+    ssize_t n =
+        ::recvfrom(server.fd(), buf, sizeof(buf), 0, reinterpret_cast<sockaddr*>(&from), &len);
     if (n > 0) {
       got.assign(buf, static_cast<size_t>(n));
       ::sendto(server.fd(), "pong", 4, 0, reinterpret_cast<sockaddr*>(&from), len);
@@ -317,7 +316,7 @@ TEST(Prober, PendingProbesFailWhenStopped) {
     ProberOptions o = Opts(60'000);
     o.max_concurrency = 1;
     auto owned = MustCreate(o);
-  SocketProber& prober = *owned;
+    SocketProber& prober = *owned;
     for (int i = 0; i < 5; ++i) {
       prober.Probe({Type::kHttp, "127.0.0.1", server.port(), "/"}, [&](Result r) {
         if (r.status == Status::kError) stopped++;
@@ -363,7 +362,8 @@ TEST(Prober, NoFileDescriptorLeftIsAStatus) {
   ASSERT_EQ(setrlimit(RLIMIT_NOFILE, &saved), 0);
   ASSERT_FALSE(got.ok());
   EXPECT_EQ(got.status().code(), aw::Status::Code::kIOError) << got.status().ToString();
-  EXPECT_NE(got.status().message().find("prober: eventfd"), std::string::npos) << got.status().ToString();
+  EXPECT_NE(got.status().message().find("prober: eventfd"), std::string::npos)
+      << got.status().ToString();
   // With descriptors back, the same call succeeds and the prober works.
   auto again = SocketProber::Create(Opts());
   ASSERT_TRUE(again.ok()) << again.status().ToString();

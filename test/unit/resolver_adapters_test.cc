@@ -20,17 +20,19 @@ kube::ApiError Err(int status, std::string reason, std::string message) {
 TEST(ClassifyPatchError, MapsApiErrors) {
   EXPECT_EQ(PatchStatusOf(ClassifyPatchError(Err(409, "Conflict", "the object has been modified"))),
             PatchStatus::kConflict);
-  EXPECT_EQ(PatchStatusOf(ClassifyPatchError(Err(422, "Invalid",
-                                   "testing value /metadata/resourceVersion failed: test failed"))),
+  EXPECT_EQ(PatchStatusOf(ClassifyPatchError(Err(
+                422, "Invalid", "testing value /metadata/resourceVersion failed: test failed"))),
             PatchStatus::kConflict);
-  EXPECT_EQ(PatchStatusOf(ClassifyPatchError(Err(422, "Invalid",
-                                   "the server rejected our request due to an error in our request"))),
+  EXPECT_EQ(PatchStatusOf(ClassifyPatchError(Err(
+                422, "Invalid", "the server rejected our request due to an error in our request"))),
             PatchStatus::kConflict);
-  EXPECT_EQ(PatchStatusOf(ClassifyPatchError(Err(422, "Invalid", "status.state: Unsupported value: \"Allocating\""))),
+  EXPECT_EQ(PatchStatusOf(ClassifyPatchError(
+                Err(422, "Invalid", "status.state: Unsupported value: \"Allocating\""))),
             PatchStatus::kRejected);
   EXPECT_EQ(PatchStatusOf(ClassifyPatchError(Err(404, "NotFound", "gameservers \"x\" not found"))),
             PatchStatus::kNotFound);
-  EXPECT_EQ(PatchStatusOf(ClassifyPatchError(Err(400, "BadRequest", "admission webhook denied the request"))),
+  EXPECT_EQ(PatchStatusOf(
+                ClassifyPatchError(Err(400, "BadRequest", "admission webhook denied the request"))),
             PatchStatus::kRejected);
   EXPECT_EQ(PatchStatusOf(ClassifyPatchError(Err(403, "Forbidden", "no"))), PatchStatus::kRejected);
   EXPECT_EQ(PatchStatusOf(ClassifyPatchError(Err(500, "InternalError", "etcd"))), PatchStatus::kRetry);

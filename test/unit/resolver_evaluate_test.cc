@@ -54,10 +54,11 @@ TEST(ParseGameServer, ReadsFields) {
 }
 
 TEST(ParseGameServer, ToleratesGarbage) {
-  for (const char* json : {"null", "[]", "{}", "{\"metadata\":3}", "{\"metadata\":{\"annotations\":[1]}}",
-                           "{\"status\":{\"ports\":{\"a\":1},\"state\":7}}",
-                           "{\"status\":{\"ports\":[1,{\"port\":\"x\"}]}}",
-                           "{\"metadata\":{\"labels\":{\"allocating.agones.dev/enabled\":true}}}"}) {
+  for (const char* json :
+       {"null", "[]", "{}", "{\"metadata\":3}", "{\"metadata\":{\"annotations\":[1]}}",
+        "{\"status\":{\"ports\":{\"a\":1},\"state\":7}}",
+        "{\"status\":{\"ports\":[1,{\"port\":\"x\"}]}}",
+        "{\"metadata\":{\"labels\":{\"allocating.agones.dev/enabled\":true}}}"}) {
     rapidjson::Document d;
     d.Parse(json);
     GameServerView v = ParseGameServer(d);
@@ -103,8 +104,9 @@ TEST(Readiness, NoAllocationIdNeverConfirms) {
   GsSpec s;
   s.annotations = {{kReady, "true"}};
   EXPECT_TRUE(ReadinessAnnotationProblem(View(s)).has_value());
-  Evaluation ev = Evaluate(View(s), Config({{"allocating.agones.dev/require-annotation", "false"},
-                                            {"allocating.agones.dev/probe-port", "game"}}),
+  Evaluation ev = Evaluate(View(s),
+                           Config({{"allocating.agones.dev/require-annotation", "false"},
+                                   {"allocating.agones.dev/probe-port", "game"}}),
                            nullptr, T0(), T0());
   EXPECT_NE(ev.verdict, Verdict::kPromote);
 }
@@ -158,8 +160,8 @@ TEST(Evaluate, OnTimeoutActions) {
   for (auto [text, want] : {std::pair{"Allocated", policy::OnTimeout::kAllocated},
                             std::pair{"Shutdown", policy::OnTimeout::kShutdown},
                             std::pair{"Unhealthy", policy::OnTimeout::kUnhealthy}}) {
-    Evaluation ev = Evaluate(View(s), Config({{"allocating.agones.dev/on-timeout", text}}),
-                             nullptr, T0() + 31s, T0());
+    Evaluation ev = Evaluate(View(s), Config({{"allocating.agones.dev/on-timeout", text}}), nullptr,
+                             T0() + 31s, T0());
     EXPECT_EQ(ev.verdict, Verdict::kTimeOut);
     EXPECT_EQ(ev.action, want);
   }
@@ -172,8 +174,8 @@ TEST(Evaluate, HeldScaleDownTimesOutToShutdownNotUnhealthy) {
   for (auto [text, want] : {std::pair{"Allocated", policy::OnTimeout::kAllocated},
                             std::pair{"Shutdown", policy::OnTimeout::kShutdown},
                             std::pair{"Unhealthy", policy::OnTimeout::kShutdown}}) {
-    Evaluation ev = Evaluate(View(s), Config({{"allocating.agones.dev/on-timeout", text}}),
-                             nullptr, T0() + 31s, T0());
+    Evaluation ev = Evaluate(View(s), Config({{"allocating.agones.dev/on-timeout", text}}), nullptr,
+                             T0() + 31s, T0());
     EXPECT_EQ(ev.verdict, Verdict::kTimeOut);
     EXPECT_EQ(ev.action, want) << text;
   }
@@ -245,11 +247,13 @@ TEST(Evaluate, MissingPortsAndAddress) {
   EXPECT_NE(ev.failed[0].find("\"query\" not found in status.ports"), std::string::npos);
 
   s.ports.clear();
-  EXPECT_FALSE(Evaluate(View(s), Config({{"allocating.agones.dev/probe-port", "game"}}), nullptr,
-                        T0(), T0()).probe.has_value());
+  EXPECT_FALSE(
+      Evaluate(View(s), Config({{"allocating.agones.dev/probe-port", "game"}}), nullptr, T0(), T0())
+          .probe.has_value());
   s.ports = {{"game", 7777}};
   s.address = "";
-  ev = Evaluate(View(s), Config({{"allocating.agones.dev/probe-port", "game"}}), nullptr, T0(), T0());
+  ev = Evaluate(View(s), Config({{"allocating.agones.dev/probe-port", "game"}}), nullptr, T0(),
+                T0());
   EXPECT_FALSE(ev.probe.has_value());
   EXPECT_NE(ev.failed[0].find("status.address"), std::string::npos);
 }
@@ -284,13 +288,14 @@ TEST(Patches, TimeoutActions) {
   EXPECT_EQ(unhealthy.find("confirmed"), std::string::npos);
   std::string allocated = TimeoutPatch(v, policy::OnTimeout::kAllocated);
   EXPECT_NE(allocated.find("confirmed\",\"value\":\"" + v.allocation), std::string::npos);
-  EXPECT_NE(TimeoutPatch(v, policy::OnTimeout::kShutdown).find("\"Shutdown\""),
-            std::string::npos);
+  EXPECT_NE(TimeoutPatch(v, policy::OnTimeout::kShutdown).find("\"Shutdown\""), std::string::npos);
 }
 
 TEST(Patches, AddsTheAnnotationsMapWhenAbsent) {
   rapidjson::Document d;
-  d.Parse("{\"metadata\":{\"name\":\"x\",\"resourceVersion\":\"7\"},\"status\":{\"state\":\"Allocating\"}}");
+  d.Parse(
+      "{\"metadata\":{\"name\":\"x\",\"resourceVersion\":\"7\"},\"status\":{\"state\":"
+      "\"Allocating\"}}");
   std::string p = TimeoutPatch(ParseGameServer(d), policy::OnTimeout::kUnhealthy);
   EXPECT_NE(p.find("{\"op\":\"add\",\"path\":\"/metadata/annotations\",\"value\":{"
                    "\"allocating.agones.dev/outcome\":\"TimedOut\"}}"),
@@ -312,8 +317,8 @@ using namespace std::chrono_literals;
 // Issue 27: an opted-in server that reached Allocated without the gate (admission unreachable).
 TEST(EvaluateBypass, RecordCountsFromTheAllocation) {
   policy::Policy policy;
-  policy::GateConfig cfg = policy::ParseGateConfig(std::map<std::string, std::string, std::less<>>{},
-                                               policy).config;
+  policy::GateConfig cfg =
+      policy::ParseGateConfig(std::map<std::string, std::string, std::less<>>{}, policy).config;
   GsSpec s;
   s.state = "Allocated";
   s.annotations = {{std::string(keys::kLastAllocated), util::FormatRfc3339Nano(T0())}};
@@ -352,14 +357,18 @@ TEST(EvaluateBypass, RecordCountsFromTheAllocation) {
 
 TEST(EvaluateBypass, OpenBypassGetsTheSameChecksAndNeverAnAction) {
   policy::Policy policy;
-  policy::GateConfig cfg = policy::ParseGateConfig(std::map<std::string, std::string, std::less<>>{
-                                                   {"allocating.agones.dev/timeout", "10s"}},
-                                               policy).config;
+  policy::GateConfig cfg =
+      policy::ParseGateConfig(
+          std::map<std::string, std::string, std::less<>>{{"allocating.agones.dev/timeout", "10s"}},
+          policy)
+          .config;
   const std::string id = util::FormatRfc3339Nano(T0());
   GsSpec s;
   s.state = "Allocated";
-  s.annotations = {{std::string(keys::kLastAllocated), id}, {std::string(keys::kSince), id},
-                   {std::string(keys::kAllocation), id}, {std::string(keys::kBypassed), id}};
+  s.annotations = {{std::string(keys::kLastAllocated), id},
+                   {std::string(keys::kSince), id},
+                   {std::string(keys::kAllocation), id},
+                   {std::string(keys::kBypassed), id}};
   Evaluation ev = Evaluate(View(s), cfg, nullptr, T0() + 5s, T0() + 5s);
   EXPECT_EQ(ev.verdict, Verdict::kWait);
   EXPECT_EQ(ev.deadline, T0() + 10s);

@@ -1,5 +1,6 @@
 // The resolver loop with fake ports: promotion, timeout actions, probes, conflicts, deletions,
 // servers moved away by someone else, no double promotion, and resumption after a restart.
+#include <gtest/gtest.h>
 #include <prometheus/text_serializer.h>
 
 #include <condition_variable>
@@ -140,11 +141,11 @@ TEST_F(LoopTest, TimesOutToUnhealthyByDefault) {
 }
 
 TEST_F(LoopTest, TimeoutActionsAllocatedAndShutdown) {
-  GsSpec a = Spec({{"allocating.agones.dev/on-timeout", "Allocated"},
-                   {"allocating.agones.dev/timeout", "5s"}});
+  GsSpec a = Spec(
+      {{"allocating.agones.dev/on-timeout", "Allocated"}, {"allocating.agones.dev/timeout", "5s"}});
   a.name = "fail-open";
-  GsSpec b = Spec({{"allocating.agones.dev/on-timeout", "Shutdown"},
-                   {"allocating.agones.dev/timeout", "5s"}});
+  GsSpec b = Spec(
+      {{"allocating.agones.dev/on-timeout", "Shutdown"}, {"allocating.agones.dev/timeout", "5s"}});
   b.name = "shut";
   Put(a);
   Put(b);
@@ -204,8 +205,8 @@ TEST_F(LoopTest, ProbeOutlastingItsPeriodDoesNotSpin) {
 }
 
 TEST_F(LoopTest, ConfirmationAfterAFailedProbeIsProbedAtOnce) {
-  GsSpec s = Spec({{"allocating.agones.dev/probe-port", "http"},
-                   {"allocating.agones.dev/probe-period", "1s"}});
+  GsSpec s = Spec(
+      {{"allocating.agones.dev/probe-port", "http"}, {"allocating.agones.dev/probe-period", "1s"}});
   Put(s);
   Settle();
   ASSERT_EQ(prober_.CompleteAll({probe::Status::kFailure, "http 503"}), 1u);
@@ -221,8 +222,8 @@ TEST_F(LoopTest, ConfirmationAfterAFailedProbeIsProbedAtOnce) {
   Settle();
   EXPECT_EQ(Current()->state, "Allocated");
   // An unrelated change while the annotation is still missing does not probe early.
-  GsSpec other = Spec({{"allocating.agones.dev/probe-port", "http"},
-                       {"allocating.agones.dev/probe-period", "1s"}});
+  GsSpec other = Spec(
+      {{"allocating.agones.dev/probe-port", "http"}, {"allocating.agones.dev/probe-period", "1s"}});
   other.name = "other";
   Put(other);
   Settle();
@@ -365,7 +366,8 @@ TEST_F(LoopTest, ScaleDownLetThroughIsRecordedOnce) {
   Settle();
   EXPECT_EQ(events_.events.size(), 1u);
   EXPECT_NE(Metrics().find("allocating_webhook_resolver_scaled_down_total 1"), std::string::npos);
-  EXPECT_NE(Metrics().find("allocating_webhook_allocating_duration_seconds_count{outcome=\"ScaledDown\"} 1"),
+  EXPECT_NE(Metrics().find(
+                "allocating_webhook_allocating_duration_seconds_count{outcome=\"ScaledDown\"} 1"),
             std::string::npos);
 }
 
@@ -436,7 +438,7 @@ TEST_F(LoopTest, NewLeaderResolvesOverdueServersAtOnce) {
   source_.Put(View(ready));
   source_.Put(View(early));
   clock_.now = T0() + 1h + 1s;  // the previous leader died long ago
-  Make();                        // a fresh resolver, nothing but the source
+  Make();                       // a fresh resolver, nothing but the source
   Settle();
   EXPECT_EQ(Current("default/late")->state, "Unhealthy");
   EXPECT_EQ(Current("default/ready")->state, "Allocated");
@@ -472,8 +474,8 @@ GsSpec Bypassed(std::map<std::string, std::string> extra = {}) {
 TEST_F(LoopTest, BypassIsRecordedThenConfirmedAfterTheFact) {
   const std::string id = util::FormatRfc3339Nano(T0());
   // A forged confirmation in the allocation's metadata is dropped when the bypass is recorded.
-  GsSpec s = Bypassed(
-      {{std::string(keys::kConfirmed), id}, {std::string(keys::kOutcome), "Confirmed"}});
+  GsSpec s =
+      Bypassed({{std::string(keys::kConfirmed), id}, {std::string(keys::kOutcome), "Confirmed"}});
   s.labels_fleet = "arena";
   Put(s);
   clock_.now = T0() + 2s;

@@ -1,6 +1,10 @@
 // Test helpers for the resolver: GameServer JSON builders and fake ports.
 #pragma once
 
+#include <rapidjson/document.h>
+#include <rapidjson/stringbuffer.h>
+#include <rapidjson/writer.h>
+
 #include <deque>
 #include <functional>
 #include <map>
@@ -9,14 +13,10 @@
 #include <string>
 #include <vector>
 
-#include <rapidjson/document.h>
-#include <rapidjson/stringbuffer.h>
-#include <rapidjson/writer.h>
-
 #include "contract/keys.h"
+#include "probe/prober.h"
 #include "resolver/core/gameserver.h"
 #include "resolver/core/ports.h"
-#include "probe/prober.h"
 #include "util/time_format.h"
 
 namespace aw::resolver::testing {
@@ -156,10 +156,12 @@ class FakePatcher final : public Patcher {
       std::string kind = op["op"].GetString();
       std::string path = op["path"].GetString();
       std::string value = op["value"].IsString() ? op["value"].GetString() : "";
-      std::string key = Unescape(path.substr(std::min(path.size(), std::string("/metadata/annotations/").size())));
+      std::string key = Unescape(
+          path.substr(std::min(path.size(), std::string("/metadata/annotations/").size())));
       if (kind == "test") {
-        std::string have = path == "/metadata/resourceVersion" ? next.resource_version
-                           : std::string(next.Annotation(key).value_or("<absent>"));
+        std::string have = path == "/metadata/resourceVersion"
+                               ? next.resource_version
+                               : std::string(next.Annotation(key).value_or("<absent>"));
         if (have != value) return Status::Conflict("test failed: " + path);
       } else if (kind == "remove" && path.rfind("/metadata/annotations/", 0) == 0) {
         if (!next.Annotation(key)) return Status::InvalidArgument("remove of an absent key");

@@ -247,9 +247,9 @@ TEST(Manager, AServiceThatCannotStartFailsTheRunAndIsNotStopped) {
   ServiceProbe probe{j};
   Manager m({"servers", "controllers"}, 5s);
   ASSERT_TRUE(m.Add(Component("cache", j), {"servers"}).ok());
-  ASSERT_TRUE(m.Add(probe.Make("http", Status::IOError("bind :8443: Address already in use")),
-                    {"servers"})
-                  .ok());
+  ASSERT_TRUE(
+      m.Add(probe.Make("http", Status::IOError("bind :8443: Address already in use")), {"servers"})
+          .ok());
   ASSERT_TRUE(m.Add(Component("controller", j), {"controllers"}).ok());
   Status result = m.Run(std::stop_token());
   EXPECT_FALSE(result.ok());

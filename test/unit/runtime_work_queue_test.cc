@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include "runtime/core/work_queue_state.h"
+#include "runtime/work_queue.h"
 
 namespace aw::runtime {
 namespace {

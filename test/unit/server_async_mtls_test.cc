@@ -4,6 +4,7 @@
 #include <openssl/evp.h>
 #include <openssl/x509.h>
 #include <prometheus/registry.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <boost/asio/connect.hpp>
@@ -21,8 +22,6 @@
 #include <thread>
 #include <variant>
 #include <vector>
-
-#include <unistd.h>
 
 #include "server/connection_server.h"
 #include "server/tls_context.h"
@@ -67,9 +66,8 @@ class Client {
  public:
   Client(int port, const Cert* client_cert) : ctx_(MakeContext(client_cert)), stream_(ioc_, ctx_) {
     beast::error_code ec;
-    stream_.next_layer().connect(tcp::endpoint(net::ip::make_address("127.0.0.1"),
-                                               static_cast<unsigned short>(port)),
-                                 ec);
+    stream_.next_layer().connect(
+        tcp::endpoint(net::ip::make_address("127.0.0.1"), static_cast<unsigned short>(port)), ec);
     if (!ec) stream_.handshake(ssl::stream_base::client, ec);
     if (ec) error = ec.message();
   }
@@ -311,7 +309,8 @@ TEST_F(AsyncMtlsTest, ASilentConnectionHoldsNoHandshakeSlot) {
   const int port = Start(Echo(), true);
   net::io_context ioc;
   tcp::socket silent(ioc);
-  silent.connect(tcp::endpoint(net::ip::make_address("127.0.0.1"), static_cast<unsigned short>(port)));
+  silent.connect(
+      tcp::endpoint(net::ip::make_address("127.0.0.1"), static_cast<unsigned short>(port)));
   std::this_thread::sleep_for(std::chrono::milliseconds(50));
   const auto start = std::chrono::steady_clock::now();
   Client c(port, &good_);
@@ -321,7 +320,6 @@ TEST_F(AsyncMtlsTest, ASilentConnectionHoldsNoHandshakeSlot) {
   // Well before the silent connection's 5 s handshake timeout would have freed a slot.
   EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(2));
 }
-
 
 // Issue 23: a client that closes its connection while its request waits is noticed at once (the
 // connection is read meanwhile), and the handler's on_abandoned runs, once.

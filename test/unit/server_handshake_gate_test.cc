@@ -1,8 +1,8 @@
-#include "server/handshake_gate.h"
-
 #include <gtest/gtest.h>
 
 #include <vector>
+
+#include "server/handshake_gate.h"
 
 namespace aw::server {
 namespace {
@@ -12,8 +12,14 @@ TEST(HandshakeGate, GrantsUpToTheLimitThenQueuesInArrivalOrder) {
   std::vector<int> resumed;
   EXPECT_TRUE(gate.Enter([] { return true; }));
   EXPECT_TRUE(gate.Enter([] { return true; }));
-  EXPECT_FALSE(gate.Enter([&] { resumed.push_back(3); return true; }));
-  EXPECT_FALSE(gate.Enter([&] { resumed.push_back(4); return true; }));
+  EXPECT_FALSE(gate.Enter([&] {
+    resumed.push_back(3);
+    return true;
+  }));
+  EXPECT_FALSE(gate.Enter([&] {
+    resumed.push_back(4);
+    return true;
+  }));
   EXPECT_EQ(gate.Active(), 2u);
   EXPECT_EQ(gate.Waiting(), 2u);
   gate.Leave();  // the slot passes to the oldest waiter
@@ -35,7 +41,10 @@ TEST(HandshakeGate, AWaiterThatIsGoneHandsTheSlotToTheNext) {
   int taken = 0;
   EXPECT_TRUE(gate.Enter([] { return true; }));
   EXPECT_FALSE(gate.Enter([] { return false; }));  // its connection closed meanwhile
-  EXPECT_FALSE(gate.Enter([&] { ++taken; return true; }));
+  EXPECT_FALSE(gate.Enter([&] {
+    ++taken;
+    return true;
+  }));
   gate.Leave();
   EXPECT_EQ(taken, 1);
   EXPECT_EQ(gate.Active(), 1u);

@@ -38,9 +38,8 @@ TEST(HealthServer, AFailingLivenessCheckFailsLivenessButNotReadiness) {
 TEST(HealthServer, AThrowingCheckFails) {
   prometheus::Registry registry;
   HealthServer health("127.0.0.1", 0, registry);
-  health.AddLivenessCheck("broken", []() -> std::optional<std::string> {
-    throw std::runtime_error("boom");
-  });
+  health.AddLivenessCheck("broken",
+                          []() -> std::optional<std::string> { throw std::runtime_error("boom"); });
   auto [alive, body] = health.Liveness(false);
   EXPECT_FALSE(alive);
   EXPECT_EQ(body, "[-] broken failed: check failed: boom\nnot alive\n");

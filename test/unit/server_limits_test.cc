@@ -6,8 +6,8 @@
 
 #include "server/connection_registry.h"
 #include "server/core/eviction.h"
-#include "server/health_server.h"
 #include "server/core/http_limits.h"
+#include "server/health_server.h"
 
 namespace aw::server {
 namespace {

@@ -25,7 +25,8 @@ std::string Fixture(const std::string& name) {
 
 class PipelineTest : public ::testing::Test {
  protected:
-  PipelineTest() : crd_(true), metrics_(registry_), pipeline_(policy_, crd_, metrics_, 1024 * 1024) {
+  PipelineTest()
+      : crd_(true), metrics_(registry_), pipeline_(policy_, crd_, metrics_, 1024 * 1024) {
     policy_.trusted_users = {"system:serviceaccount:allocating-system:allocating-webhook"};
   }
 

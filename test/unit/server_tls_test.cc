@@ -49,8 +49,9 @@ Pem MakePair(const std::string& cn) {
   };
   Pem pem;
   pem.cert = to_string([&](BIO* b) { PEM_write_bio_X509(b, cert.get()); });
-  pem.key = to_string(
-      [&](BIO* b) { PEM_write_bio_PrivateKey(b, key.get(), nullptr, nullptr, 0, nullptr, nullptr); });
+  pem.key = to_string([&](BIO* b) {
+    PEM_write_bio_PrivateKey(b, key.get(), nullptr, nullptr, 0, nullptr, nullptr);
+  });
   return pem;
 }
 
@@ -89,10 +90,11 @@ TEST(KeyPair, GarbageRejected) {
   EXPECT_NE(Err(ParseKeyPair("", a.key)).find("empty"), std::string::npos);
   EXPECT_NE(Err(ParseKeyPair(a.cert, "")).find("empty"), std::string::npos);
   EXPECT_NE(Err(ParseKeyPair("not pem", a.key, "tls.crt")).find("tls.crt"), std::string::npos);
-  EXPECT_NE(Err(ParseKeyPair(a.cert, "-----BEGIN PRIVATE KEY-----\nAAAA\n-----END PRIVATE KEY-----\n",
-                             "c", "tls.key"))
-                .find("tls.key"),
-            std::string::npos);
+  EXPECT_NE(
+      Err(ParseKeyPair(a.cert, "-----BEGIN PRIVATE KEY-----\nAAAA\n-----END PRIVATE KEY-----\n",
+                       "c", "tls.key"))
+          .find("tls.key"),
+      std::string::npos);
   // Key and certificate swapped.
   EXPECT_FALSE(Err(ParseKeyPair(a.key, a.cert)).empty());
   // Truncated certificate.
@@ -197,8 +199,8 @@ TEST_F(ReloaderTest, PreviousPairStaysValidWhileInUse) {
 TEST_F(ReloaderTest, StartStopIsClean) {
   using namespace std::chrono_literals;
   Write(MakePair("a"));
-  auto r = std::make_unique<CertReloader>((dir_ / "tls.crt").string(),
-                                          (dir_ / "tls.key").string(), registry_, 10ms);
+  auto r = std::make_unique<CertReloader>((dir_ / "tls.crt").string(), (dir_ / "tls.key").string(),
+                                          registry_, 10ms);
   ASSERT_TRUE(r->LoadInitial().ok());
   runtime::Manager m({"certificates"}, 30s);
   ASSERT_TRUE(m.Add(runtime::MakeRunnable("certificates",

@@ -39,8 +39,9 @@ std::string Cert::cert_pem() const {
 }
 
 std::string Cert::key_pem() const {
-  return ToPem(
-      [&](BIO* b) { PEM_write_bio_PrivateKey(b, key.get(), nullptr, nullptr, 0, nullptr, nullptr); });
+  return ToPem([&](BIO* b) {
+    PEM_write_bio_PrivateKey(b, key.get(), nullptr, nullptr, 0, nullptr, nullptr);
+  });
 }
 
 Cert MakeCert(const std::string& cn, const Cert* issuer, bool ca, const char* eku) {

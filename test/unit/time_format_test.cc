@@ -19,13 +19,11 @@ SysNanos At(int y, unsigned mo, unsigned d, int h, int mi, int s, long long ns) 
 TEST(TimeFormat, FormatsLikeGoRfc3339Nano) {
   EXPECT_EQ(FormatRfc3339Nano(At(2026, 12, 2, 14, 23, 13, 123456789)),
             "2026-12-02T14:23:13.123456789Z");
-  EXPECT_EQ(FormatRfc3339Nano(At(2026, 12, 2, 14, 23, 13, 120000000)),
-            "2026-12-02T14:23:13.12Z");
+  EXPECT_EQ(FormatRfc3339Nano(At(2026, 12, 2, 14, 23, 13, 120000000)), "2026-12-02T14:23:13.12Z");
   EXPECT_EQ(FormatRfc3339Nano(At(2026, 1, 2, 3, 4, 5, 0)), "2026-01-02T03:04:05Z");
   EXPECT_EQ(FormatRfc3339Nano(At(2024, 2, 29, 23, 59, 59, 1)), "2024-02-29T23:59:59.000000001Z");
   EXPECT_EQ(FormatRfc3339Nano(At(1970, 1, 1, 0, 0, 0, 0)), "1970-01-01T00:00:00Z");
-  EXPECT_EQ(FormatRfc3339Nano(At(1969, 12, 31, 23, 59, 59, 500000000)),
-            "1969-12-31T23:59:59.5Z");
+  EXPECT_EQ(FormatRfc3339Nano(At(1969, 12, 31, 23, 59, 59, 500000000)), "1969-12-31T23:59:59.5Z");
 }
 
 TEST(TimeFormat, SecondsAndMicrosPrecisions) {
@@ -64,7 +62,8 @@ TEST(TimeFormat, RejectsGarbage) {
 }
 
 TEST(TimeFormat, RoundTrips) {
-  for (long long ns : {0LL, 1LL, 999999999LL, 1733149393123456789LL, -1LL, -6213559680LL * 1000000000}) {
+  for (long long ns :
+       {0LL, 1LL, 999999999LL, 1733149393123456789LL, -1LL, -6213559680LL * 1000000000}) {
     SysNanos t{nanoseconds{ns}};
     auto back = ParseRfc3339(FormatRfc3339Nano(t));
     ASSERT_TRUE(back) << ns;
@@ -97,8 +96,14 @@ TEST(Text, ClipKeepsUtf8Sequences) {
   EXPECT_EQ(Clip("short", 10), "short");
   EXPECT_EQ(Clip("abcdef", 3), "abc...");
   // "é" is two bytes (C3 A9): a cut inside it backs off to before it.
-  EXPECT_EQ(Clip("ab\xC3\xA9" "cd", 3), "ab...");
-  EXPECT_EQ(Clip("ab\xC3\xA9" "cd", 4), "ab\xC3\xA9...");
+  EXPECT_EQ(Clip("ab\xC3\xA9"
+                 "cd",
+                 3),
+            "ab...");
+  EXPECT_EQ(Clip("ab\xC3\xA9"
+                 "cd",
+                 4),
+            "ab\xC3\xA9...");
   // "€" is three bytes (E2 82 AC).
   EXPECT_EQ(Clip("\xE2\x82\xAC\xE2\x82\xAC", 5), "\xE2\x82\xAC...");
   EXPECT_EQ(Clip("", 0), "");

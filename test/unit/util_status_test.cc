@@ -1,10 +1,10 @@
 // Status and StatusOr (util/status.h): codes, messages, Annotate, and the value-or-error contract.
-#include "util/status.h"
-
 #include <gtest/gtest.h>
 
 #include <memory>
 #include <string>
+
+#include "util/status.h"
 
 namespace aw {
 namespace {

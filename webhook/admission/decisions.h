@@ -8,9 +8,9 @@
 #pragma once
 
 #include "admission/handler.h"
+#include "admission/review.h"
 #include "policy/config.h"
 #include "policy/gameserver.h"
-#include "admission/review.h"
 
 namespace aw::admission {
 
@@ -28,7 +28,7 @@ std::optional<Decision> SkipUnlessCreateOrUpdate(const ReviewRequest& req);
 // When the configured probe-port is a name that none of `port_names` (spec.ports[].name) carries:
 // the message naming the key, the value and the known names. std::nullopt otherwise (also when the
 // port is a number or the names are unknown).
-std::optional<std::string> ProbePortMismatch(const policy::GateConfig& cfg,
-                                             const std::optional<std::vector<std::string_view>>& port_names);
+std::optional<std::string> ProbePortMismatch(
+    const policy::GateConfig& cfg, const std::optional<std::vector<std::string_view>>& port_names);
 
 }  // namespace aw::admission

@@ -8,11 +8,11 @@
 #include <vector>
 
 #include "admission/decisions.h"
+#include "admission/identity.h"
+#include "contract/keys.h"
 #include "policy/config.h"
 #include "policy/decision_table.h"
-#include "admission/identity.h"
 #include "policy/json_patch.h"
-#include "contract/keys.h"
 #include "util/text.h"
 #include "util/time_format.h"
 
@@ -55,8 +55,8 @@ void EnterCycleOnAllocation(const GameServerView& o, const GameServerView& n,
 // says on reinvocation; the validating webhook bounds how far it may be from now), a stale or
 // unreadable one is replaced; the allocation id always follows from `since`; confirmed/outcome
 // are dropped.
-void EnterCycleDirectly(const GameServerView& o, const GameServerView& n,
-                        const std::string& now, MapEdit* ann) {
+void EnterCycleDirectly(const GameServerView& o, const GameServerView& n, const std::string& now,
+                        MapEdit* ann) {
   auto since_n = n.Annotation(keys::kSince);
   auto since_o = o.Annotation(keys::kSince);
   std::string since;
@@ -202,7 +202,8 @@ Decision MutateGameServer(const ReviewRequest& req, const Context& ctx) {
   if (!req.object) throw BadRequest("request.object is missing (required for UPDATE)");
   if (!req.old_object) throw BadRequest("request.oldObject is missing (required for UPDATE)");
   GameServerView n = policy::ParseGameServer(req.object, "request.object", policy::Parse::kStrict);
-  GameServerView o = policy::ParseGameServer(req.old_object, "request.oldObject", policy::Parse::kStrict);
+  GameServerView o =
+      policy::ParseGameServer(req.old_object, "request.oldObject", policy::Parse::kStrict);
 
   const bool trusted = ctx.policy.IsTrusted(std::string(req.username));
   policy::GateInput in;
@@ -230,8 +231,9 @@ Decision MutateGameServer(const ReviewRequest& req, const Context& ctx) {
     if (in.old_phase == policy::Phase::kAllocating && in.new_phase == policy::Phase::kShutdown) {
       // The old object's setting: the template's choice when the server was allocated (a
       // Shutdown write cannot change what it gets).
-      in.hold_scale_down = policy::ParseGateConfig(o.annotations, ctx.policy).config.on_scale_down ==
-                           policy::OnScaleDown::kHold;
+      in.hold_scale_down =
+          policy::ParseGateConfig(o.annotations, ctx.policy).config.on_scale_down ==
+          policy::OnScaleDown::kHold;
     }
   }
   const policy::GateRule& rule = policy::DecideGate(in);
@@ -259,10 +261,17 @@ Decision MutateGameServer(const ReviewRequest& req, const Context& ctx) {
                 : fmt::format("user \"{}\" is not trusted to promote", user);
   const std::string now = util::FormatRfc3339Nano(ctx.now);
   switch (rule.cycle) {
-    case policy::CycleEdit::kNone: break;
-    case policy::CycleEdit::kEnterOnAllocation: EnterCycleOnAllocation(o, n, now, &e.ann); break;
-    case policy::CycleEdit::kEnterDirectly: EnterCycleDirectly(o, n, now, &e.ann); break;
-    case policy::CycleEdit::kStay: StayInCycle(o, n, now, &e.ann); break;
+    case policy::CycleEdit::kNone:
+      break;
+    case policy::CycleEdit::kEnterOnAllocation:
+      EnterCycleOnAllocation(o, n, now, &e.ann);
+      break;
+    case policy::CycleEdit::kEnterDirectly:
+      EnterCycleDirectly(o, n, now, &e.ann);
+      break;
+    case policy::CycleEdit::kStay:
+      StayInCycle(o, n, now, &e.ann);
+      break;
     case policy::CycleEdit::kHold:
       StayInCycle(o, n, now, &e.ann);
       if (!o.Annotation(keys::kShutdownRequested)) e.ann.Set(keys::kShutdownRequested, now);
@@ -344,7 +353,8 @@ Decision MutateGameServer(const ReviewRequest& req, const Context& ctx) {
   if (in.new_phase == policy::Phase::kAllocating) {
     return finish(Decision::Allow("Allocating"), std::nullopt);
   }
-  if (!policy::In(in.old_phase, policy::kInCycle)) return Decision::Allow("outside the allocation cycle");
+  if (!policy::In(in.old_phase, policy::kInCycle))
+    return Decision::Allow("outside the allocation cycle");
 
   // Row 5: leaving the cycle. Only the transition cleans up, and only after an untrusted write:
   // what a trusted identity (the resolver) leaves on a server it moves out, e.g. outcome:

@@ -5,10 +5,10 @@
 #include <chrono>
 
 #include "admission/decisions.h"
-#include "policy/config.h"
-#include "policy/decision_table.h"
 #include "admission/identity.h"
 #include "contract/keys.h"
+#include "policy/config.h"
+#include "policy/decision_table.h"
 #include "util/text.h"
 #include "util/time_format.h"
 
@@ -32,9 +32,8 @@ std::string Quoted(std::optional<std::string_view> v) {
 // Checks one owned annotation change by an untrusted identity against what the mutating
 // webhook's rewrite produces (policy::DecideOwned); returns an error message or "" when the change
 // is allowed.
-std::string CheckOwnedChange(std::string_view key, const GameServerView& o,
-                             const GameServerView& n, std::string_view user,
-                             const Context& ctx) {
+std::string CheckOwnedChange(std::string_view key, const GameServerView& o, const GameServerView& n,
+                             std::string_view user, const Context& ctx) {
   auto ov = o.Annotation(key);
   auto nv = n.Annotation(key);
   policy::OwnedInput in;
@@ -61,9 +60,10 @@ std::string CheckOwnedChange(std::string_view key, const GameServerView& o,
   // kCheckValue: outcome, since and allocation as the gate writes them.
   if (key == keys::kOutcome) {
     if (*nv != keys::kOutcomeScaledDown) {
-      return fmt::format("{}: \"{}\" is written only by the resolver; the webhook writes only "
-                         "\"{}\" on a scale-down",
-                         key, util::Clip(*nv, 100), keys::kOutcomeScaledDown);
+      return fmt::format(
+          "{}: \"{}\" is written only by the resolver; the webhook writes only "
+          "\"{}\" on a scale-down",
+          key, util::Clip(*nv, 100), keys::kOutcomeScaledDown);
     }
     return "";
   }
@@ -97,8 +97,9 @@ std::optional<std::string> ProbePortMismatch(
     if (n == cfg.probe_port->name) return std::nullopt;
     known += (known.empty() ? "" : ", ") + util::Clip(n, 63);
   }
-  return fmt::format("{}: \"{}\" names no port of the GameServer (spec.ports: {})", keys::kProbePort,
-                     util::Clip(cfg.probe_port->name, 100), known.empty() ? "none" : known);
+  return fmt::format("{}: \"{}\" names no port of the GameServer (spec.ports: {})",
+                     keys::kProbePort, util::Clip(cfg.probe_port->name, 100),
+                     known.empty() ? "none" : known);
 }
 
 std::optional<Decision> SkipUnlessCreateOrUpdate(const ReviewRequest& req) {
@@ -117,7 +118,9 @@ Decision ValidateGameServer(const ReviewRequest& req, const Context& ctx) {
   const bool update = req.operation == "UPDATE";
   const bool create = !update;
   GameServerView n = policy::ParseGameServer(req.object, "request.object", policy::Parse::kStrict);
-  GameServerView o = update ? policy::ParseGameServer(req.old_object, "request.oldObject", policy::Parse::kStrict) : GameServerView{};
+  GameServerView o =
+      update ? policy::ParseGameServer(req.old_object, "request.oldObject", policy::Parse::kStrict)
+             : GameServerView{};
 
   Decision d = Decision::Allow("valid");
   auto label = n.Label(keys::kEnabledLabel);
@@ -148,7 +151,7 @@ Decision ValidateGameServer(const ReviewRequest& req, const Context& ctx) {
     }
     if (auto mismatch = ProbePortMismatch(
             cfg.config, policy::PortNames(OptObject(*req.object, "spec", "request.object"),
-                                  "request.object.spec"))) {
+                                          "request.object.spec"))) {
       if (create || newly_opted || ConfigChanged(o, n, keys::kProbePort)) {
         errors.push_back(*mismatch);
       } else {

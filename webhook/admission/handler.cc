@@ -86,10 +86,14 @@ const std::vector<Route>& AllRoutes() {
 
 std::string_view OutcomeName(Outcome outcome) {
   switch (outcome) {
-    case Outcome::kAllowed: return "allowed";
-    case Outcome::kRewritten: return "rewritten";
-    case Outcome::kDenied: return "denied";
-    case Outcome::kError: return "error";
+    case Outcome::kAllowed:
+      return "allowed";
+    case Outcome::kRewritten:
+      return "rewritten";
+    case Outcome::kDenied:
+      return "denied";
+    case Outcome::kError:
+      return "error";
   }
   return "error";
 }
@@ -106,15 +110,22 @@ HandlerResult Handle(Route route, std::string_view body, const Context& ctx) {
     if (!req.kind.empty() && req.kind != info.kind) {
       // A webhook configuration that sends the wrong kind here: never block it.
       d = Decision::Allow(fmt::format("unexpected kind {}", req.kind));
-      d.warnings.push_back(fmt::format("allocating-webhook: {} handles {}, got {}; check the "
-                                       "webhook configuration",
-                                       info.path, info.kind, req.kind));
+      d.warnings.push_back(
+          fmt::format("allocating-webhook: {} handles {}, got {}; check the "
+                      "webhook configuration",
+                      info.path, info.kind, req.kind));
     } else {
       switch (route) {
-        case Route::kMutateGameServers: d = MutateGameServer(req, ctx); break;
-        case Route::kValidateGameServers: d = ValidateGameServer(req, ctx); break;
+        case Route::kMutateGameServers:
+          d = MutateGameServer(req, ctx);
+          break;
+        case Route::kValidateGameServers:
+          d = ValidateGameServer(req, ctx);
+          break;
         case Route::kValidateFleets:
-        case Route::kValidateGameServerSets: d = ValidateTemplateOwner(req, ctx); break;
+        case Route::kValidateGameServerSets:
+          d = ValidateTemplateOwner(req, ctx);
+          break;
         case Route::kValidateGameServerAllocations:
           d = ValidateGameServerAllocation(req, ctx);
           break;
@@ -123,9 +134,9 @@ HandlerResult Handle(Route route, std::string_view body, const Context& ctx) {
     result.body = BuildResponse(req.api_version, req.uid, d);
     result.http_status = 200;
     result.content_type = "application/json";
-    result.outcome = !d.allowed            ? Outcome::kDenied
-                     : !d.patch.empty()    ? Outcome::kRewritten
-                                           : Outcome::kAllowed;
+    result.outcome = !d.allowed         ? Outcome::kDenied
+                     : !d.patch.empty() ? Outcome::kRewritten
+                                        : Outcome::kAllowed;
     result.fail_open = d.fail_open;
     result.neutralised = std::move(d.neutralised);
     result.shutdown_held = d.shutdown_held;

@@ -21,8 +21,8 @@ std::string_view GameServerNamespace(const ReviewRequest& req, const policy::Gam
   return gs.namespace_.empty() ? req.namespace_ : gs.namespace_;
 }
 
-std::string SdkIdentityOf(const ReviewRequest& req, const policy::GameServerView& gs, const Json* gs_json,
-                          const policy::Policy& policy) {
+std::string SdkIdentityOf(const ReviewRequest& req, const policy::GameServerView& gs,
+                          const Json* gs_json, const policy::Policy& policy) {
   return policy.SdkIdentity(GameServerNamespace(req, gs),
                             PodServiceAccount(gs_json, "request.object"));
 }

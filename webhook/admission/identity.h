@@ -1,5 +1,6 @@
-// Who wrote an admission request, in the gate's terms (docs/design.md, "Admission decisions"): the resolver and the
-// admin-listed identities (trusted), the Agones controller, and the GameServer's own SDK sidecar.
+// Who wrote an admission request, in the gate's terms (docs/design.md, "Admission decisions"): the
+// resolver and the admin-listed identities (trusted), the Agones controller, and the GameServer's
+// own SDK sidecar.
 //
 // Promise: pure functions of the parsed request and the policy; throw BadRequest only for a
 // GameServer whose spec.template.spec.serviceAccountName has the wrong JSON type.
@@ -8,10 +9,10 @@
 #include <string>
 #include <string_view>
 
+#include "admission/review.h"
 #include "policy/decision_table.h"
 #include "policy/gameserver.h"
 #include "policy/policy.h"
-#include "admission/review.h"
 
 namespace aw::admission {
 
@@ -23,12 +24,12 @@ std::string_view PodServiceAccount(const policy::Json* gameserver, const std::st
 std::string_view GameServerNamespace(const ReviewRequest& req, const policy::GameServerView& gs);
 
 // The username of the SDK sidecar of the GameServer `gs` (object JSON `gs_json`).
-std::string SdkIdentityOf(const ReviewRequest& req, const policy::GameServerView& gs, const policy::Json* gs_json,
-                          const policy::Policy& policy);
+std::string SdkIdentityOf(const ReviewRequest& req, const policy::GameServerView& gs,
+                          const policy::Json* gs_json, const policy::Policy& policy);
 
 // Whether the request comes from that SDK identity.
-bool IsSdkWriter(const ReviewRequest& req, const policy::GameServerView& gs, const policy::Json* gs_json,
-                 const policy::Policy& policy);
+bool IsSdkWriter(const ReviewRequest& req, const policy::GameServerView& gs,
+                 const policy::Json* gs_json, const policy::Policy& policy);
 
 // The writer class of the request: trusted (policy.trusted_users), else the Agones controller
 // (policy.agones_controller_users), else other.

@@ -1,13 +1,13 @@
 #include "admission/review.h"
 
-#include <cstddef>
-#include <cstring>
-#include <optional>
-
 #include <fmt/format.h>
 #include <rapidjson/error/en.h>
 #include <rapidjson/stringbuffer.h>
 #include <rapidjson/writer.h>
+
+#include <cstddef>
+#include <cstring>
+#include <optional>
 
 #include "json/duplicate_keys.h"
 #include "json/nesting_depth.h"
@@ -25,7 +25,8 @@ std::string Truncate(std::string_view s) { return util::Clip(s, 100); }
 // One arena per thread, reused by every request on that thread (a review is parsed and answered
 // on one thread and never outlives the call).
 constexpr size_t kArenaBytes = 32 * 1024;  // typical reviews (about 8 KB of JSON) fit
-alignas(std::max_align_t) thread_local char tls_arena[kArenaBytes];  // aligned: rapidjson puts its chunk header at the start
+alignas(std::max_align_t) thread_local char tls_arena[kArenaBytes];  // aligned: rapidjson puts its
+                                                                     // chunk header at the start
 thread_local bool tls_arena_in_use = false;
 
 std::unique_ptr<rapidjson::MemoryPoolAllocator<>> MakePool(bool use_arena) {
@@ -60,9 +61,9 @@ void ParseReview(std::string_view body, ReviewRequest* out) {
   // at a NUL byte, which valid JSON never contains raw: reject it first. No
   // kParseStopWhenDoneFlag: trailing garbage is an error.
   if (std::memchr(body.data(), '\0', body.size()) != nullptr) {
-    throw BadRequest(fmt::format("request body is not valid JSON: it contains a NUL byte (at offset {})",
-                                 static_cast<const char*>(std::memchr(body.data(), '\0', body.size())) -
-                                     body.data()));
+    throw BadRequest(fmt::format(
+        "request body is not valid JSON: it contains a NUL byte (at offset {})",
+        static_cast<const char*>(std::memchr(body.data(), '\0', body.size())) - body.data()));
   }
   if (auto at = json::FirstTooDeep(body, kMaxNestingDepth)) {
     throw BadRequest(fmt::format(

@@ -48,12 +48,12 @@ struct ReviewRequest {
   rapidjson::Document doc;
   std::string_view api_version;  // "admission.k8s.io/v1" or "admission.k8s.io/v1beta1"
   std::string uid;
-  std::string_view operation;    // CREATE, UPDATE, DELETE, CONNECT ("" when absent)
-  std::string_view username;     // request.userInfo.username ("" when absent)
-  std::string_view kind;         // request.kind.kind ("" when absent)
+  std::string_view operation;  // CREATE, UPDATE, DELETE, CONNECT ("" when absent)
+  std::string_view username;   // request.userInfo.username ("" when absent)
+  std::string_view kind;       // request.kind.kind ("" when absent)
   std::string_view sub_resource;
-  std::string_view namespace_;   // request.namespace
-  std::string_view name;         // request.name
+  std::string_view namespace_;       // request.namespace
+  std::string_view name;             // request.name
   const Json* object = nullptr;      // request.object (nullptr when absent or null)
   const Json* old_object = nullptr;  // request.oldObject
 };
@@ -63,10 +63,10 @@ void ParseReview(std::string_view body, ReviewRequest* out);
 
 struct Decision {
   bool allowed = true;
-  int code = 0;             // HTTP-like status code for a denial (403, 422)
+  int code = 0;               // HTTP-like status code for a denial (403, 422)
   std::string status_reason;  // metav1.StatusReason for a denial ("Forbidden", "Invalid")
-  std::string message;      // shown to the user on denial
-  std::string patch;        // RFC 6902 JSON text, empty when none
+  std::string message;        // shown to the user on denial
+  std::string patch;          // RFC 6902 JSON text, empty when none
   std::vector<std::string> warnings;
   // For logs/metrics.
   bool fail_open = false;

@@ -3,8 +3,8 @@
 #include <fmt/format.h>
 
 #include "admission/decisions.h"
-#include "policy/config.h"
 #include "contract/keys.h"
+#include "policy/config.h"
 #include "util/text.h"
 
 namespace aw::admission {
@@ -24,7 +24,7 @@ ObjectMeta ReadTemplateMeta(const Json* obj, const std::string& path) {
   const Json* tmpl = OptObject(*spec, "template", path + ".spec");
   if (!tmpl) return {};
   return policy::ReadMeta(OptObject(*tmpl, "metadata", path + ".spec.template"),
-                  path + ".spec.template.metadata");
+                          path + ".spec.template.metadata");
 }
 
 }  // namespace
@@ -38,7 +38,7 @@ Decision ValidateTemplateOwner(const ReviewRequest& req, const Context& ctx) {
         fmt::format("request.object is {}, expected an object", JsonTypeName(*req.object)));
   }
   ObjectMeta meta = policy::ReadMeta(OptObject(*req.object, "metadata", "request.object"),
-                           "request.object.metadata");
+                                     "request.object.metadata");
   ObjectMeta t = ReadTemplateMeta(req.object, "request.object");
   ObjectMeta ot = update ? ReadTemplateMeta(req.old_object, "request.oldObject") : ObjectMeta{};
   const std::string kind = req.kind.empty() ? "object" : std::string(req.kind);
@@ -47,8 +47,9 @@ Decision ValidateTemplateOwner(const ReviewRequest& req, const Context& ctx) {
   Decision d = Decision::Allow("valid");
   auto label = t.labels.Get(keys::kEnabledLabel);
   if (label && *label != "true") {
-    d.warnings.push_back(fmt::format("template label {}: \"{}\" does not opt in; only \"true\" does",
-                                     keys::kEnabledLabel, util::Clip(*label, 60)));
+    d.warnings.push_back(
+        fmt::format("template label {}: \"{}\" does not opt in; only \"true\" does",
+                    keys::kEnabledLabel, util::Clip(*label, 60)));
   }
   if (!t.OptedIn()) {
     d.reason = "template not opted in";
@@ -72,8 +73,8 @@ Decision ValidateTemplateOwner(const ReviewRequest& req, const Context& ctx) {
       tspec = OptObject(*tmpl, "spec", "request.object.spec.template");
     }
   }
-  if (auto mismatch =
-          ProbePortMismatch(cfg.config, policy::PortNames(tspec, "request.object.spec.template.spec"))) {
+  if (auto mismatch = ProbePortMismatch(
+          cfg.config, policy::PortNames(tspec, "request.object.spec.template.spec"))) {
     if (changed(keys::kProbePort)) {
       errors.push_back(*mismatch);
     } else {
@@ -122,7 +123,7 @@ Decision ValidateGameServerAllocation(const ReviewRequest& req, const Context& c
         fmt::format("request.object is {}, expected an object", JsonTypeName(*req.object)));
   }
   ObjectMeta meta = policy::ReadMeta(OptObject(*req.object, "metadata", "request.object"),
-                           "request.object.metadata");
+                                     "request.object.metadata");
   const std::string name = policy::ObjectName(meta, req.namespace_, req.name);
   const Json* spec = OptObject(*req.object, "spec", "request.object");
   if (!spec) return Decision::Allow("no spec");
@@ -142,10 +143,11 @@ Decision ValidateGameServerAllocation(const ReviewRequest& req, const Context& c
     forbidden.push_back(keys::kSdkReady);
     for (std::string_view key : forbidden) {
       if (m.annotations.Get(key)) {
-        errors.push_back(fmt::format("{}.annotations[\"{}\"] may not be set by an allocation: it "
-                                     "is written only by the webhook, the resolver or the game "
-                                     "server",
-                                     path, key));
+        errors.push_back(
+            fmt::format("{}.annotations[\"{}\"] may not be set by an allocation: it "
+                        "is written only by the webhook, the resolver or the game "
+                        "server",
+                        path, key));
       }
     }
     if (m.labels.Get(keys::kEnabledLabel)) {

@@ -34,8 +34,8 @@ std::optional<int32_t> ParseInt32(std::string_view s) {
 }
 
 Status BadInt(std::string_view name, std::string_view value) {
-  return Status::InvalidArgument(fmt::format(
-      "parameter {} is {}: expected a decimal integer (int32)", name, Quote(value)));
+  return Status::InvalidArgument(
+      fmt::format("parameter {} is {}: expected a decimal integer (int32)", name, Quote(value)));
 }
 
 }  // namespace
@@ -56,8 +56,8 @@ Status ParseBufferParams(const std::vector<Param>& params, BufferPolicy* out) {
     } else if (name == "maxReplicas") {
       seen = &have_max;
     } else {
-      return Status::InvalidArgument(fmt::format(
-          "unknown parameter {}: the Buffer policy takes {}", Quote(name), kKnown));
+      return Status::InvalidArgument(
+          fmt::format("unknown parameter {}: the Buffer policy takes {}", Quote(name), kKnown));
     }
     if (*seen) {
       return Status::InvalidArgument(fmt::format("parameter {} is given more than once", name));
@@ -101,9 +101,9 @@ Status ValidateBufferPolicy(const BufferPolicy& p) {
         fmt::format("minReplicas is {}: it must be at least 0", p.min_replicas));
   }
   if (p.min_replicas > p.max_replicas) {
-    return Status::InvalidArgument(fmt::format(
-        "minReplicas ({}) must not be bigger than maxReplicas ({})", p.min_replicas,
-        p.max_replicas));
+    return Status::InvalidArgument(
+        fmt::format("minReplicas ({}) must not be bigger than maxReplicas ({})", p.min_replicas,
+                    p.max_replicas));
   }
   if (!p.percent) {
     if (p.buffer_size <= 0) {
@@ -111,14 +111,14 @@ Status ValidateBufferPolicy(const BufferPolicy& p) {
           fmt::format("bufferSize is {}: it must be bigger than 0", p.buffer_size));
     }
     if (p.max_replicas < p.buffer_size) {
-      return Status::InvalidArgument(fmt::format(
-          "maxReplicas ({}) must be bigger than or equal to bufferSize ({})", p.max_replicas,
-          p.buffer_size));
+      return Status::InvalidArgument(
+          fmt::format("maxReplicas ({}) must be bigger than or equal to bufferSize ({})",
+                      p.max_replicas, p.buffer_size));
     }
     if (p.min_replicas != 0 && p.min_replicas < p.buffer_size) {
-      return Status::InvalidArgument(fmt::format(
-          "minReplicas ({}) must be 0 or bigger than or equal to bufferSize ({})",
-          p.min_replicas, p.buffer_size));
+      return Status::InvalidArgument(
+          fmt::format("minReplicas ({}) must be 0 or bigger than or equal to bufferSize ({})",
+                      p.min_replicas, p.buffer_size));
     }
   } else {
     if (p.buffer_size < 1 || p.buffer_size > 99) {

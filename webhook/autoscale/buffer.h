@@ -31,7 +31,7 @@
 namespace aw::autoscale {
 
 struct BufferPolicy {
-  int32_t buffer_size = 0;   // replicas, or percent when `percent`
+  int32_t buffer_size = 0;  // replicas, or percent when `percent`
   bool percent = false;
   int32_t min_replicas = 0;
   int32_t max_replicas = 0;

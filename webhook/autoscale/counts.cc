@@ -16,8 +16,8 @@ GameServerFacts FactsOf(const rapidjson::Value& gs) {
   GameServerFacts f;
   if (const rapidjson::Value* meta = Object(gs, "metadata")) {
     if (const rapidjson::Value* labels = Object(*meta, "labels")) {
-      auto it = labels->FindMember(
-          rapidjson::Value(kFleetLabel.data(), static_cast<rapidjson::SizeType>(kFleetLabel.size())));
+      auto it = labels->FindMember(rapidjson::Value(
+          kFleetLabel.data(), static_cast<rapidjson::SizeType>(kFleetLabel.size())));
       if (it != labels->MemberEnd() && it->value.IsString()) {
         f.fleet.assign(it->value.GetString(), it->value.GetStringLength());
       }
@@ -25,9 +25,9 @@ GameServerFacts FactsOf(const rapidjson::Value& gs) {
   }
   if (const rapidjson::Value* status = Object(gs, "status")) {
     auto it = status->FindMember("state");
-    f.allocating = it != status->MemberEnd() && it->value.IsString() &&
-                   std::string_view(it->value.GetString(), it->value.GetStringLength()) ==
-                       "Allocating";
+    f.allocating =
+        it != status->MemberEnd() && it->value.IsString() &&
+        std::string_view(it->value.GetString(), it->value.GetStringLength()) == "Allocating";
   }
   return f;
 }

@@ -39,19 +39,24 @@ ReviewAnswer Error(int status, ReviewResult result, std::string message) {
 
 std::string_view ResultName(ReviewResult r) {
   switch (r) {
-    case ReviewResult::kScaled: return "scaled";
-    case ReviewResult::kUnknownFleet: return "unknown_fleet";
-    case ReviewResult::kBadRequest: return "bad_request";
-    case ReviewResult::kUnavailable: return "unavailable";
+    case ReviewResult::kScaled:
+      return "scaled";
+    case ReviewResult::kUnknownFleet:
+      return "unknown_fleet";
+    case ReviewResult::kBadRequest:
+      return "bad_request";
+    case ReviewResult::kUnavailable:
+      return "unavailable";
   }
   return "unknown";
 }
 
 ReviewAnswer HandleBufferReview(const ReviewHttpRequest& req, const CountsView& counts) {
   if (req.method != "POST") {
-    ReviewAnswer a = Error(405, ReviewResult::kBadRequest,
-                           fmt::format("method {} not allowed on {}: FleetAutoscaleReviews are POST",
-                                       util::Clip(req.method, 20), kBufferRoute));
+    ReviewAnswer a =
+        Error(405, ReviewResult::kBadRequest,
+              fmt::format("method {} not allowed on {}: FleetAutoscaleReviews are POST",
+                          util::Clip(req.method, 20), kBufferRoute));
     a.allow = "POST";
     return a;
   }
@@ -101,7 +106,8 @@ ReviewAnswer HandleBufferReview(const ReviewHttpRequest& req, const CountsView& 
     return a;
   }
   a.allocating = c.allocating;
-  const BufferResult r = ApplyBuffer(policy, int64_t{review.status.allocated_replicas} + c.allocating);
+  const BufferResult r =
+      ApplyBuffer(policy, int64_t{review.status.allocated_replicas} + c.allocating);
   a.result = ReviewResult::kScaled;
   a.replicas = r.replicas;
   a.limited = r.limited;

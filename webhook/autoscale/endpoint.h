@@ -48,7 +48,8 @@ struct ReviewHttpRequest {
 };
 
 enum class ReviewResult { kScaled, kUnknownFleet, kBadRequest, kUnavailable };
-std::string_view ResultName(ReviewResult r);  // "scaled", "unknown_fleet", "bad_request", "unavailable"
+std::string_view ResultName(
+    ReviewResult r);  // "scaled", "unknown_fleet", "bad_request", "unavailable"
 
 struct ReviewAnswer {
   int status = 200;
@@ -64,7 +65,7 @@ struct ReviewAnswer {
   int64_t servers = 0;     // opted-in GameServers of the fleet in the cache
   int64_t allocating = 0;  // of which Allocating
   int32_t allocated = 0;   // the review's status.allocatedReplicas
-  std::string message;  // the error, for non-200 answers (without the newline)
+  std::string message;     // the error, for non-200 answers (without the newline)
 };
 
 ReviewAnswer HandleBufferReview(const ReviewHttpRequest& req, const CountsView& counts);

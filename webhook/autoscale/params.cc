@@ -22,8 +22,8 @@ Status AddPair(std::string_view item, std::string_view where, std::vector<Param>
   if (item.empty()) return Status::Ok();
   const size_t eq = item.find('=');
   if (eq == std::string_view::npos) {
-    return Status::InvalidArgument(fmt::format(
-        "{} {} is not name=value (e.g. bufferSize=5)", where, Quote(item)));
+    return Status::InvalidArgument(
+        fmt::format("{} {} is not name=value (e.g. bufferSize=5)", where, Quote(item)));
   }
   if (eq == 0) {
     return Status::InvalidArgument(fmt::format("{} {} has an empty name", where, Quote(item)));
@@ -39,10 +39,9 @@ Status AddQuery(std::string_view query, std::vector<Param>* out) {
     query = amp == std::string_view::npos ? std::string_view() : query.substr(amp + 1);
     if (item.empty()) continue;
     const size_t eq = item.find('=');
-    std::string decoded = eq == std::string_view::npos
-                              ? PercentDecode(item)
-                              : PercentDecode(item.substr(0, eq)) + "=" +
-                                    PercentDecode(item.substr(eq + 1));
+    std::string decoded = eq == std::string_view::npos ? PercentDecode(item)
+                                                       : PercentDecode(item.substr(0, eq)) + "=" +
+                                                             PercentDecode(item.substr(eq + 1));
     if (Status s = AddPair(decoded, "query parameter", out); !s.ok()) return s;
   }
   return Status::Ok();
@@ -80,8 +79,7 @@ Status SplitParams(std::string_view prefix, std::string_view path, std::string_v
   }
   if (p.substr(0, prefix.size()) != prefix ||
       (p.size() > prefix.size() && p[prefix.size()] != '/')) {
-    return Status::InvalidArgument(
-        fmt::format("path {} is not under {}", Quote(p), Quote(prefix)));
+    return Status::InvalidArgument(fmt::format("path {} is not under {}", Quote(p), Quote(prefix)));
   }
   std::string_view rest = p.substr(prefix.size());
   while (!rest.empty()) {

@@ -10,8 +10,8 @@
 #include <optional>
 
 #include "json/duplicate_keys.h"
-#include "policy/gameserver.h"
 #include "json/nesting_depth.h"
+#include "policy/gameserver.h"
 #include "util/text.h"
 
 namespace aw::autoscale {
@@ -50,18 +50,17 @@ Status Count(const rapidjson::Value& status, const char* name, bool required, in
     return Status::Ok();
   }
   if (!v->IsNumber()) {
-    return Status::InvalidArgument(
-        fmt::format("request.status.{} is {}, expected an integer", name, policy::JsonTypeName(*v)));
+    return Status::InvalidArgument(fmt::format("request.status.{} is {}, expected an integer", name,
+                                               policy::JsonTypeName(*v)));
   }
   if (v->IsUint64() && !v->IsInt64()) {
-    return Status::InvalidArgument(fmt::format(
-        "request.status.{} is {}: above the int32 range of a Fleet's status", name,
-        v->GetUint64()));
+    return Status::InvalidArgument(
+        fmt::format("request.status.{} is {}: above the int32 range of a Fleet's status", name,
+                    v->GetUint64()));
   }
   if (!v->IsInt64()) {
     return Status::InvalidArgument(fmt::format(
-        "request.status.{} is a number with a fraction or an exponent, expected an integer",
-        name));
+        "request.status.{} is a number with a fraction or an exponent, expected an integer", name));
   }
   const int64_t n = v->GetInt64();
   if (n < 0) {
@@ -80,14 +79,13 @@ Status OptionalConst(const rapidjson::Value& doc, const char* name, std::string_
   const rapidjson::Value* v = Member(doc, name);
   if (v == nullptr) return Status::Ok();
   if (!v->IsString() || std::string_view(v->GetString(), v->GetStringLength()) != want) {
-    const std::string got = v->IsString()
-                                ? fmt::format("\"{}\"", util::Clip(std::string_view(v->GetString(),
-                                                                                       v->GetStringLength()),
-                                                                      60))
-                                : std::string(policy::JsonTypeName(*v));
-    return Status::InvalidArgument(
-        fmt::format("body.{} is {}, expected \"{}\" (or absent, as Agones sends it)", name, got,
-                    want));
+    const std::string got =
+        v->IsString()
+            ? fmt::format("\"{}\"",
+                          util::Clip(std::string_view(v->GetString(), v->GetStringLength()), 60))
+            : std::string(policy::JsonTypeName(*v));
+    return Status::InvalidArgument(fmt::format(
+        "body.{} is {}, expected \"{}\" (or absent, as Agones sends it)", name, got, want));
   }
   return Status::Ok();
 }
@@ -96,19 +94,19 @@ Status OptionalConst(const rapidjson::Value& doc, const char* name, std::string_
 
 Status ParseAutoscaleReview(std::string_view body, AutoscaleRequest* out) {
   if (const void* nul = std::memchr(body.data(), '\0', body.size())) {
-    return Status::InvalidArgument(fmt::format(
-        "request body is not valid JSON: it contains a NUL byte (at offset {})",
-        static_cast<const char*>(nul) - body.data()));
+    return Status::InvalidArgument(
+        fmt::format("request body is not valid JSON: it contains a NUL byte (at offset {})",
+                    static_cast<const char*>(nul) - body.data()));
   }
   if (auto at = json::FirstTooDeep(body, kMaxDepth)) {
-    return Status::InvalidArgument(fmt::format(
-        "request body nests arrays/objects deeper than {} levels (at offset {}); a "
-        "FleetAutoscaleReview never does",
-        kMaxDepth, *at));
+    return Status::InvalidArgument(
+        fmt::format("request body nests arrays/objects deeper than {} levels (at offset {}); a "
+                    "FleetAutoscaleReview never does",
+                    kMaxDepth, *at));
   }
   rapidjson::Document doc;
-  doc.Parse<rapidjson::kParseIterativeFlag | rapidjson::kParseValidateEncodingFlag>(
-      body.data(), body.size());
+  doc.Parse<rapidjson::kParseIterativeFlag | rapidjson::kParseValidateEncodingFlag>(body.data(),
+                                                                                    body.size());
   if (doc.HasParseError()) {
     return Status::InvalidArgument(fmt::format("request body is not valid JSON: {} (at offset {})",
                                                rapidjson::GetParseError_En(doc.GetParseError()),
@@ -116,8 +114,8 @@ Status ParseAutoscaleReview(std::string_view body, AutoscaleRequest* out) {
   }
   if (auto dup = json::FindDuplicateKey(doc)) return Status::InvalidArgument(dup->Message());
   if (!doc.IsObject()) {
-    return Status::InvalidArgument(
-        fmt::format("request body is {}, expected a FleetAutoscaleReview object", policy::JsonTypeName(doc)));
+    return Status::InvalidArgument(fmt::format(
+        "request body is {}, expected a FleetAutoscaleReview object", policy::JsonTypeName(doc)));
   }
   if (Status s = OptionalConst(doc, "apiVersion", "autoscaling.agones.dev/v1"); !s.ok()) return s;
   if (Status s = OptionalConst(doc, "kind", "FleetAutoscaleReview"); !s.ok()) return s;
@@ -148,8 +146,7 @@ Status ParseAutoscaleReview(std::string_view body, AutoscaleRequest* out) {
   if (Status s = Count(*status, "reservedReplicas", false, &r.status.reserved_replicas); !s.ok()) {
     return s;
   }
-  if (Status s = Count(*status, "allocatedReplicas", true, &r.status.allocated_replicas);
-      !s.ok()) {
+  if (Status s = Count(*status, "allocatedReplicas", true, &r.status.allocated_replicas); !s.ok()) {
     return s;
   }
   *out = std::move(r);

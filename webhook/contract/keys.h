@@ -1,5 +1,6 @@
 // The user-facing contract: label, annotation keys, state names and their defaults
-// (docs/design.md, "The contract"). Every component refers to these constants; no key is spelled twice.
+// (docs/design.md, "The contract"). Every component refers to these constants; no key is spelled
+// twice.
 #pragma once
 
 #include <array>
@@ -25,7 +26,8 @@ inline constexpr std::string_view kProbeType = "allocating.agones.dev/probe-type
 inline constexpr std::string_view kProbePath = "allocating.agones.dev/probe-path";
 inline constexpr std::string_view kProbePeriod = "allocating.agones.dev/probe-period";
 
-// Readiness annotation written by the game server through SDK SetAnnotation("allocating-ready", id).
+// Readiness annotation written by the game server through SDK SetAnnotation("allocating-ready",
+// id).
 inline constexpr std::string_view kSdkReady = "agones.dev/sdk-allocating-ready";
 // Written by the Agones allocator on every allocation (RFC 3339 with nanoseconds).
 inline constexpr std::string_view kLastAllocated = "agones.dev/last-allocated";

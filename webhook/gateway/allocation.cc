@@ -5,8 +5,8 @@
 #include <rapidjson/stringbuffer.h>
 #include <rapidjson/writer.h>
 
-#include "json/nesting_depth.h"
 #include "contract/keys.h"
+#include "json/nesting_depth.h"
 #include "util/duration.h"
 
 namespace aw::gateway {
@@ -16,13 +16,19 @@ using Json = rapidjson::Value;
 
 std::string_view TypeName(const Json& v) {
   switch (v.GetType()) {
-    case rapidjson::kNullType: return "null";
+    case rapidjson::kNullType:
+      return "null";
     case rapidjson::kFalseType:
-    case rapidjson::kTrueType: return "boolean";
-    case rapidjson::kObjectType: return "object";
-    case rapidjson::kArrayType: return "array";
-    case rapidjson::kStringType: return "string";
-    case rapidjson::kNumberType: return "number";
+    case rapidjson::kTrueType:
+      return "boolean";
+    case rapidjson::kObjectType:
+      return "object";
+    case rapidjson::kArrayType:
+      return "array";
+    case rapidjson::kStringType:
+      return "string";
+    case rapidjson::kNumberType:
+      return "number";
   }
   return "value";
 }
@@ -63,8 +69,7 @@ Status CheckStringMap(const Json& parent, std::string_view key, std::string_view
   for (auto it = m->MemberBegin(); it != m->MemberEnd(); ++it) {
     if (!it->value.IsString()) {
       return Status::InvalidArgument(fmt::format("{}.{}[\"{}\"] is a {}, expected a string", path,
-                                                 key, it->name.GetString(),
-                                                 TypeName(it->value)));
+                                                 key, it->name.GetString(), TypeName(it->value)));
     }
   }
   return Status::Ok();
@@ -125,16 +130,16 @@ Status ParseAllocationRequest(std::string_view body, AllocationRequest* out) {
       if (Status s = CheckStringMap(*m, key, field); !s.ok()) return s;
     }
   }
-  for (std::string_view field : {"gameServerSelectors", "preferredGameServerSelectors",
-                                 "priorities"}) {
+  for (std::string_view field :
+       {"gameServerSelectors", "preferredGameServerSelectors", "priorities"}) {
     const Json* v = Find(doc, field);
     if (v != nullptr && !v->IsArray()) {
       return Status::InvalidArgument(
           fmt::format("{} is a {}, expected an array", field, TypeName(*v)));
     }
   }
-  for (std::string_view field : {"requiredGameServerSelector", "multiClusterSetting", "counters",
-                                 "lists"}) {
+  for (std::string_view field :
+       {"requiredGameServerSelector", "multiClusterSetting", "counters", "lists"}) {
     const Json* v = Find(doc, field);
     if (v != nullptr && !v->IsObject()) {
       return Status::InvalidArgument(
@@ -238,15 +243,24 @@ std::string ErrorBody(GrpcCode code, std::string_view message) {
 
 int HttpStatusOf(GrpcCode code) {
   switch (code) {
-    case GrpcCode::kOk: return 200;
-    case GrpcCode::kInvalidArgument: return 400;
-    case GrpcCode::kDeadlineExceeded: return 504;
-    case GrpcCode::kNotFound: return 404;
-    case GrpcCode::kResourceExhausted: return 429;
-    case GrpcCode::kAborted: return 409;
-    case GrpcCode::kUnimplemented: return 501;
-    case GrpcCode::kInternal: return 500;
-    case GrpcCode::kUnavailable: return 503;
+    case GrpcCode::kOk:
+      return 200;
+    case GrpcCode::kInvalidArgument:
+      return 400;
+    case GrpcCode::kDeadlineExceeded:
+      return 504;
+    case GrpcCode::kNotFound:
+      return 404;
+    case GrpcCode::kResourceExhausted:
+      return 429;
+    case GrpcCode::kAborted:
+      return 409;
+    case GrpcCode::kUnimplemented:
+      return 501;
+    case GrpcCode::kInternal:
+      return 500;
+    case GrpcCode::kUnavailable:
+      return 503;
   }
   return 500;
 }

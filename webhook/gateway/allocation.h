@@ -78,7 +78,7 @@ Status ParseDeadline(std::string_view text, std::string_view where, std::chrono:
 struct AllocationResponse {
   std::string game_server_name;
   std::string last_allocated;  // metadata.annotations agones.dev/last-allocated ("" if absent)
-  std::string source;  // "" when absent
+  std::string source;          // "" when absent
   bool gated = false;
   // Allocated by another cluster (multi-cluster policy): its GameServer is not in the local watch,
   // so the answer is passed through as it came.

@@ -2,8 +2,8 @@
 
 #include <fmt/format.h>
 
-#include "policy/decision_table.h"
 #include "contract/keys.h"
+#include "policy/decision_table.h"
 #include "util/time_format.h"
 
 namespace aw::gateway {

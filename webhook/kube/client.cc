@@ -1,9 +1,8 @@
 #include "kube/client.h"
 
+#include <fmt/format.h>
 #include <rapidjson/stringbuffer.h>
 #include <rapidjson/writer.h>
-
-#include <fmt/format.h>
 
 namespace aw::kube {
 
@@ -27,9 +26,12 @@ std::string Resource::Path(std::string_view ns, std::string_view name, std::stri
 
 std::string_view PatchContentType(PatchType t) {
   switch (t) {
-    case PatchType::kJson: return "application/json-patch+json";
-    case PatchType::kMerge: return "application/merge-patch+json";
-    case PatchType::kStrategicMerge: return "application/strategic-merge-patch+json";
+    case PatchType::kJson:
+      return "application/json-patch+json";
+    case PatchType::kMerge:
+      return "application/merge-patch+json";
+    case PatchType::kStrategicMerge:
+      return "application/strategic-merge-patch+json";
   }
   return "application/json-patch+json";
 }
@@ -71,7 +73,8 @@ bool Client::IsShutdown() const { return transport_->IsShutdown(); }
 Result<JsonPtr> Client::Call(HttpRequest req) {
   auto r = transport_->Do(req);
   if (!r) return r.error();
-  if (r->status < 200 || r->status >= 300) return ParseStatusError(r->status, r->body, r->retry_after);
+  if (r->status < 200 || r->status >= 300)
+    return ParseStatusError(r->status, r->body, r->retry_after);
   auto doc = std::make_shared<rapidjson::Document>();
   doc->Parse(r->body.data(), r->body.size());
   if (doc->HasParseError()) {
@@ -79,7 +82,8 @@ Result<JsonPtr> Client::Call(HttpRequest req) {
     e.http_status = r->status;
     e.code = r->status;
     e.reason = "InvalidResponse";
-    e.message = fmt::format("{} {}: response is not JSON", req.method, req.path.substr(0, req.path.find('?')));
+    e.message = fmt::format("{} {}: response is not JSON", req.method,
+                            req.path.substr(0, req.path.find('?')));
     return e;
   }
   return doc;
@@ -143,7 +147,8 @@ Result<ListResult> Client::ListAll(const Resource& r, std::string_view ns, ListO
     auto md = d.FindMember("metadata");
     if (md != d.MemberEnd() && md->value.IsObject()) {
       auto rv = md->value.FindMember("resourceVersion");
-      if (rv != md->value.MemberEnd() && rv->value.IsString()) out.resource_version = rv->value.GetString();
+      if (rv != md->value.MemberEnd() && rv->value.IsString())
+        out.resource_version = rv->value.GetString();
       auto c = md->value.FindMember("continue");
       if (c != md->value.MemberEnd() && c->value.IsString()) cont = c->value.GetString();
     }

@@ -21,8 +21,8 @@
 
 #include "kube/core/json_text.h"
 #include "kube/core/status.h"
-#include "kube/transport.h"
 #include "kube/core/watch_stream.h"
+#include "kube/transport.h"
 
 namespace aw::kube {
 
@@ -32,8 +32,10 @@ struct Resource {
   std::string plural;   // "gameservers"
   bool namespaced = true;
   // Collection or object path: /api/v1/namespaces/ns/pods[/name[/sub]] or /apis/g/v/....
-  // ns is ignored for cluster-scoped resources; empty ns for a namespaced resource = all namespaces.
-  std::string Path(std::string_view ns, std::string_view name = {}, std::string_view sub = {}) const;
+  // ns is ignored for cluster-scoped resources; empty ns for a namespaced resource = all
+  // namespaces.
+  std::string Path(std::string_view ns, std::string_view name = {},
+                   std::string_view sub = {}) const;
 };
 
 inline const Resource kGameServers{"agones.dev", "v1", "gameservers", true};
@@ -46,9 +48,9 @@ inline const Resource kConfigMaps{"", "v1", "configmaps", true};
 struct ListOptions {
   std::string label_selector;
   std::string field_selector;
-  int64_t limit = 0;            // 0: no limit
+  int64_t limit = 0;  // 0: no limit
   std::string continue_token;
-  std::string resource_version; // "" = most recent (quorum read); "0" = any (cache)
+  std::string resource_version;  // "" = most recent (quorum read); "0" = any (cache)
   std::chrono::milliseconds timeout{30000};
   Cancellation* cancel = nullptr;  // optional: lets another thread abort the call
 };
@@ -58,13 +60,13 @@ struct WatchOptions {
   std::string field_selector;
   std::string resource_version;  // start after this version
   bool allow_bookmarks = true;
-  int timeout_seconds = 300;     // server closes the stream after this (randomise per call)
+  int timeout_seconds = 300;       // server closes the stream after this (randomise per call)
   Cancellation* cancel = nullptr;  // optional: lets another thread end the stream (e.g. Stop())
 };
 
 struct ListResult {
-  std::vector<JsonPtr> items;     // each a standalone document
-  std::string resource_version;   // list metadata.resourceVersion: start the watch from here
+  std::vector<JsonPtr> items;    // each a standalone document
+  std::string resource_version;  // list metadata.resourceVersion: start the watch from here
   int pages = 0;
 };
 

@@ -1,9 +1,9 @@
 #include "kube/config.h"
 
+#include <fmt/format.h>
 #include <yaml-cpp/yaml.h>
 
 #include <cstdlib>
-#include <fmt/format.h>
 
 #include "util/base64.h"
 #include "util/io/file.h"
@@ -12,7 +12,8 @@ namespace aw::kube {
 namespace {
 
 std::string Trim(std::string s) {
-  while (!s.empty() && (s.back() == '\n' || s.back() == '\r' || s.back() == ' ' || s.back() == '\t'))
+  while (!s.empty() &&
+         (s.back() == '\n' || s.back() == '\r' || s.back() == ' ' || s.back() == '\t'))
     s.pop_back();
   size_t i = 0;
   while (i < s.size() && (s[i] == ' ' || s[i] == '\t' || s[i] == '\n' || s[i] == '\r')) ++i;
@@ -31,7 +32,8 @@ std::string ScalarOr(const YAML::Node& n, const char* key) {
 }
 
 // Finds the entry named `name` in a list of {name:, <field>: {...}} maps.
-std::optional<YAML::Node> FindNamed(const YAML::Node& list, const std::string& name, const char* field) {
+std::optional<YAML::Node> FindNamed(const YAML::Node& list, const std::string& name,
+                                    const char* field) {
   if (!list || !list.IsSequence()) return std::nullopt;
   for (const auto& item : list) {
     if (!item.IsMap()) continue;
@@ -46,11 +48,12 @@ std::optional<YAML::Node> FindNamed(const YAML::Node& list, const std::string& n
 
 // Loads a PEM blob from "<field>-data" (base64) or "<field>" (file).
 Status LoadBlob(const YAML::Node& n, const std::string& field, const std::string& base_dir,
-                     const std::string& where, std::string* out) {
+                const std::string& where, std::string* out) {
   std::string data = ScalarOr(n, (field + "-data").c_str());
   if (!data.empty()) {
     auto dec = util::Base64DecodeText(data);
-    if (!dec) return Status::InvalidArgument(fmt::format("{}: {}-data is not valid base64", where, field));
+    if (!dec)
+      return Status::InvalidArgument(fmt::format("{}: {}-data is not valid base64", where, field));
     *out = std::move(*dec);
     return Status::Ok();
   }
@@ -70,7 +73,8 @@ Status Fail(std::string msg) { return Status::InvalidArgument(std::move(msg)); }
 Status ParseServerUrl(std::string_view url, ClientConfig* out) {
   constexpr std::string_view kHttps = "https://";
   if (url.substr(0, kHttps.size()) != kHttps) {
-    return Status::InvalidArgument(fmt::format("server URL {:?} must start with https://", std::string(url)));
+    return Status::InvalidArgument(
+        fmt::format("server URL {:?} must start with https://", std::string(url)));
   }
   std::string_view rest = url.substr(kHttps.size());
   size_t slash = rest.find('/');
@@ -81,11 +85,14 @@ Status ParseServerUrl(std::string_view url, ClientConfig* out) {
   std::string_view port_s;
   if (!hostport.empty() && hostport[0] == '[') {
     size_t rb = hostport.find(']');
-    if (rb == std::string_view::npos) return Status::InvalidArgument(fmt::format("server URL {:?}: bad IPv6 literal", std::string(url)));
+    if (rb == std::string_view::npos)
+      return Status::InvalidArgument(
+          fmt::format("server URL {:?}: bad IPv6 literal", std::string(url)));
     host = std::string(hostport.substr(1, rb - 1));
     std::string_view after = hostport.substr(rb + 1);
     if (!after.empty()) {
-      if (after[0] != ':') return Status::InvalidArgument(fmt::format("server URL {:?}: bad port", std::string(url)));
+      if (after[0] != ':')
+        return Status::InvalidArgument(fmt::format("server URL {:?}: bad port", std::string(url)));
       port_s = after.substr(1);
     }
   } else {
@@ -97,16 +104,20 @@ Status ParseServerUrl(std::string_view url, ClientConfig* out) {
       port_s = hostport.substr(colon + 1);
     }
   }
-  if (host.empty()) return Status::InvalidArgument(fmt::format("server URL {:?} has no host", std::string(url)));
+  if (host.empty())
+    return Status::InvalidArgument(fmt::format("server URL {:?} has no host", std::string(url)));
   int port = 443;
   if (!port_s.empty()) {
-    if (port_s.size() > 5) return Status::InvalidArgument(fmt::format("server URL {:?}: bad port", std::string(url)));
+    if (port_s.size() > 5)
+      return Status::InvalidArgument(fmt::format("server URL {:?}: bad port", std::string(url)));
     port = 0;
     for (char c : port_s) {
-      if (c < '0' || c > '9') return Status::InvalidArgument(fmt::format("server URL {:?}: bad port", std::string(url)));
+      if (c < '0' || c > '9')
+        return Status::InvalidArgument(fmt::format("server URL {:?}: bad port", std::string(url)));
       port = port * 10 + (c - '0');
     }
-    if (port <= 0 || port > 65535) return Status::InvalidArgument(fmt::format("server URL {:?}: bad port", std::string(url)));
+    if (port <= 0 || port > 65535)
+      return Status::InvalidArgument(fmt::format("server URL {:?}: bad port", std::string(url)));
   }
   out->host = std::move(host);
   out->port = port;
@@ -141,8 +152,8 @@ StatusOr<ClientConfig> LoadInCluster(const InClusterPaths& paths) {
 }
 
 StatusOr<ClientConfig> ParseKubeconfig(std::string_view yaml, const std::string& base_dir,
-                             const std::string& origin, std::string_view context_arg,
-                             bool allow_insecure) {
+                                       const std::string& origin, std::string_view context_arg,
+                                       bool allow_insecure) {
   YAML::Node root;
   try {
     root = YAML::Load(std::string(yaml));
@@ -151,13 +162,15 @@ StatusOr<ClientConfig> ParseKubeconfig(std::string_view yaml, const std::string&
   }
   if (!root || !root.IsMap()) return Fail(fmt::format("kubeconfig {}: not a YAML mapping", origin));
   try {
-    std::string ctx_name = context_arg.empty() ? ScalarOr(root, "current-context")
-                                               : std::string(context_arg);
+    std::string ctx_name =
+        context_arg.empty() ? ScalarOr(root, "current-context") : std::string(context_arg);
     if (ctx_name.empty()) {
-      return Fail(fmt::format("kubeconfig {}: no current-context set and no --context given", origin));
+      return Fail(
+          fmt::format("kubeconfig {}: no current-context set and no --context given", origin));
     }
     auto ctx_found = FindNamed(root["contexts"], ctx_name, "context");
-    if (!ctx_found) return Fail(fmt::format("kubeconfig {}: context {:?} not found", origin, ctx_name));
+    if (!ctx_found)
+      return Fail(fmt::format("kubeconfig {}: context {:?} not found", origin, ctx_name));
     YAML::Node ctx = *ctx_found;
     std::string where = fmt::format("kubeconfig {} context {:?}", origin, ctx_name);
     std::string cluster_name = ScalarOr(ctx, "cluster");
@@ -167,7 +180,8 @@ StatusOr<ClientConfig> ParseKubeconfig(std::string_view yaml, const std::string&
     YAML::Node cluster = *cluster_found;
     ClientConfig c;
     std::string server = ScalarOr(cluster, "server");
-    if (server.empty()) return Fail(fmt::format("{}: cluster {:?} has no server", where, cluster_name));
+    if (server.empty())
+      return Fail(fmt::format("{}: cluster {:?} has no server", where, cluster_name));
     if (Status st = ParseServerUrl(server, &c); !st.ok()) return st.Annotate(where);
     std::string insecure = ScalarOr(cluster, "insecure-skip-tls-verify");
     if (insecure == "true") {
@@ -178,19 +192,23 @@ StatusOr<ClientConfig> ParseKubeconfig(std::string_view yaml, const std::string&
       }
       c.insecure_skip_tls_verify = true;
     }
-    if (Status st = LoadBlob(cluster, "certificate-authority", base_dir, where, &c.ca_pem); !st.ok())
+    if (Status st = LoadBlob(cluster, "certificate-authority", base_dir, where, &c.ca_pem);
+        !st.ok())
       return st;
     std::string user_name = ScalarOr(ctx, "user");
     if (!user_name.empty()) {
       auto user_found = FindNamed(root["users"], user_name, "user");
       if (!user_found) return Fail(fmt::format("{}: user {:?} not found", where, user_name));
       YAML::Node user = *user_found;
-      if (Status st = LoadBlob(user, "client-certificate", base_dir, where, &c.client_cert_pem); !st.ok())
+      if (Status st = LoadBlob(user, "client-certificate", base_dir, where, &c.client_cert_pem);
+          !st.ok())
         return st;
       if (Status st = LoadBlob(user, "client-key", base_dir, where, &c.client_key_pem); !st.ok())
         return st;
       if (c.client_cert_pem.empty() != c.client_key_pem.empty()) {
-        return Fail(where + ": user has a client certificate without a key (or a key without a certificate)");
+        return Fail(
+            where +
+            ": user has a client certificate without a key (or a key without a certificate)");
       }
       c.token = ScalarOr(user, "token");
       std::string tf = ScalarOr(user, "tokenFile");
@@ -201,10 +219,15 @@ StatusOr<ClientConfig> ParseKubeconfig(std::string_view yaml, const std::string&
         }
       }
       if (user["exec"] && c.token.empty() && c.token_file.empty() && c.client_cert_pem.empty()) {
-        return Fail(where + ": exec credential plugins are not supported; use a token, tokenFile or client certificate");
+        return Fail(where +
+                    ": exec credential plugins are not supported; use a token, tokenFile or client "
+                    "certificate");
       }
-      if (user["auth-provider"] && c.token.empty() && c.token_file.empty() && c.client_cert_pem.empty()) {
-        return Fail(where + ": auth-provider plugins are not supported; use a token, tokenFile or client certificate");
+      if (user["auth-provider"] && c.token.empty() && c.token_file.empty() &&
+          c.client_cert_pem.empty()) {
+        return Fail(where +
+                    ": auth-provider plugins are not supported; use a token, tokenFile or client "
+                    "certificate");
       }
     }
     c.namespace_ = ScalarOr(ctx, "namespace");
@@ -215,11 +238,13 @@ StatusOr<ClientConfig> ParseKubeconfig(std::string_view yaml, const std::string&
   }
 }
 
-StatusOr<ClientConfig> LoadKubeconfig(const std::string& path, std::string_view context, bool allow_insecure) {
+StatusOr<ClientConfig> LoadKubeconfig(const std::string& path, std::string_view context,
+                                      bool allow_insecure) {
   StatusOr<std::string> text = util::ReadFile(path);
   if (!text) return text.status().Annotate("kubeconfig");
   std::string dir;
-  if (auto pos = path.rfind('/'); pos != std::string::npos) dir = path.substr(0, pos == 0 ? 1 : pos);
+  if (auto pos = path.rfind('/'); pos != std::string::npos)
+    dir = path.substr(0, pos == 0 ? 1 : pos);
   return ParseKubeconfig(*text, dir, path, context, allow_insecure);
 }
 

@@ -17,7 +17,7 @@
 namespace aw::kube {
 
 struct ClientConfig {
-  std::string host;       // DNS name or IP literal (no brackets)
+  std::string host;  // DNS name or IP literal (no brackets)
   int port = 443;
   std::string base_path;  // path prefix of the server URL, "" or "/prefix" (no trailing slash)
   std::string ca_pem;     // empty: system trust store
@@ -30,8 +30,8 @@ struct ClientConfig {
   // certificate issued for a name other than the address dialled.
   std::string tls_server_name;
   bool plain_http = false;  // no TLS at all (an http:// server URL); the TLS fields are unused
-  std::string namespace_;  // in-cluster namespace file, or the context's namespace ("" if none)
-  std::string source;      // "in-cluster" or "kubeconfig <path> context <name>", for logs
+  std::string namespace_;   // in-cluster namespace file, or the context's namespace ("" if none)
+  std::string source;       // "in-cluster" or "kubeconfig <path> context <name>", for logs
 };
 
 struct InClusterPaths {
@@ -45,11 +45,12 @@ bool InClusterAvailable();
 
 // Reads and parses a kubeconfig file. `context` empty = current-context. Relative file
 // references resolve against the kubeconfig's directory.
-StatusOr<ClientConfig> LoadKubeconfig(const std::string& path, std::string_view context, bool allow_insecure);
+StatusOr<ClientConfig> LoadKubeconfig(const std::string& path, std::string_view context,
+                                      bool allow_insecure);
 // Parses kubeconfig YAML text (files referenced inside are read relative to base_dir).
 StatusOr<ClientConfig> ParseKubeconfig(std::string_view yaml, const std::string& base_dir,
-                             const std::string& origin, std::string_view context,
-                             bool allow_insecure);
+                                       const std::string& origin, std::string_view context,
+                                       bool allow_insecure);
 
 // Splits "https://host:port/prefix" into config fields (InvalidArgument naming the URL).
 Status ParseServerUrl(std::string_view url, ClientConfig* out);

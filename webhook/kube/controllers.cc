@@ -106,8 +106,9 @@ Status Controllers::Init() {
   } else if (InClusterAvailable()) {
     cr = LoadInCluster();
   } else {
-    log::info("no Kubernetes configuration (no --kubeconfig, not in a cluster): admission only; "
-              "resolver, leader election and CRD guard are off");
+    log::info(
+        "no Kubernetes configuration (no --kubeconfig, not in a cluster): admission only; "
+        "resolver, leader election and CRD guard are off");
     return Status::Ok();
   }
   if (!cr) return cr.status();
@@ -116,7 +117,8 @@ Status Controllers::Init() {
   if (!client) return client.status().Annotate("kubernetes client");
   client_ = std::move(client).value();
 
-  identity_ = flags_.leader_election_identity.empty() ? DefaultIdentity() : flags_.leader_election_identity;
+  identity_ =
+      flags_.leader_election_identity.empty() ? DefaultIdentity() : flags_.leader_election_identity;
   EventRecorderOptions eo;
   eo.host = identity_;
   events_ = std::make_unique<EventRecorder>(*client_, eo, &registry_);
@@ -125,10 +127,11 @@ Status Controllers::Init() {
   guard_ = std::make_unique<CrdGuard>(*client_, go, crd_readiness_, &registry_);
   if (flags_.leader_elect) {
     LeaderElectionConfig lc;
-    lc.namespace_ = !flags_.leader_election_namespace.empty()
-                        ? flags_.leader_election_namespace
-                        : (!config_.namespace_.empty() && config_.source == "in-cluster" ? config_.namespace_
-                                                                                        : "allocating-system");
+    lc.namespace_ =
+        !flags_.leader_election_namespace.empty()
+            ? flags_.leader_election_namespace
+            : (!config_.namespace_.empty() && config_.source == "in-cluster" ? config_.namespace_
+                                                                             : "allocating-system");
     lc.name = flags_.leader_election_name;
     lc.identity = identity_;
     lc.lease_duration = Ms(flags_.lease_duration);
@@ -146,11 +149,12 @@ Status Controllers::Init() {
     };
     elector_ = std::make_unique<LeaderElector>(*client_, lc, std::move(cb), &registry_);
   }
-  log::info("kubernetes client configured", {{"source", config_.source},
-                                             {"server", config_.host + ":" + std::to_string(config_.port)},
-                                             {"identity", identity_},
-                                             {"leader_elect", flags_.leader_elect ? "true" : "false"},
-                                             {"manage_crd", flags_.manage_crd ? "true" : "false"}});
+  log::info("kubernetes client configured",
+            {{"source", config_.source},
+             {"server", config_.host + ":" + std::to_string(config_.port)},
+             {"identity", identity_},
+             {"leader_elect", flags_.leader_elect ? "true" : "false"},
+             {"manage_crd", flags_.manage_crd ? "true" : "false"}});
   return Status::Ok();
 }
 

@@ -12,15 +12,15 @@
 // stops everything within a second or two.
 #pragma once
 
+#include <prometheus/metric_family.h>
+#include <prometheus/registry.h>
+
 #include <chrono>
 #include <functional>
 #include <memory>
 #include <optional>
 #include <string>
 #include <vector>
-
-#include <prometheus/metric_family.h>
-#include <prometheus/registry.h>
 
 #include "contract/crd_state.h"
 #include "kube/client.h"
@@ -43,7 +43,7 @@ struct KubeFlags {
   bool leader_elect = true;
   std::string leader_election_namespace;  // "" = in-cluster namespace file, else allocating-system
   std::string leader_election_name = "allocating-webhook";
-  std::string leader_election_identity;   // "" = $POD_NAME, else hostname_pid
+  std::string leader_election_identity;  // "" = $POD_NAME, else hostname_pid
   std::chrono::nanoseconds lease_duration = std::chrono::seconds(15);
   std::chrono::nanoseconds renew_deadline = std::chrono::seconds(10);
   std::chrono::nanoseconds retry_period = std::chrono::seconds(2);

@@ -22,7 +22,9 @@ CrdGuard::CrdGuard(Client& client, CrdGuardOptions opts, contract::AtomicCrdRead
   if (registry) {
     gauge_ = &prometheus::BuildGauge()
                   .Name("allocating_webhook_crd_accepts_allocating")
-                  .Help("1 while the GameServer CRD's status.state enum lists Allocating (as seen by the CRD guard)")
+                  .Help(
+                      "1 while the GameServer CRD's status.state enum lists Allocating (as seen by "
+                      "the CRD guard)")
                   .Register(*registry)
                   .Add({});
     auto& fam = prometheus::BuildCounter()
@@ -78,8 +80,10 @@ void CrdGuard::Publish(bool accepts, const std::string& why) {
       log::info("crd guard: CRD accepts the Allocating state; webhook rewrites enabled",
                 {{"crd", opts_.crd_name}, {"detail", why}});
     } else {
-      log::warn("crd guard: CRD does not accept the Allocating state; webhook fails open (allocations stay Allocated)",
-                {{"crd", opts_.crd_name}, {"detail", why}});
+      log::warn(
+          "crd guard: CRD does not accept the Allocating state; webhook fails open (allocations "
+          "stay Allocated)",
+          {{"crd", opts_.crd_name}, {"detail", why}});
     }
   }
 }
@@ -117,7 +121,8 @@ bool CrdGuard::TryRepair() {
         Publish(false, "CRD not found");
         return true;  // nothing to repair until it appears (the watch will tell us)
       }
-      log::warn("crd guard: cannot read the CRD", {{"crd", opts_.crd_name}, {"error", cur.error().ToString()}});
+      log::warn("crd guard: cannot read the CRD",
+                {{"crd", opts_.crd_name}, {"error", cur.error().ToString()}});
       return false;
     }
     CrdEnumCheck c = CheckStateEnum(**cur, opts_.value);
@@ -154,7 +159,8 @@ bool CrdGuard::TryRepair() {
       log::info("crd guard: CRD changed during repair; retrying", {{"error", e.ToString()}});
       continue;
     }
-    log::warn("crd guard: patching the CRD failed", {{"crd", opts_.crd_name}, {"error", e.ToString()}});
+    log::warn("crd guard: patching the CRD failed",
+              {{"crd", opts_.crd_name}, {"error", e.ToString()}});
     return false;
   }
   return false;

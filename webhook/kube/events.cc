@@ -1,10 +1,10 @@
 #include "kube/events.h"
 
+#include <fmt/format.h>
 #include <prometheus/counter.h>
 #include <prometheus/registry.h>
 #include <rapidjson/document.h>
 
-#include <fmt/format.h>
 #include <random>
 
 #include "kube/core/lease_logic.h"
@@ -14,8 +14,10 @@
 namespace aw::kube {
 namespace {
 
-void Set(rapidjson::Value* obj, const char* key, const std::string& v, rapidjson::Document::AllocatorType& a) {
-  obj->AddMember(rapidjson::Value(key, a), rapidjson::Value(v.c_str(), static_cast<rapidjson::SizeType>(v.size()), a), a);
+void Set(rapidjson::Value* obj, const char* key, const std::string& v,
+         rapidjson::Document::AllocatorType& a) {
+  obj->AddMember(rapidjson::Value(key, a),
+                 rapidjson::Value(v.c_str(), static_cast<rapidjson::SizeType>(v.size()), a), a);
 }
 
 }  // namespace
@@ -31,7 +33,8 @@ ObjectReference RefFor(const rapidjson::Value& obj, std::string api_version, std
   return r;
 }
 
-bool TokenBucket::TryTake(std::chrono::steady_clock::time_point now, std::chrono::milliseconds* wait) {
+bool TokenBucket::TryTake(std::chrono::steady_clock::time_point now,
+                          std::chrono::milliseconds* wait) {
   if (!started_) {
     started_ = true;
     last_ = now;
@@ -50,12 +53,15 @@ bool TokenBucket::TryTake(std::chrono::steady_clock::time_point now, std::chrono
   return false;
 }
 
-EventRecorder::EventRecorder(Client& client, EventRecorderOptions opts, prometheus::Registry* registry)
+EventRecorder::EventRecorder(Client& client, EventRecorderOptions opts,
+                             prometheus::Registry* registry)
     : client_(client), opts_(std::move(opts)) {
   if (registry) {
     auto& fam = prometheus::BuildCounter()
                     .Name("allocating_webhook_kube_events_total")
-                    .Help("Kubernetes Events by result (sent, aggregated into an existing event, dropped, failed)")
+                    .Help(
+                        "Kubernetes Events by result (sent, aggregated into an existing event, "
+                        "dropped, failed)")
                     .Register(*registry);
     sent_ = &fam.Add({{"result", "sent"}});
     dropped_ = &fam.Add({{"result", "dropped"}});
@@ -146,8 +152,8 @@ void EventRecorder::Send(const Pending& p) {
     seen_.erase(it);  // the event expired or was deleted: create a new one
   }
   static thread_local std::mt19937_64 gen(std::random_device{}());
-  std::string name = fmt::format("{}.{:x}", p.obj.name.empty() ? "object" : p.obj.name,
-                                 gen() & 0xffffffffffffULL);
+  std::string name =
+      fmt::format("{}.{:x}", p.obj.name.empty() ? "object" : p.obj.name, gen() & 0xffffffffffffULL);
   rapidjson::Document d(rapidjson::kObjectType);
   auto& a = d.GetAllocator();
   Set(&d, "apiVersion", "v1", a);
@@ -179,9 +185,9 @@ void EventRecorder::Send(const Pending& p) {
   auto r = client_.Create(kEvents, ns, ToJson(d));
   if (!r) {
     if (failed_) failed_->Increment();
-    log::warn("kube: could not record event", {{"object", ns + "/" + p.obj.name},
-                                                {"reason", p.reason},
-                                                {"error", r.error().ToString()}});
+    log::warn(
+        "kube: could not record event",
+        {{"object", ns + "/" + p.obj.name}, {"reason", p.reason}, {"error", r.error().ToString()}});
     return;
   }
   if (sent_) sent_->Increment();

@@ -96,7 +96,7 @@ class EventRecorder {
   CondVar cv_;  // signalled on Record and Stop
   std::deque<Pending> queue_ GUARDED_BY(mu_);
   bool stop_ GUARDED_BY(mu_) = false;
-  std::thread thread_;  // started by Start, joined by Stop (the owner's thread)
+  std::thread thread_;                // started by Start, joined by Stop (the owner's thread)
   std::map<std::string, Seen> seen_;  // aggregation key -> existing event (recorder's thread only)
   prometheus::Counter* sent_ = nullptr;
   prometheus::Counter* dropped_ = nullptr;

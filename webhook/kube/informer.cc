@@ -197,10 +197,15 @@ Informer::WatchEnd Informer::WatchOnce(std::string* rv) {
     got_event = true;
     switch (ev.type) {
       case WatchEvent::Type::kAdded:
-      case WatchEvent::Type::kModified: ApplyUpsert(ev.object); break;
-      case WatchEvent::Type::kDeleted: ApplyDelete(ev.object); break;
+      case WatchEvent::Type::kModified:
+        ApplyUpsert(ev.object);
+        break;
+      case WatchEvent::Type::kDeleted:
+        ApplyDelete(ev.object);
+        break;
       case WatchEvent::Type::kBookmark:
-      case WatchEvent::Type::kError: break;
+      case WatchEvent::Type::kError:
+        break;
     }
     if (opts_.resync.count() > 0 &&
         std::chrono::steady_clock::now() - last_resync_ >= opts_.resync) {
@@ -216,7 +221,8 @@ Informer::WatchEnd Informer::WatchOnce(std::string* rv) {
   const ApiError& e = res.error();
   if (e.cancelled || stop_.load()) return WatchEnd::kError;
   if (e.IsExpired()) {
-    log::info("kube: watch expired; re-listing", {{"informer", opts_.name}, {"error", e.ToString()}});
+    log::info("kube: watch expired; re-listing",
+              {{"informer", opts_.name}, {"error", e.ToString()}});
     CountRestart("expired");
     return WatchEnd::kRelist;
   }
@@ -244,7 +250,8 @@ void Informer::Run() {
     auto started = std::chrono::steady_clock::now();
     WatchEnd end = WatchOnce(&rv);
     if (stop_.load()) return;
-    if (opts_.resync.count() > 0 && std::chrono::steady_clock::now() - last_resync_ >= opts_.resync) {
+    if (opts_.resync.count() > 0 &&
+        std::chrono::steady_clock::now() - last_resync_ >= opts_.resync) {
       last_resync_ = std::chrono::steady_clock::now();
       ResyncAll();
     }

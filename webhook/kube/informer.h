@@ -31,7 +31,8 @@
 
 namespace prometheus {
 class Registry;
-template <typename T> class Family;
+template <typename T>
+class Family;
 class Counter;
 class Gauge;
 }  // namespace prometheus
@@ -58,16 +59,16 @@ class InformerHandler {
 };
 
 struct InformerOptions {
-  std::string name = "informer";     // for logs and the metric label
+  std::string name = "informer";  // for logs and the metric label
   Resource resource;
-  std::string namespace_;            // "" = all namespaces
+  std::string namespace_;  // "" = all namespaces
   std::string label_selector;
   std::string field_selector;
   int64_t page_size = 500;
   std::chrono::seconds resync{0};
   std::chrono::milliseconds backoff_initial{200};
   std::chrono::milliseconds backoff_max{30000};
-  int watch_timeout_seconds = 300;   // randomised in [t, 2t) per watch like client-go
+  int watch_timeout_seconds = 300;  // randomised in [t, 2t) per watch like client-go
 };
 
 class Informer {
@@ -92,7 +93,7 @@ class Informer {
 
  private:
   void Run();
-  bool Relist();                       // returns false when stopping or on error
+  bool Relist();  // returns false when stopping or on error
   enum class WatchEnd { kRewatch, kRelist, kError };
   WatchEnd WatchOnce(std::string* rv);
   void ApplyUpsert(JsonPtr doc);

@@ -1,10 +1,10 @@
 #include "kube/leader_election.h"
 
+#include <fmt/format.h>
 #include <prometheus/counter.h>
 #include <prometheus/gauge.h>
 #include <prometheus/registry.h>
 
-#include <fmt/format.h>
 #include <random>
 
 #include "util/io/log.h"
@@ -16,10 +16,13 @@ using std::chrono::milliseconds;
 
 std::string ValidateLeaderElectionConfig(const LeaderElectionConfig& c) {
   if (c.identity.empty()) return "leader election identity must not be empty";
-  if (c.name.empty() || c.namespace_.empty()) return "leader election lease name and namespace must not be empty";
+  if (c.name.empty() || c.namespace_.empty())
+    return "leader election lease name and namespace must not be empty";
   if (c.retry_period.count() <= 0) return "--retry-period must be > 0";
-  if (c.lease_duration <= c.renew_deadline) return "--lease-duration must be greater than --renew-deadline";
-  if (c.renew_deadline.count() <= static_cast<int64_t>(1.2 * static_cast<double>(c.retry_period.count()))) {
+  if (c.lease_duration <= c.renew_deadline)
+    return "--lease-duration must be greater than --renew-deadline";
+  if (c.renew_deadline.count() <=
+      static_cast<int64_t>(1.2 * static_cast<double>(c.retry_period.count()))) {
     return "--renew-deadline must be greater than 1.2 x --retry-period";
   }
   if (c.lease_duration < std::chrono::seconds(1)) return "--lease-duration must be at least 1s";
@@ -48,8 +51,8 @@ LeaderElector::~LeaderElector() { Stop(); }
 void LeaderElector::Start() {
   if (thread_.joinable()) return;
   stop_.store(false);
-  log::info("leader election: starting", {{"lease", cfg_.namespace_ + "/" + cfg_.name},
-                                           {"identity", cfg_.identity}});
+  log::info("leader election: starting",
+            {{"lease", cfg_.namespace_ + "/" + cfg_.name}, {"identity", cfg_.identity}});
   thread_ = std::thread([this] { Run(); });
 }
 
@@ -78,19 +81,20 @@ void LeaderElector::SetLeading(bool leading) {
   if (gauge_) gauge_->Set(leading ? 1 : 0);
   if (transitions_) transitions_->Increment();
   if (leading) {
-    log::info("leader election: started leading", {{"lease", cfg_.namespace_ + "/" + cfg_.name},
-                                                     {"identity", cfg_.identity}});
+    log::info("leader election: started leading",
+              {{"lease", cfg_.namespace_ + "/" + cfg_.name}, {"identity", cfg_.identity}});
     if (cb_.on_started_leading) cb_.on_started_leading();
   } else {
-    log::warn("leader election: stopped leading", {{"lease", cfg_.namespace_ + "/" + cfg_.name},
-                                                     {"identity", cfg_.identity}});
+    log::warn("leader election: stopped leading",
+              {{"lease", cfg_.namespace_ + "/" + cfg_.name}, {"identity", cfg_.identity}});
     if (cb_.on_stopped_leading) cb_.on_stopped_leading();
   }
 }
 
 bool LeaderElector::TryAcquireOrRenew() {
-  auto call_timeout = std::clamp<milliseconds>(cfg_.retry_period * 2, milliseconds(1000),
-                                                std::min<milliseconds>(cfg_.renew_deadline, milliseconds(5000)));
+  auto call_timeout =
+      std::clamp<milliseconds>(cfg_.retry_period * 2, milliseconds(1000),
+                               std::min<milliseconds>(cfg_.renew_deadline, milliseconds(5000)));
   auto got = client_.Get(kLeases, cfg_.namespace_, cfg_.name, call_timeout);
   auto now = Clock::now();
   std::optional<LeaseRecord> current;
@@ -98,8 +102,9 @@ bool LeaderElector::TryAcquireOrRenew() {
   if (!got) {
     if (!got.error().IsNotFound()) {
       if (!stop_.load()) {
-        log::warn("leader election: cannot read the lease", {{"lease", cfg_.namespace_ + "/" + cfg_.name},
-                                                              {"error", got.error().ToString()}});
+        log::warn(
+            "leader election: cannot read the lease",
+            {{"lease", cfg_.namespace_ + "/" + cfg_.name}, {"error", got.error().ToString()}});
       }
       return false;
     }
@@ -120,14 +125,16 @@ bool LeaderElector::TryAcquireOrRenew() {
       }
     }
     if (changed) {
-      log::info("leader election: observed leader", {{"lease", cfg_.namespace_ + "/" + cfg_.name},
-                                                       {"leader", holder.empty() ? "<none>" : holder}});
+      log::info("leader election: observed leader",
+                {{"lease", cfg_.namespace_ + "/" + cfg_.name},
+                 {"leader", holder.empty() ? "<none>" : holder}});
       if (cb_.on_new_leader) cb_.on_new_leader(holder);
     }
   }
   LeaseAction action = DecideLease({current, cfg_.identity, observed_time_, now});
   if (action == LeaseAction::kWait) return false;
-  int secs = static_cast<int>(std::max<int64_t>(1, std::chrono::duration_cast<std::chrono::seconds>(cfg_.lease_duration).count()));
+  int secs = static_cast<int>(std::max<int64_t>(
+      1, std::chrono::duration_cast<std::chrono::seconds>(cfg_.lease_duration).count()));
   LeaseRecord next = NextLeaseRecord(action, current, cfg_.identity, secs,
                                      FormatMicroTime(std::chrono::system_clock::now()));
   Result<JsonPtr> res = ApiError{};
@@ -149,8 +156,8 @@ bool LeaderElector::TryAcquireOrRenew() {
   if (!res) {
     const ApiError& e = res.error();
     if (!e.IsConflict() && !e.IsAlreadyExists() && !stop_.load()) {
-      log::warn("leader election: cannot write the lease", {{"lease", cfg_.namespace_ + "/" + cfg_.name},
-                                                             {"error", e.ToString()}});
+      log::warn("leader election: cannot write the lease",
+                {{"lease", cfg_.namespace_ + "/" + cfg_.name}, {"error", e.ToString()}});
     }
     return false;
   }
@@ -171,11 +178,13 @@ void LeaderElector::Release() {
   if (!got) return;
   LeaseRecord cur = LeaseRecordFromObject(**got);
   if (cur.holder_identity != cfg_.identity) return;
-  WriteLeaseRecord(ReleasedLeaseRecord(cur, FormatMicroTime(std::chrono::system_clock::now())), got->get());
-  auto r = client_.Update(kLeases, cfg_.namespace_, cfg_.name, ToJson(**got), {}, milliseconds(1000));
+  WriteLeaseRecord(ReleasedLeaseRecord(cur, FormatMicroTime(std::chrono::system_clock::now())),
+                   got->get());
+  auto r =
+      client_.Update(kLeases, cfg_.namespace_, cfg_.name, ToJson(**got), {}, milliseconds(1000));
   if (r) {
-    log::info("leader election: released the lease", {{"lease", cfg_.namespace_ + "/" + cfg_.name},
-                                                       {"identity", cfg_.identity}});
+    log::info("leader election: released the lease",
+              {{"lease", cfg_.namespace_ + "/" + cfg_.name}, {"identity", cfg_.identity}});
   } else {
     log::warn("leader election: could not release the lease", {{"error", r.error().ToString()}});
   }
@@ -187,7 +196,8 @@ void LeaderElector::Run() {
   while (!stop_.load()) {
     if (!TryAcquireOrRenew()) {
       // client-go: JitterUntil(retryPeriod, 1.2): wait retry * [1, 2.2).
-      auto d = milliseconds(static_cast<int64_t>(static_cast<double>(cfg_.retry_period.count()) * (1.0 + jitter(gen))));
+      auto d = milliseconds(static_cast<int64_t>(static_cast<double>(cfg_.retry_period.count()) *
+                                                 (1.0 + jitter(gen))));
       if (!Sleep(d)) break;
       continue;
     }
@@ -201,13 +211,14 @@ void LeaderElector::Run() {
       if (stop_.load()) break;
       if (observed_ && !observed_->holder_identity.empty() &&
           observed_->holder_identity != cfg_.identity) {
-        log::warn("leader election: another replica holds the lease", {{"identity", cfg_.identity},
-                                                                        {"leader", observed_->holder_identity}});
+        log::warn("leader election: another replica holds the lease",
+                  {{"identity", cfg_.identity}, {"leader", observed_->holder_identity}});
         SetLeading(false);
         break;
       }
       if (Clock::now() - last_renew >= cfg_.renew_deadline) {
-        log::warn("leader election: failed to renew within the renew deadline", {{"identity", cfg_.identity}});
+        log::warn("leader election: failed to renew within the renew deadline",
+                  {{"identity", cfg_.identity}});
         SetLeading(false);
         break;
       }

@@ -30,8 +30,8 @@
 
 #include "util/io/file.h"
 #include "util/io/log.h"
-#include "util/io/openssl_errors.h"
 #include "util/io/mutex.h"
+#include "util/io/openssl_errors.h"
 
 namespace aw::kube {
 namespace {
@@ -113,7 +113,8 @@ class TokenSource {
           size_ = st.st_size;
           ino_ = st.st_ino;
         } else if (!loaded_) {
-          log::warn("kube: cannot read bearer token file", {{"file", file_}, {"error", t.status().message()}});
+          log::warn("kube: cannot read bearer token file",
+                    {{"file", file_}, {"error", t.status().message()}});
         }
       }
     }
@@ -1132,7 +1133,7 @@ class HttpsTransport final : public Transport {
   std::atomic<uint64_t> opened_{0}, reused_{0}, stale_{0}, expired_{0}, retries_{0};
   Mutex mu_;
   std::vector<std::unique_ptr<Conn>> idle_ GUARDED_BY(mu_);  // the pool, most recently used last
-  std::set<Conn*> in_flight_ GUARDED_BY(mu_);               // stopped by Shutdown
+  std::set<Conn*> in_flight_ GUARDED_BY(mu_);                // stopped by Shutdown
 };
 
 StatusOr<std::unique_ptr<Transport>> NewHttpsTransport(const ClientConfig& config) {

@@ -54,9 +54,10 @@ void ParseBoundedDuration(const AnnotationLookup& lookup, std::string_view key,
   }
   if (*d < min || *d > max) {
     r->error_keys.emplace_back(key);
-    r->errors.push_back(BadValue(key, *v,
-                                 fmt::format("is out of bounds (must be between {} and {})",
-                                             util::FormatDuration(min), util::FormatDuration(max))));
+    r->errors.push_back(
+        BadValue(key, *v,
+                 fmt::format("is out of bounds (must be between {} and {})",
+                             util::FormatDuration(min), util::FormatDuration(max))));
     return;
   }
   *out = *d;
@@ -84,16 +85,17 @@ bool ValidPortName(std::string_view p) {
 
 std::string_view OnTimeoutName(OnTimeout v) {
   switch (v) {
-    case OnTimeout::kUnhealthy: return "Unhealthy";
-    case OnTimeout::kAllocated: return "Allocated";
-    case OnTimeout::kShutdown: return "Shutdown";
+    case OnTimeout::kUnhealthy:
+      return "Unhealthy";
+    case OnTimeout::kAllocated:
+      return "Allocated";
+    case OnTimeout::kShutdown:
+      return "Shutdown";
   }
   return "Unhealthy";
 }
 
-std::string_view GateModeName(GateMode v) {
-  return v == GateMode::kReject ? "reject" : "rewrite";
-}
+std::string_view GateModeName(GateMode v) { return v == GateMode::kReject ? "reject" : "rewrite"; }
 
 std::string_view OnScaleDownName(OnScaleDown v) {
   return v == OnScaleDown::kHold ? "Hold" : "Shutdown";
@@ -101,9 +103,12 @@ std::string_view OnScaleDownName(OnScaleDown v) {
 
 std::string_view ProbeTypeName(ProbeType v) {
   switch (v) {
-    case ProbeType::kHttp: return "http";
-    case ProbeType::kTcp: return "tcp";
-    case ProbeType::kUdp: return "udp";
+    case ProbeType::kHttp:
+      return "http";
+    case ProbeType::kTcp:
+      return "tcp";
+    case ProbeType::kUdp:
+      return "udp";
   }
   return "http";
 }
@@ -126,9 +131,9 @@ std::string CanNeverConfirmMessage() {
 
 const std::vector<std::string_view>& ConfigAnnotationKeys() {
   static const std::vector<std::string_view> k = {
-      keys::kTimeout,   keys::kOnTimeout, keys::kMode,      keys::kOnScaleDown,
-      keys::kRequireAnnotation, keys::kProbePort, keys::kProbeType, keys::kProbePath,
-      keys::kProbePeriod};
+      keys::kTimeout,     keys::kOnTimeout,         keys::kMode,
+      keys::kOnScaleDown, keys::kRequireAnnotation, keys::kProbePort,
+      keys::kProbeType,   keys::kProbePath,         keys::kProbePeriod};
   return k;
 }
 
@@ -140,8 +145,8 @@ GateConfigResult ParseGateConfig(const AnnotationLookup& lookup, const Policy& p
 
   ParseBoundedDuration(lookup, keys::kTimeout, policy.min_timeout, policy.max_timeout, &c.timeout,
                        &r);
-  ParseBoundedDuration(lookup, keys::kProbePeriod, policy.min_probe_period,
-                       policy.max_probe_period, &c.probe_period, &r);
+  ParseBoundedDuration(lookup, keys::kProbePeriod, policy.min_probe_period, policy.max_probe_period,
+                       &c.probe_period, &r);
 
   if (auto v = lookup(keys::kOnTimeout)) {
     if (EqualsIgnoreCase(*v, "Unhealthy")) {
@@ -232,16 +237,16 @@ GateConfigResult ParseGateConfig(const AnnotationLookup& lookup, const Policy& p
       c.probe_path = std::string(*v);
     } else {
       r.error_keys.emplace_back(keys::kProbePath);
-      r.errors.push_back(BadValue(keys::kProbePath, *v,
-                                  "is not an HTTP path (must start with \"/\", no spaces)"));
+      r.errors.push_back(
+          BadValue(keys::kProbePath, *v, "is not an HTTP path (must start with \"/\", no spaces)"));
     }
   }
   bool period_given = lookup(keys::kProbePeriod).has_value();
 
   if (!port_given) {
-    for (auto [given, key] : {std::pair{type_given, keys::kProbeType},
-                              std::pair{path_given, keys::kProbePath},
-                              std::pair{period_given, keys::kProbePeriod}}) {
+    for (auto [given, key] :
+         {std::pair{type_given, keys::kProbeType}, std::pair{path_given, keys::kProbePath},
+          std::pair{period_given, keys::kProbePeriod}}) {
       if (given) {
         r.warnings.push_back(fmt::format("{} has no effect without {}", key, keys::kProbePort));
       }

@@ -1,5 +1,6 @@
 // GateConfig: the per-GameServer configuration of the Allocating gate, parsed from the
-// `allocating.agones.dev/*` annotations (docs/design.md, "The contract"), with defaults and bounds from Policy.
+// `allocating.agones.dev/*` annotations (docs/design.md, "The contract"), with defaults and bounds
+// from Policy.
 //
 // Promise: ParseGateConfig never throws and always returns a complete config: every field that is
 // absent or invalid holds its default, and each invalid value adds one error that names the key
@@ -30,10 +31,10 @@ enum class GateMode { kRewrite, kReject };
 enum class OnScaleDown { kShutdown, kHold };
 enum class ProbeType { kHttp, kTcp, kUdp };
 
-std::string_view OnTimeoutName(OnTimeout v);  // "Unhealthy" | "Allocated" | "Shutdown"
-std::string_view GateModeName(GateMode v);    // "rewrite" | "reject"
+std::string_view OnTimeoutName(OnTimeout v);      // "Unhealthy" | "Allocated" | "Shutdown"
+std::string_view GateModeName(GateMode v);        // "rewrite" | "reject"
 std::string_view OnScaleDownName(OnScaleDown v);  // "Shutdown" | "Hold"
-std::string_view ProbeTypeName(ProbeType v);  // "http" | "tcp" | "udp"
+std::string_view ProbeTypeName(ProbeType v);      // "http" | "tcp" | "udp"
 
 // The probe-port annotation: a GameServer port name (resolved through status.ports) or a number.
 struct ProbePort {
@@ -59,10 +60,10 @@ struct GateConfig {
 };
 
 struct GateConfigResult {
-  GateConfig config;                  // complete: defaults where absent or invalid
-  std::vector<std::string> errors;    // one per invalid annotation, naming key and value
+  GateConfig config;                    // complete: defaults where absent or invalid
+  std::vector<std::string> errors;      // one per invalid annotation, naming key and value
   std::vector<std::string> error_keys;  // parallel to errors: the annotation key of each error
-  std::vector<std::string> warnings;  // valid but ineffective settings
+  std::vector<std::string> warnings;    // valid but ineffective settings
   bool ok() const { return errors.empty(); }
   // All errors joined with "; " (empty when ok()).
   std::string ErrorText() const;

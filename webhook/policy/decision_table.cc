@@ -23,51 +23,114 @@ constexpr Bypasses kOpen = static_cast<Bypasses>(Bypass::kOpen);
 
 constexpr std::array kGateRules = {
     GateRule{.row = "1", .opted_in = Cond::kNo, .what = "not opted in: allowed unchanged"},
-    GateRule{.row = "-", .old_phase = kAllocated, .new_phase = kAllocated, .neutralise = true,
+    GateRule{.row = "-",
+             .old_phase = kAllocated,
+             .new_phase = kAllocated,
+             .neutralise = true,
              .what = "already Allocated (re-allocation): allowed"},
-    GateRule{.row = "3", .old_phase = kAllocating, .new_phase = kAllocated, .writer = kTrusted,
-             .confirmed = Cond::kYes, .what = "promotion: allowed unchanged"},
-    GateRule{.row = "3", .old_phase = kAllocating, .new_phase = kAllocated, .writer = kTrusted,
-             .timed_out = Cond::kYes, .what = "on-timeout Allocated: allowed unchanged"},
-    GateRule{.row = "1", .new_phase = kAllocated, .crd_accepts = Cond::kNo,
-             .verdict = Verdict::kFailOpen, .neutralise = true,
+    GateRule{.row = "3",
+             .old_phase = kAllocating,
+             .new_phase = kAllocated,
+             .writer = kTrusted,
+             .confirmed = Cond::kYes,
+             .what = "promotion: allowed unchanged"},
+    GateRule{.row = "3",
+             .old_phase = kAllocating,
+             .new_phase = kAllocated,
+             .writer = kTrusted,
+             .timed_out = Cond::kYes,
+             .what = "on-timeout Allocated: allowed unchanged"},
+    GateRule{.row = "1",
+             .new_phase = kAllocated,
+             .crd_accepts = Cond::kNo,
+             .verdict = Verdict::kFailOpen,
+             .neutralise = true,
              .what = "fail open: allowed, with a warning"},
-    GateRule{.row = "2", .old_phase = kOutOfCycle, .new_phase = kAllocated,
-             .reject_mode = Cond::kYes, .verdict = Verdict::kDeny,
+    GateRule{.row = "2",
+             .old_phase = kOutOfCycle,
+             .new_phase = kAllocated,
+             .reject_mode = Cond::kYes,
+             .verdict = Verdict::kDeny,
              .what = "new allocation in reject mode: denied"},
-    GateRule{.row = "3", .old_phase = kAllocating, .new_phase = kAllocated,
-             .reject_mode = Cond::kYes, .verdict = Verdict::kDeny,
+    GateRule{.row = "3",
+             .old_phase = kAllocating,
+             .new_phase = kAllocated,
+             .reject_mode = Cond::kYes,
+             .verdict = Verdict::kDeny,
              .what = "unconfirmed promotion in reject mode: denied"},
-    GateRule{.row = "2", .old_phase = kOutOfCycle, .new_phase = kAllocated,
-             .state = StateWrite::kAllocating, .cycle = CycleEdit::kEnterOnAllocation,
-             .neutralise = true, .keep_opted_in = true, .what = "new allocation: rewritten"},
-    GateRule{.row = "3", .old_phase = kAllocating, .new_phase = kAllocated,
-             .state = StateWrite::kAllocating, .cycle = CycleEdit::kStay, .neutralise = true,
-             .keep_opted_in = true, .what = "unconfirmed promotion: rewritten back"},
-    GateRule{.row = "6", .old_phase = kAllocating, .new_phase = kShutdown, .writer = kController,
-             .crd_accepts = Cond::kYes, .deleting = Cond::kNo, .has_since = Cond::kYes,
-             .hold_scale_down = Cond::kYes, .state = StateWrite::kAllocating,
-             .cycle = CycleEdit::kHold, .keep_opted_in = true,
+    GateRule{.row = "2",
+             .old_phase = kOutOfCycle,
+             .new_phase = kAllocated,
+             .state = StateWrite::kAllocating,
+             .cycle = CycleEdit::kEnterOnAllocation,
+             .neutralise = true,
+             .keep_opted_in = true,
+             .what = "new allocation: rewritten"},
+    GateRule{.row = "3",
+             .old_phase = kAllocating,
+             .new_phase = kAllocated,
+             .state = StateWrite::kAllocating,
+             .cycle = CycleEdit::kStay,
+             .neutralise = true,
+             .keep_opted_in = true,
+             .what = "unconfirmed promotion: rewritten back"},
+    GateRule{.row = "6",
+             .old_phase = kAllocating,
+             .new_phase = kShutdown,
+             .writer = kController,
+             .crd_accepts = Cond::kYes,
+             .deleting = Cond::kNo,
+             .has_since = Cond::kYes,
+             .hold_scale_down = Cond::kYes,
+             .state = StateWrite::kAllocating,
+             .cycle = CycleEdit::kHold,
+             .keep_opted_in = true,
              .what = "scale-down, on-scale-down Hold: Shutdown held"},
-    GateRule{.row = "6", .old_phase = kAllocating, .new_phase = kShutdown, .writer = kController,
-             .deleting = Cond::kNo, .shutdown_requested = Cond::kNo,
+    GateRule{.row = "6",
+             .old_phase = kAllocating,
+             .new_phase = kShutdown,
+             .writer = kController,
+             .deleting = Cond::kNo,
+             .shutdown_requested = Cond::kNo,
              .cycle = CycleEdit::kScaledDown,
              .what = "scale-down of an unconfirmed allocation: applied, outcome ScaledDown"},
-    GateRule{.row = "4", .old_phase = kAllocating, .new_phase = kAllocating,
-             .cycle = CycleEdit::kStay, .keep_opted_in = true, .what = "stays Allocating"},
-    GateRule{.row = "4", .old_phase = kNotAllocating, .new_phase = kAllocating,
-             .cycle = CycleEdit::kEnterDirectly, .keep_opted_in = true,
+    GateRule{.row = "4",
+             .old_phase = kAllocating,
+             .new_phase = kAllocating,
+             .cycle = CycleEdit::kStay,
+             .keep_opted_in = true,
+             .what = "stays Allocating"},
+    GateRule{.row = "4",
+             .old_phase = kNotAllocating,
+             .new_phase = kAllocating,
+             .cycle = CycleEdit::kEnterDirectly,
+             .keep_opted_in = true,
              .what = "Allocating set directly: stamped"},
-    GateRule{.row = "-", .old_phase = kOutOfCycle, .new_phase = kOutOfCycle,
+    GateRule{.row = "-",
+             .old_phase = kOutOfCycle,
+             .new_phase = kOutOfCycle,
              .what = "outside the cycle: allowed unchanged"},
-    GateRule{.row = "6", .old_phase = kInCycle, .new_phase = kOutside, .writer = kTrusted,
-             .crd_accepts = Cond::kYes, .deleting = Cond::kNo, .shutdown_requested = Cond::kYes,
-             .state = StateWrite::kShutdown, .what = "deferred scale-down: rewritten"},
-    GateRule{.row = "6", .old_phase = kInCycle, .new_phase = kOutside,
-             .crd_accepts = Cond::kYes, .deleting = Cond::kNo, .shutdown_requested = Cond::kYes,
-             .state = StateWrite::kShutdown, .cycle = CycleEdit::kClear,
+    GateRule{.row = "6",
+             .old_phase = kInCycle,
+             .new_phase = kOutside,
+             .writer = kTrusted,
+             .crd_accepts = Cond::kYes,
+             .deleting = Cond::kNo,
+             .shutdown_requested = Cond::kYes,
+             .state = StateWrite::kShutdown,
              .what = "deferred scale-down: rewritten"},
-    GateRule{.row = "5", .old_phase = kInCycle, .writer = kTrusted,
+    GateRule{.row = "6",
+             .old_phase = kInCycle,
+             .new_phase = kOutside,
+             .crd_accepts = Cond::kYes,
+             .deleting = Cond::kNo,
+             .shutdown_requested = Cond::kYes,
+             .state = StateWrite::kShutdown,
+             .cycle = CycleEdit::kClear,
+             .what = "deferred scale-down: rewritten"},
+    GateRule{.row = "5",
+             .old_phase = kInCycle,
+             .writer = kTrusted,
              .what = "leaves the cycle: allowed as written"},
     GateRule{.row = "5", .cycle = CycleEdit::kClear, .what = "leaves the cycle: cleaned"},
 };
@@ -80,51 +143,80 @@ constexpr OwnedKeys kShutdownBit = static_cast<OwnedKeys>(OwnedKey::kShutdownReq
 constexpr OwnedKeys kBypassedBit = static_cast<OwnedKeys>(OwnedKey::kBypassed);
 
 constexpr std::array kOwnedRules = {
-    OwnedRule{.change = OwnedChange::kRemove, .new_phase = kOutOfCycle,
-              .verdict = OwnedVerdict::kAllow, .what = "the server leaves the cycle"},
+    OwnedRule{.change = OwnedChange::kRemove,
+              .new_phase = kOutOfCycle,
+              .verdict = OwnedVerdict::kAllow,
+              .what = "the server leaves the cycle"},
     OwnedRule{.keys = kConfirmedBit | kOutcomeBit | kShutdownBit | kBypassedBit,
               .change = OwnedChange::kRemove,
-              .old_phase = kNotAllocating, .new_phase = kAllocating,
-              .verdict = OwnedVerdict::kAllow, .what = "the server enters Allocating"},
+              .old_phase = kNotAllocating,
+              .new_phase = kAllocating,
+              .verdict = OwnedVerdict::kAllow,
+              .what = "the server enters Allocating"},
     OwnedRule{.change = OwnedChange::kRemove, .what = "may not be removed"},
-    OwnedRule{.keys = kShutdownBit, .old_phase = kAllocating, .new_phase = kAllocating,
-              .writer = kController, .was_absent = Cond::kYes, .verdict = OwnedVerdict::kAllow,
+    OwnedRule{.keys = kShutdownBit,
+              .old_phase = kAllocating,
+              .new_phase = kAllocating,
+              .writer = kController,
+              .was_absent = Cond::kYes,
+              .verdict = OwnedVerdict::kAllow,
               .what = "scale-down protection"},
     OwnedRule{.keys = kShutdownBit, .what = "written only by the webhook"},
-    OwnedRule{.keys = kOutcomeBit, .old_phase = kAllocating, .new_phase = kShutdown,
-              .writer = kController, .verdict = OwnedVerdict::kCheckValue,
+    OwnedRule{.keys = kOutcomeBit,
+              .old_phase = kAllocating,
+              .new_phase = kShutdown,
+              .writer = kController,
+              .verdict = OwnedVerdict::kCheckValue,
               .what = "scale-down of an unconfirmed allocation"},
     OwnedRule{.keys = kConfirmedBit | kOutcomeBit | kBypassedBit,
               .what = "written only by the resolver"},
-    OwnedRule{.keys = kSinceBit | kAllocationBit, .old_phase = kNotAllocating,
-              .new_phase = kAllocating, .verdict = OwnedVerdict::kCheckValue,
+    OwnedRule{.keys = kSinceBit | kAllocationBit,
+              .old_phase = kNotAllocating,
+              .new_phase = kAllocating,
+              .verdict = OwnedVerdict::kCheckValue,
               .what = "the server enters Allocating"},
-    OwnedRule{.keys = kSinceBit | kAllocationBit, .old_phase = kAllocating,
-              .new_phase = kAllocating, .was_absent = Cond::kYes,
-              .verdict = OwnedVerdict::kCheckValue, .what = "restored while Allocating"},
+    OwnedRule{.keys = kSinceBit | kAllocationBit,
+              .old_phase = kAllocating,
+              .new_phase = kAllocating,
+              .was_absent = Cond::kYes,
+              .verdict = OwnedVerdict::kCheckValue,
+              .what = "restored while Allocating"},
     OwnedRule{.what = "written only by the webhook when the server enters Allocating"},
 };
 
 constexpr std::array kResolveRules = {
-    ResolveRule{.scaled_down = Cond::kYes, .phase = kShutdown, .verdict = ResolveVerdict::kRecord,
+    ResolveRule{.scaled_down = Cond::kYes,
+                .phase = kShutdown,
+                .verdict = ResolveVerdict::kRecord,
                 .what = "scale-down let through by the webhook: record the outcome once"},
     ResolveRule{.opted_in = Cond::kNo, .verdict = ResolveVerdict::kIgnore, .what = "not opted in"},
-    ResolveRule{.deleting = Cond::kYes, .verdict = ResolveVerdict::kIgnore,
-                .what = "being deleted"},
-    ResolveRule{.phase = kAllocated, .bypass = kUnseen, .verdict = ResolveVerdict::kRecordBypass,
+    ResolveRule{
+        .deleting = Cond::kYes, .verdict = ResolveVerdict::kIgnore, .what = "being deleted"},
+    ResolveRule{.phase = kAllocated,
+                .bypass = kUnseen,
+                .verdict = ResolveVerdict::kRecordBypass,
                 .what = "Allocated without the gate's marks: record the bypass"},
-    ResolveRule{.phase = kAllocated, .bypass = kOpen, .ready = Cond::kYes,
-                .verdict = ResolveVerdict::kConfirmBypass, .what = "confirmed after the fact"},
-    ResolveRule{.phase = kAllocated, .bypass = kOpen, .past_deadline = Cond::kYes,
+    ResolveRule{.phase = kAllocated,
+                .bypass = kOpen,
+                .ready = Cond::kYes,
+                .verdict = ResolveVerdict::kConfirmBypass,
+                .what = "confirmed after the fact"},
+    ResolveRule{.phase = kAllocated,
+                .bypass = kOpen,
+                .past_deadline = Cond::kYes,
                 .verdict = ResolveVerdict::kBypassDeadline,
                 .what = "bypassed allocation not confirmed in time"},
-    ResolveRule{.phase = kAllocated, .bypass = kOpen, .verdict = ResolveVerdict::kWait,
+    ResolveRule{.phase = kAllocated,
+                .bypass = kOpen,
+                .verdict = ResolveVerdict::kWait,
                 .what = "bypassed: probe on its period, re-check"},
-    ResolveRule{.phase = kNotAllocating, .verdict = ResolveVerdict::kIgnore,
-                .what = "not Allocating"},
-    ResolveRule{.ready = Cond::kYes, .verdict = ResolveVerdict::kPromote,
+    ResolveRule{
+        .phase = kNotAllocating, .verdict = ResolveVerdict::kIgnore, .what = "not Allocating"},
+    ResolveRule{.ready = Cond::kYes,
+                .verdict = ResolveVerdict::kPromote,
                 .what = "readiness wins over a deadline that passed at the same moment"},
-    ResolveRule{.past_deadline = Cond::kYes, .verdict = ResolveVerdict::kTimeOut,
+    ResolveRule{.past_deadline = Cond::kYes,
+                .verdict = ResolveVerdict::kTimeOut,
                 .what = "apply on-timeout"},
     ResolveRule{.verdict = ResolveVerdict::kWait, .what = "probe on its period, re-check"},
 };
@@ -146,18 +238,25 @@ constexpr std::array kBypassTimeoutRules = {
 
 std::string PhasesText(Phases p) {
   switch (p) {
-    case kAnyPhase: return "any";
-    case kOutOfCycle: return "out of cycle";
-    case kInCycle: return "Allocating, Allocated";
-    case kNotAllocating: return "not Allocating";
-    case kNotAllocated: return "not Allocated";
-    case kOutside: return "out of cycle, not Shutdown";
-    default: break;
+    case kAnyPhase:
+      return "any";
+    case kOutOfCycle:
+      return "out of cycle";
+    case kInCycle:
+      return "Allocating, Allocated";
+    case kNotAllocating:
+      return "not Allocating";
+    case kNotAllocated:
+      return "not Allocated";
+    case kOutside:
+      return "out of cycle, not Shutdown";
+    default:
+      break;
   }
   std::string out;
-  for (auto [bit, name] : {std::pair{kOutside, "other"}, std::pair{kShutdown, "Shutdown"},
-                           std::pair{kAllocating, "Allocating"},
-                           std::pair{kAllocated, "Allocated"}}) {
+  for (auto [bit, name] :
+       {std::pair{kOutside, "other"}, std::pair{kShutdown, "Shutdown"},
+        std::pair{kAllocating, "Allocating"}, std::pair{kAllocated, "Allocated"}}) {
     if (p & bit) out += (out.empty() ? "" : ", ") + std::string(name);
   }
   return out;
@@ -165,11 +264,16 @@ std::string PhasesText(Phases p) {
 
 std::string WritersText(Writers w) {
   switch (w) {
-    case kAnyWriter: return "any";
-    case kTrusted: return "trusted";
-    case kController: return "Agones controller";
-    case kUntrusted: return "untrusted";
-    default: return "other";
+    case kAnyWriter:
+      return "any";
+    case kTrusted:
+      return "trusted";
+    case kController:
+      return "Agones controller";
+    case kUntrusted:
+      return "untrusted";
+    default:
+      return "other";
   }
 }
 
@@ -187,31 +291,44 @@ std::string Join(const std::vector<std::string>& parts, std::string_view empty) 
 
 std::string_view StateWriteText(StateWrite s) {
   switch (s) {
-    case StateWrite::kAsWritten: return "as written";
-    case StateWrite::kAllocating: return "Allocating";
-    case StateWrite::kShutdown: return "Shutdown";
+    case StateWrite::kAsWritten:
+      return "as written";
+    case StateWrite::kAllocating:
+      return "Allocating";
+    case StateWrite::kShutdown:
+      return "Shutdown";
   }
   return "as written";
 }
 
 std::string_view CycleEditText(CycleEdit c) {
   switch (c) {
-    case CycleEdit::kNone: return "-";
-    case CycleEdit::kEnterOnAllocation: return "enter on allocation";
-    case CycleEdit::kEnterDirectly: return "enter directly";
-    case CycleEdit::kStay: return "stay";
-    case CycleEdit::kHold: return "hold";
-    case CycleEdit::kScaledDown: return "scaled down";
-    case CycleEdit::kClear: return "clear";
+    case CycleEdit::kNone:
+      return "-";
+    case CycleEdit::kEnterOnAllocation:
+      return "enter on allocation";
+    case CycleEdit::kEnterDirectly:
+      return "enter directly";
+    case CycleEdit::kStay:
+      return "stay";
+    case CycleEdit::kHold:
+      return "hold";
+    case CycleEdit::kScaledDown:
+      return "scaled down";
+    case CycleEdit::kClear:
+      return "clear";
   }
   return "-";
 }
 
 std::string_view VerdictText(Verdict v) {
   switch (v) {
-    case Verdict::kAllow: return "allow";
-    case Verdict::kFailOpen: return "fail open";
-    case Verdict::kDeny: return "deny";
+    case Verdict::kAllow:
+      return "allow";
+    case Verdict::kFailOpen:
+      return "fail open";
+    case Verdict::kDeny:
+      return "deny";
   }
   return "allow";
 }
@@ -219,11 +336,10 @@ std::string_view VerdictText(Verdict v) {
 std::string OwnedKeysText(OwnedKeys k) {
   if (k == kAnyOwnedKey) return "any owned";
   std::string out;
-  for (auto [bit, name] : {std::pair{kSinceBit, "since"}, std::pair{kAllocationBit, "allocation"},
-                           std::pair{kConfirmedBit, "confirmed"},
-                           std::pair{kOutcomeBit, "outcome"},
-                           std::pair{kShutdownBit, "shutdown-requested"},
-                           std::pair{kBypassedBit, "bypassed"}}) {
+  for (auto [bit, name] :
+       {std::pair{kSinceBit, "since"}, std::pair{kAllocationBit, "allocation"},
+        std::pair{kConfirmedBit, "confirmed"}, std::pair{kOutcomeBit, "outcome"},
+        std::pair{kShutdownBit, "shutdown-requested"}, std::pair{kBypassedBit, "bypassed"}}) {
     if (k & bit) out += (out.empty() ? "" : ", ") + std::string(name);
   }
   return out;
@@ -231,33 +347,48 @@ std::string OwnedKeysText(OwnedKeys k) {
 
 std::string_view OwnedVerdictText(OwnedVerdict v) {
   switch (v) {
-    case OwnedVerdict::kAllow: return "allow";
-    case OwnedVerdict::kCheckValue: return "allow if the value is the gate's";
-    case OwnedVerdict::kDeny: return "deny";
+    case OwnedVerdict::kAllow:
+      return "allow";
+    case OwnedVerdict::kCheckValue:
+      return "allow if the value is the gate's";
+    case OwnedVerdict::kDeny:
+      return "deny";
   }
   return "deny";
 }
 
 std::string_view ResolveVerdictText(ResolveVerdict v) {
   switch (v) {
-    case ResolveVerdict::kIgnore: return "ignore";
-    case ResolveVerdict::kWait: return "wait";
-    case ResolveVerdict::kPromote: return "promote";
-    case ResolveVerdict::kTimeOut: return "time out";
-    case ResolveVerdict::kRecord: return "record";
-    case ResolveVerdict::kRecordBypass: return "record bypass";
-    case ResolveVerdict::kConfirmBypass: return "confirm";
-    case ResolveVerdict::kBypassDeadline: return "bypass deadline";
+    case ResolveVerdict::kIgnore:
+      return "ignore";
+    case ResolveVerdict::kWait:
+      return "wait";
+    case ResolveVerdict::kPromote:
+      return "promote";
+    case ResolveVerdict::kTimeOut:
+      return "time out";
+    case ResolveVerdict::kRecord:
+      return "record";
+    case ResolveVerdict::kRecordBypass:
+      return "record bypass";
+    case ResolveVerdict::kConfirmBypass:
+      return "confirm";
+    case ResolveVerdict::kBypassDeadline:
+      return "bypass deadline";
   }
   return "wait";
 }
 
 std::string BypassesText(Bypasses b) {
   switch (b) {
-    case kAnyBypass: return "any";
-    case kUnseen: return "unseen";
-    case kOpen: return "open";
-    default: return "other";
+    case kAnyBypass:
+      return "any";
+    case kUnseen:
+      return "unseen";
+    case kOpen:
+      return "open";
+    default:
+      return "other";
   }
 }
 
@@ -278,12 +409,11 @@ std::span<const GateRule> GateRules() { return kGateRules; }
 
 const GateRule& DecideGate(const GateInput& in) {
   for (const GateRule& r : kGateRules) {
-    if (In(in.old_phase, r.old_phase) && In(in.new_phase, r.new_phase) &&
-        In(in.writer, r.writer) && Matches(r.opted_in, in.opted_in) &&
-        Matches(r.confirmed, in.confirmed) && Matches(r.timed_out, in.timed_out) &&
-        Matches(r.crd_accepts, in.crd_accepts) &&
-        Matches(r.reject_mode, in.mode == GateMode::kReject) &&
-        Matches(r.deleting, in.deleting) && Matches(r.has_since, in.has_since) &&
+    if (In(in.old_phase, r.old_phase) && In(in.new_phase, r.new_phase) && In(in.writer, r.writer) &&
+        Matches(r.opted_in, in.opted_in) && Matches(r.confirmed, in.confirmed) &&
+        Matches(r.timed_out, in.timed_out) && Matches(r.crd_accepts, in.crd_accepts) &&
+        Matches(r.reject_mode, in.mode == GateMode::kReject) && Matches(r.deleting, in.deleting) &&
+        Matches(r.has_since, in.has_since) &&
         Matches(r.shutdown_requested, in.shutdown_requested) &&
         Matches(r.hold_scale_down, in.hold_scale_down)) {
       return r;
@@ -334,8 +464,7 @@ const ResolveRule& DecideResolve(const ResolveInput& in) {
   for (const ResolveRule& r : kResolveRules) {
     if (Matches(r.scaled_down, in.scaled_down) && Matches(r.opted_in, in.opted_in) &&
         Matches(r.deleting, in.deleting) && In(in.phase, r.phase) && In(in.bypass, r.bypass) &&
-        Matches(r.ready, in.ready) &&
-        Matches(r.past_deadline, in.past_deadline)) {
+        Matches(r.ready, in.ready) && Matches(r.past_deadline, in.past_deadline)) {
       return r;
     }
   }
@@ -405,7 +534,8 @@ std::string RenderOwnedTable() {
 
 std::string RenderResolveTable() {
   std::string out =
-      "| # | outcome ScaledDown | opted in | being deleted | state | bypass | ready | past deadline "
+      "| # | outcome ScaledDown | opted in | being deleted | state | bypass | ready | past "
+      "deadline "
       "| verdict | what |\n"
       "|---|---|---|---|---|---|---|---|---|---|\n";
   int i = 0;

@@ -52,14 +52,14 @@ struct GateInput {
   Phase old_phase = Phase::kOutside;
   Phase new_phase = Phase::kOutside;
   Writer writer = Writer::kOther;
-  bool confirmed = false;  // the new object's `confirmed` is non-empty and equals `allocation`
-  bool timed_out = false;  // the new object's `outcome` is TimedOut
+  bool confirmed = false;    // the new object's `confirmed` is non-empty and equals `allocation`
+  bool timed_out = false;    // the new object's `outcome` is TimedOut
   bool crd_accepts = false;  // the GameServer CRD is known to accept Allocating
   GateMode mode = GateMode::kRewrite;  // the new object's mode (only rules on Allocated read it)
-  bool deleting = false;   // the new object has a deletionTimestamp
-  bool has_since = false;  // the new object carries `since`
-  bool shutdown_requested = false;  // the old or the new object carries `shutdown-requested`
-  bool hold_scale_down = false;  // the new object's on-scale-down is Hold
+  bool deleting = false;               // the new object has a deletionTimestamp
+  bool has_since = false;              // the new object carries `since`
+  bool shutdown_requested = false;     // the old or the new object carries `shutdown-requested`
+  bool hold_scale_down = false;        // the new object's on-scale-down is Hold
 };
 
 enum class Verdict : uint8_t { kAllow, kFailOpen, kDeny };
@@ -111,7 +111,11 @@ const GateRule& DecideGate(const GateInput& in);
 
 // The project-owned annotations as a set (bits), for the rules below.
 enum class OwnedKey : uint8_t {
-  kSince = 1, kAllocation = 2, kConfirmed = 4, kOutcome = 8, kShutdownRequested = 16,
+  kSince = 1,
+  kAllocation = 2,
+  kConfirmed = 4,
+  kOutcome = 8,
+  kShutdownRequested = 16,
   kBypassed = 32
 };
 using OwnedKeys = uint8_t;
@@ -182,7 +186,10 @@ struct ResolveInput {
 // kRecord: the allocation ended without the resolver (a scale-down the webhook let through):
 // record its outcome (Event, metric, log) once.
 enum class ResolveVerdict : uint8_t {
-  kIgnore, kWait, kPromote, kTimeOut,
+  kIgnore,
+  kWait,
+  kPromote,
+  kTimeOut,
   kRecord,          // a scale-down let through (outcome ScaledDown): record it once
   kRecordBypass,    // write bypassed/since/allocation (and drop confirmed/outcome)
   kConfirmBypass,   // confirmed = allocation, outcome Confirmed; the state stays Allocated
@@ -221,8 +228,8 @@ OnTimeout TimeoutAction(OnTimeout on_timeout, bool shutdown_requested);
 // Allocating server; any other on-timeout records outcome Unconfirmed and leaves it Allocated.
 struct BypassTimeoutRule {
   OnTimeout on_timeout;
-  bool confirm;                  // write `confirmed` = allocation
-  std::string_view outcome;      // the `outcome` written
+  bool confirm;              // write `confirmed` = allocation
+  std::string_view outcome;  // the `outcome` written
 };
 std::span<const BypassTimeoutRule> BypassTimeoutRules();
 const BypassTimeoutRule& BypassTimeoutAction(OnTimeout on_timeout);

@@ -37,13 +37,19 @@ std::string StringField(const Json& parent, std::string_view key, std::string_vi
 
 std::string_view JsonTypeName(const Json& v) {
   switch (v.GetType()) {
-    case rapidjson::kNullType: return "null";
+    case rapidjson::kNullType:
+      return "null";
     case rapidjson::kFalseType:
-    case rapidjson::kTrueType: return "a boolean";
-    case rapidjson::kObjectType: return "an object";
-    case rapidjson::kArrayType: return "an array";
-    case rapidjson::kStringType: return "a string";
-    case rapidjson::kNumberType: return "a number";
+    case rapidjson::kTrueType:
+      return "a boolean";
+    case rapidjson::kObjectType:
+      return "an object";
+    case rapidjson::kArrayType:
+      return "an array";
+    case rapidjson::kStringType:
+      return "a string";
+    case rapidjson::kNumberType:
+      return "a number";
   }
   return "unknown";
 }
@@ -85,10 +91,10 @@ StringMap::StringMap(const Json* obj, std::string_view path, Parse mode) {
   for (auto it = obj->MemberBegin(); it != obj->MemberEnd(); ++it) {
     if (!it->value.IsString()) {
       if (mode == Parse::kLenient) continue;
-      throw BadRequest(fmt::format("{}[\"{}\"] is {}, expected a string", path,
-                                   std::string_view(it->name.GetString(),
-                                                    std::min<size_t>(it->name.GetStringLength(), 100)),
-                                   JsonTypeName(it->value)));
+      throw BadRequest(fmt::format(
+          "{}[\"{}\"] is {}, expected a string", path,
+          std::string_view(it->name.GetString(), std::min<size_t>(it->name.GetStringLength(), 100)),
+          JsonTypeName(it->value)));
     }
     // A repeated key keeps its first value, like rapidjson's FindMember (admission refuses
     // repeated keys before it gets here).
@@ -115,7 +121,7 @@ bool ObjectMeta::OptedIn() const {
 std::string ObjectName(const ObjectMeta& meta, std::string_view fallback_namespace,
                        std::string_view fallback_name) {
   std::string_view ns = meta.namespace_.empty() ? fallback_namespace : meta.namespace_;
-  std::string_view name = !meta.name.empty()     ? std::string_view(meta.name)
+  std::string_view name = !meta.name.empty()       ? std::string_view(meta.name)
                           : !fallback_name.empty() ? fallback_name
                                                    : std::string_view(meta.generate_name);
   return fmt::format("{}/{}", ns, name);
@@ -158,7 +164,8 @@ GameServerView ParseGameServer(const Json* obj, const std::string& path, Parse m
     return g;
   }
   const Json* meta = Member(*obj, "metadata");
-  if (!meta && mode == Parse::kStrict) throw BadRequest(fmt::format("{}.metadata is missing", path));
+  if (!meta && mode == Parse::kStrict)
+    throw BadRequest(fmt::format("{}.metadata is missing", path));
   static_cast<ObjectMeta&>(g) = ReadMeta(meta, path + ".metadata", mode);
   g.present = true;
   const Json* status = Member(*obj, "status");
@@ -185,7 +192,8 @@ GameServerView ParseGameServer(const Json* obj, const std::string& path, Parse m
   }
   if (auto a = g.Annotation(keys::kAllocation)) g.allocation = std::string(*a);
   if (auto s = g.Annotation(keys::kSince)) {
-    if (auto t = util::ParseRfc3339(*s)) g.since = std::chrono::time_point_cast<Clock::duration>(*t);
+    if (auto t = util::ParseRfc3339(*s))
+      g.since = std::chrono::time_point_cast<Clock::duration>(*t);
   }
   return g;
 }

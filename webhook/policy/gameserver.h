@@ -113,9 +113,9 @@ struct PortView {
 
 // A GameServer (an empty view, present == false, when the object is absent).
 struct GameServerView : ObjectMeta {
-  std::string state;            // status.state ("" when absent)
-  std::string address;          // status.address
-  std::vector<PortView> ports;  // status.ports[].{name,port}
+  std::string state;               // status.state ("" when absent)
+  std::string address;             // status.address
+  std::vector<PortView> ports;     // status.ports[].{name,port}
   std::string allocation;          // allocating.agones.dev/allocation ("" when absent)
   std::optional<TimePoint> since;  // allocating.agones.dev/since, parsed
 };
@@ -123,7 +123,8 @@ struct GameServerView : ObjectMeta {
 // The allocation id for a GameServer entering Allocating: agones.dev/last-allocated when this
 // update set it (present, non-empty and different from the old object's value), else std::nullopt
 // (the id is then `since`).
-std::optional<std::string_view> FreshLastAllocated(const ObjectMeta& old_gs, const ObjectMeta& new_gs);
+std::optional<std::string_view> FreshLastAllocated(const ObjectMeta& old_gs,
+                                                   const ObjectMeta& new_gs);
 
 // `obj` may be nullptr (absent). `path` names the object in messages ("request.object").
 GameServerView ParseGameServer(const Json* obj, const std::string& path, Parse mode);

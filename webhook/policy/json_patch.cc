@@ -8,10 +8,14 @@ namespace {
 
 std::string_view OpName(JsonPatch::Op op) {
   switch (op) {
-    case JsonPatch::Op::kAdd: return "add";
-    case JsonPatch::Op::kReplace: return "replace";
-    case JsonPatch::Op::kRemove: return "remove";
-    case JsonPatch::Op::kTest: return "test";
+    case JsonPatch::Op::kAdd:
+      return "add";
+    case JsonPatch::Op::kReplace:
+      return "replace";
+    case JsonPatch::Op::kRemove:
+      return "remove";
+    case JsonPatch::Op::kTest:
+      return "test";
   }
   return "add";
 }

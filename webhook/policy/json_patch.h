@@ -3,10 +3,11 @@
 // set/remove keys of a string map (metadata.annotations, metadata.labels).
 //
 // Promise: paths are RFC 6901 JSON Pointers with "~" escaped as "~0" and "/" as "~1"; the
-// serialized patch is a JSON array of {"op","path"[,"value"]} objects in insertion order ("value" for every op but remove).
-// MapEdit emits only ops that apply to the map as sent: "add" for a missing key, "replace" for a
-// key whose value differs, nothing for a key that already has the value, "remove" only for keys
-// that exist, and a single "add" of the whole map when the map itself is absent.
+// serialized patch is a JSON array of {"op","path"[,"value"]} objects in insertion order ("value"
+// for every op but remove). MapEdit emits only ops that apply to the map as sent: "add" for a
+// missing key, "replace" for a key whose value differs, nothing for a key that already has the
+// value, "remove" only for keys that exist, and a single "add" of the whole map when the map itself
+// is absent.
 #pragma once
 
 #include <string>
@@ -28,7 +29,7 @@ class JsonPatch {
     Op op;
     std::string path;
     bool is_map = false;
-    std::string value;                                       // when !is_map (and op != remove)
+    std::string value;                                     // when !is_map (and op != remove)
     std::vector<std::pair<std::string, std::string>> map;  // when is_map
   };
 

@@ -5,8 +5,8 @@
 namespace aw::policy {
 
 bool Policy::IsTrusted(const std::string& user) const {
-  return !user.empty() && std::find(trusted_users.begin(), trusted_users.end(), user) !=
-                              trusted_users.end();
+  return !user.empty() &&
+         std::find(trusted_users.begin(), trusted_users.end(), user) != trusted_users.end();
 }
 
 bool Policy::IsAgonesController(const std::string& user) const {

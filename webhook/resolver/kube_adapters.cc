@@ -48,7 +48,8 @@ void CacheNotifier::OnUpsert(const kube::ObjectPtr& obj) {
 void CacheNotifier::OnDelete(const kube::ObjectPtr& last_known) {
   if (!last_known) return;
   std::shared_ptr<const GameServerView> view;
-  if (last_known->doc) view = std::make_shared<const GameServerView>(ParseGameServer(*last_known->doc));
+  if (last_known->doc)
+    view = std::make_shared<const GameServerView>(ParseGameServer(*last_known->doc));
   resolver_.NotifyDeleted(last_known->namespace_, last_known->name, std::move(view));
 }
 
@@ -88,9 +89,9 @@ void KubeEvents::Record(const GameServerView& gs, EventType type, const std::str
   ref.name = gs.name;
   ref.uid = gs.uid;
   ref.resource_version = gs.resource_version;
-  recorder_.Record(ref, type == EventType::kWarning ? kube::EventType::kWarning
-                                                    : kube::EventType::kNormal,
-                   reason, message);
+  recorder_.Record(
+      ref, type == EventType::kWarning ? kube::EventType::kWarning : kube::EventType::kNormal,
+      reason, message);
 }
 
 }  // namespace aw::resolver

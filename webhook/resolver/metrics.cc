@@ -25,9 +25,10 @@ Metrics::Metrics(prometheus::Registry& registry) {
                      .Add({});
   scaled_down_ = &prometheus::BuildCounter()
                       .Name("allocating_webhook_resolver_scaled_down_total")
-                      .Help("Allocating GameServers shut down by an Agones scale-down or rolling "
-                            "update before they were confirmed (outcome ScaledDown), as the "
-                            "resolver recorded them")
+                      .Help(
+                          "Allocating GameServers shut down by an Agones scale-down or rolling "
+                          "update before they were confirmed (outcome ScaledDown), as the "
+                          "resolver recorded them")
                       .Register(registry)
                       .Add({});
   timeouts_ = &prometheus::BuildCounter()
@@ -45,8 +46,9 @@ Metrics::Metrics(prometheus::Registry& registry) {
                        .Register(registry);
   bypassed_ = &prometheus::BuildCounter()
                    .Name("allocating_webhook_bypassed_allocations_total")
-                   .Help("Allocations of opted-in GameServers that reached Allocated without "
-                         "passing the gate (admission unreachable), by namespace and fleet")
+                   .Help(
+                       "Allocations of opted-in GameServers that reached Allocated without "
+                       "passing the gate (admission unreachable), by namespace and fleet")
                    .Register(registry);
   bypass_resolved_ = &prometheus::BuildCounter()
                           .Name("allocating_webhook_bypass_resolutions_total")
@@ -54,8 +56,9 @@ Metrics::Metrics(prometheus::Registry& registry) {
                           .Register(registry);
   bypassed_servers_ = &prometheus::BuildGauge()
                            .Name("allocating_webhook_bypassed_servers")
-                           .Help("Allocated GameServers whose bypass of the gate the leader is "
-                                 "recording or checking now")
+                           .Help(
+                               "Allocated GameServers whose bypass of the gate the leader is "
+                               "recording or checking now")
                            .Register(registry)
                            .Add({});
   // As client-go and controller-runtime register them: a "name" / "controller" label, their
@@ -63,11 +66,11 @@ Metrics::Metrics(prometheus::Registry& registry) {
   const prometheus::Labels queue{{"name", "resolver"}};
   const prometheus::Labels controller{{"controller", "resolver"}};
   const prometheus::Histogram::BucketBoundaries queue_buckets{1e-8, 1e-7, 1e-6, 1e-5, 1e-4,
-                                                              1e-3, 1e-2, 1e-1, 1, 10};
+                                                              1e-3, 1e-2, 1e-1, 1,    10};
   const prometheus::Histogram::BucketBoundaries reconcile_buckets{
-      0.005, 0.01, 0.025, 0.05, 0.1, 0.15, 0.2, 0.25, 0.3, 0.35, 0.4, 0.45, 0.5, 0.6, 0.7,
-      0.8, 0.9, 1.0, 1.25, 1.5, 1.75, 2.0, 2.5, 3.0, 3.5, 4.0, 4.5, 5, 6, 7, 8, 9, 10, 15,
-      20, 25, 30, 40, 50, 60};
+      0.005, 0.01, 0.025, 0.05, 0.1,  0.15, 0.2,  0.25, 0.3, 0.35, 0.4, 0.45, 0.5, 0.6,
+      0.7,   0.8,  0.9,   1.0,  1.25, 1.5,  1.75, 2.0,  2.5, 3.0,  3.5, 4.0,  4.5, 5,
+      6,     7,    8,     9,    10,   15,   20,   25,   30,  40,   50,  60};
   queue_depth_ = &prometheus::BuildGauge()
                       .Name("workqueue_depth")
                       .Help("Current depth of workqueue")
@@ -80,8 +83,9 @@ Metrics::Metrics(prometheus::Registry& registry) {
                      .Add(queue);
   queue_duration_ = &prometheus::BuildHistogram()
                          .Name("workqueue_queue_duration_seconds")
-                         .Help("How long in seconds an item stays in workqueue before being "
-                               "requested")
+                         .Help(
+                             "How long in seconds an item stays in workqueue before being "
+                             "requested")
                          .Register(registry)
                          .Add(queue, queue_buckets);
   work_duration_ = &prometheus::BuildHistogram()
@@ -114,15 +118,16 @@ Metrics::Metrics(prometheus::Registry& registry) {
                          .Add(controller, reconcile_buckets);
   // Every label value known in advance exists from start-up at 0, so rate() and the dashboard see
   // the series before the first event.
-  for (const char* action : {"Unhealthy", "Allocated", "Shutdown"}) timeouts_->Add({{"action", action}});
+  for (const char* action : {"Unhealthy", "Allocated", "Shutdown"})
+    timeouts_->Add({{"action", action}});
   for (const char* status : {"rejected", "retry"}) patch_errors_->Add({{"status", status}});
   for (const char* o : {"Confirmed", "Unconfirmed", "TimedOut"}) {
     bypass_resolved_->Add({{"outcome", o}});
   }
   for (const char* o : {"Confirmed", "TimedOut"}) {
     duration_->Add({{"outcome", o}},
-                   prometheus::Histogram::BucketBoundaries{0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10,
-                                                           30, 60, 120, 300, 600});
+                   prometheus::Histogram::BucketBoundaries{0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30,
+                                                           60, 120, 300, 600});
   }
 }
 

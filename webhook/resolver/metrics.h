@@ -31,13 +31,13 @@
 //   controller_runtime_reconcile_time_seconds{controller}   histogram: one Reconcile call
 #pragma once
 
-#include <string_view>
-
 #include <prometheus/counter.h>
 #include <prometheus/family.h>
 #include <prometheus/gauge.h>
 #include <prometheus/histogram.h>
 #include <prometheus/registry.h>
+
+#include <string_view>
 
 namespace aw::resolver {
 

@@ -3,13 +3,13 @@
 #include <algorithm>
 #include <unordered_map>
 
-#include "policy/config.h"
 #include "contract/keys.h"
+#include "policy/config.h"
 #include "resolver/core/patches.h"
 #include "util/duration.h"
-#include "util/time_format.h"
 #include "util/io/log.h"
 #include "util/io/mutex.h"
+#include "util/time_format.h"
 
 namespace aw::resolver {
 
@@ -25,11 +25,11 @@ struct Resolver::PatchDone {
   policy::OnTimeout action = policy::OnTimeout::kUnhealthy;
   std::optional<TimePoint> since;
   std::string ns;
-  std::string fleet;       // label agones.dev/fleet ("" when none)
-  std::string allocation;  // the allocation id the patch wrote or confirmed
+  std::string fleet;           // label agones.dev/fleet ("" when none)
+  std::string allocation;      // the allocation id the patch wrote or confirmed
   std::string bypass_outcome;  // for kBypassDeadline: the outcome written
   Status outcome;
-  double patch_seconds = 0;  // time the API call took
+  double patch_seconds = 0;   // time the API call took
   double queued_seconds = 0;  // time between the decision and the call
 };
 
@@ -37,7 +37,7 @@ struct Resolver::PatchDone {
 // and patch completions (with their data), and the resync request. Guarded by `mu`.
 struct Resolver::Inbox {
   Mutex mu;
-  CondVar cv;  // signalled when work arrives
+  CondVar cv;                             // signalled when work arrives
   bool accepting GUARDED_BY(mu) = false;  // running or step mode
   bool stop GUARDED_BY(mu) = false;
   bool all GUARDED_BY(mu) = false;
@@ -361,9 +361,8 @@ void Resolver::RecordScaledDown(const std::string& key, const GameServerView& gs
              {"allocating_seconds", std::to_string(held_seconds)}});
   std::string message =
       "Shut down by the Agones controller (scale-down or rolling update) " + Seconds(held) +
-      " after entering Allocating, before it was confirmed playable (allocation " +
-      gs.allocation + ", " + std::string(keys::kOnScaleDown) +
-      ": Shutdown); no players had been sent to it";
+      " after entering Allocating, before it was confirmed playable (allocation " + gs.allocation +
+      ", " + std::string(keys::kOnScaleDown) + ": Shutdown); no players had been sent to it";
   auto view = std::make_shared<GameServerView>(gs);
   EventRecorder& events = events_;
   executor_.Post([view, message = std::move(message), &events] {
@@ -375,7 +374,8 @@ void Resolver::ForgetScaledDown(const std::string& key) { scaled_down_.erase(key
 
 std::optional<TimePoint> Resolver::Reconcile(const std::string& key, TimePoint now) {
   auto it = entries_.find(key);
-  if (it != entries_.end() && it->second.patch_in_flight) return std::nullopt;  // requeued on completion
+  if (it != entries_.end() && it->second.patch_in_flight)
+    return std::nullopt;  // requeued on completion
   auto [ns, name] = SplitKey(key);
   std::shared_ptr<const GameServerView> gs = source_.Get(ns, name);
   if (!gs) {
@@ -457,8 +457,9 @@ std::optional<TimePoint> Resolver::Reconcile(const std::string& key, TimePoint n
     // just confirmed): probe now rather than at the next period.
     const bool only_probe_missing =
         !config.require_annotation || !ReadinessAnnotationProblem(*gs).has_value();
-    if (!e.probe_in_flight && (now >= e.next_probe || (changed && only_probe_missing &&
-                                                       e.last_probe && !e.last_probe->result.ok()))) {
+    if (!e.probe_in_flight &&
+        (now >= e.next_probe ||
+         (changed && only_probe_missing && e.last_probe && !e.last_probe->result.ok()))) {
       StartProbe(e, key, *ev.probe, config.probe_period, now);
     }
     // While a probe is in flight its completion requeues the key (a probe can outlast its
@@ -601,9 +602,7 @@ void Resolver::OnPatchDone(PatchDone done, TimePoint now) {
     if (done.verdict == Verdict::kRecordBypass) {
       if (metrics_) metrics_->CountBypass(done.ns, done.fleet);
       log::warn("resolver: allocation bypassed the gate; checking readiness after the fact",
-                {{"gameserver", done.key},
-                 {"fleet", done.fleet},
-                 {"allocation", done.allocation}});
+                {{"gameserver", done.key}, {"fleet", done.fleet}, {"allocation", done.allocation}});
     } else {
       const std::string outcome = done.verdict == Verdict::kConfirmBypass
                                       ? std::string(keys::kOutcomeConfirmed)
@@ -620,8 +619,10 @@ void Resolver::OnPatchDone(PatchDone done, TimePoint now) {
     if (metrics_) {
       metrics_->ObserveDuration(promote ? keys::kOutcomeConfirmed : keys::kOutcomeTimedOut,
                                 std::max(held, 0.0));
-      if (promote) metrics_->CountPromotion();
-      else metrics_->CountTimeout(policy::OnTimeoutName(done.action));
+      if (promote)
+        metrics_->CountPromotion();
+      else
+        metrics_->CountTimeout(policy::OnTimeoutName(done.action));
     }
     log::info(promote ? "resolver: promoted to Allocated" : "resolver: timed out",
               {{"gameserver", done.key},
@@ -680,23 +681,33 @@ void Resolver::UpdateGauge() {
 
 PatchStatus PatchStatusOf(const Status& status) {
   switch (status.code()) {
-    case Status::Code::kOk: return PatchStatus::kOk;
-    case Status::Code::kConflict: return PatchStatus::kConflict;
-    case Status::Code::kNotFound: return PatchStatus::kNotFound;
+    case Status::Code::kOk:
+      return PatchStatus::kOk;
+    case Status::Code::kConflict:
+      return PatchStatus::kConflict;
+    case Status::Code::kNotFound:
+      return PatchStatus::kNotFound;
     case Status::Code::kUnavailable:
     case Status::Code::kDeadlineExceeded:
-    case Status::Code::kCancelled: return PatchStatus::kRetry;
-    default: return PatchStatus::kRejected;
+    case Status::Code::kCancelled:
+      return PatchStatus::kRetry;
+    default:
+      return PatchStatus::kRejected;
   }
 }
 
 std::string_view PatchStatusName(PatchStatus s) {
   switch (s) {
-    case PatchStatus::kOk: return "ok";
-    case PatchStatus::kConflict: return "conflict";
-    case PatchStatus::kNotFound: return "not_found";
-    case PatchStatus::kRejected: return "rejected";
-    case PatchStatus::kRetry: return "retry";
+    case PatchStatus::kOk:
+      return "ok";
+    case PatchStatus::kConflict:
+      return "conflict";
+    case PatchStatus::kNotFound:
+      return "not_found";
+    case PatchStatus::kRejected:
+      return "rejected";
+    case PatchStatus::kRetry:
+      return "retry";
   }
   return "unknown";
 }

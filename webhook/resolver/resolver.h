@@ -40,11 +40,11 @@
 #include "policy/policy.h"
 #include "probe/prober.h"
 #include "resolver/core/evaluate.h"
-#include "resolver/metrics.h"
 #include "resolver/core/ports.h"
+#include "resolver/metrics.h"
+#include "runtime/core/work_queue_state.h"
 #include "runtime/manager.h"
 #include "runtime/thread_pool.h"
-#include "runtime/core/work_queue_state.h"
 #include "util/status.h"
 
 namespace aw::resolver {
@@ -64,8 +64,8 @@ struct ResolverOptions {
 class Resolver {
  public:
   Resolver(ResolverOptions options, GameServerSource& source, Patcher& patcher,
-           EventRecorder& events, probe::Prober& prober, const WallClock& clock,
-           Executor& executor, Metrics* metrics = nullptr);
+           EventRecorder& events, probe::Prober& prober, const WallClock& clock, Executor& executor,
+           Metrics* metrics = nullptr);
   ~Resolver();
   Resolver(const Resolver&) = delete;
   Resolver& operator=(const Resolver&) = delete;

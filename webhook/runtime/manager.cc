@@ -13,11 +13,11 @@ struct Manager::Slot {
   size_t group = 0;
   std::string name;
   std::jthread thread;
-  bool running = false;     // thread started and not yet finished
+  bool running = false;  // thread started and not yet finished
   bool ready = false;
   bool stop_asked = false;  // the manager asked it to stop
   std::chrono::steady_clock::time_point deadline = std::chrono::steady_clock::time_point::max();
-  Status failure;           // non-OK when it failed
+  Status failure;  // non-OK when it failed
 };
 
 namespace {
@@ -91,7 +91,9 @@ Manager::~Manager() {
       // Destruction cannot report: a service that fails to stop is logged by the service itself
       // (Run, which reports failures, was never asked to stop it).
       Status st = service->Stop(std::chrono::steady_clock::now());
-      if (!st.ok()) log::warn("manager: service stopped with an error", {{"service", s->name}, {"error", st.ToString()}});
+      if (!st.ok())
+        log::warn("manager: service stopped with an error",
+                  {{"service", s->name}, {"error", st.ToString()}});
       lock.Lock();
     }
   }
@@ -116,8 +118,8 @@ Status Manager::Add(std::unique_ptr<Service> service, RunnableOptions options) {
 Status Manager::AddSlot(std::unique_ptr<Slot> slot, const std::string& kind) {
   auto it = std::find(groups_.begin(), groups_.end(), slot->options.group);
   if (it == groups_.end()) {
-    return Status::InvalidArgument(kind + slot->name + ": unknown group \"" +
-                                   slot->options.group + "\"");
+    return Status::InvalidArgument(kind + slot->name + ": unknown group \"" + slot->options.group +
+                                   "\"");
   }
   MutexLock lock(mu_);
   if (running_) return Status::InvalidArgument(kind + slot->name + ": added after Run");
@@ -221,7 +223,9 @@ Status Manager::Run(std::stop_token stop) {
   MutexLock lock(mu_);
   if (running_) return Status::InvalidArgument("Manager::Run called twice");
   running_ = true;
-  auto failed_or_stopped = [&]() REQUIRES(mu_) { return stop.stop_requested() || !FirstFailure().empty(); };
+  auto failed_or_stopped = [&]() REQUIRES(mu_) {
+    return stop.stop_requested() || !FirstFailure().empty();
+  };
 
   // Start the groups in order; each waits for the previous ones to be ready.
   for (size_t g = 0; g < groups_.size() && !failed_or_stopped(); ++g) {

@@ -37,8 +37,8 @@
 #include <thread>
 #include <vector>
 
-#include "util/status.h"
 #include "util/io/mutex.h"
+#include "util/status.h"
 
 namespace aw::runtime {
 

@@ -13,10 +13,11 @@ const prometheus::Histogram::BucketBoundaries& AdmissionLatencyBuckets() {
 }
 
 AdmissionMetrics::AdmissionMetrics(prometheus::Registry& registry)
-    : requests_(prometheus::BuildCounter()
-                    .Name("allocating_webhook_admission_requests_total")
-                    .Help("Admission requests by route and outcome (allowed, rewritten, denied, error)")
-                    .Register(registry)),
+    : requests_(
+          prometheus::BuildCounter()
+              .Name("allocating_webhook_admission_requests_total")
+              .Help("Admission requests by route and outcome (allowed, rewritten, denied, error)")
+              .Register(registry)),
       duration_(prometheus::BuildHistogram()
                     .Name("allocating_webhook_admission_duration_seconds")
                     .Help("Time to answer an admission request, from the body read to the decision")
@@ -60,9 +61,8 @@ AdmissionMetrics::AdmissionMetrics(prometheus::Registry& registry)
                              "Shutdown; outcome ScaledDown)")
                        .Register(registry)
                        .Add({})) {
-  for (std::string_view key :
-       {keys::kSince, keys::kAllocation, keys::kConfirmed, keys::kOutcome,
-        keys::kShutdownRequested, keys::kSdkReady, keys::kEnabledLabel}) {
+  for (std::string_view key : {keys::kSince, keys::kAllocation, keys::kConfirmed, keys::kOutcome,
+                               keys::kShutdownRequested, keys::kSdkReady, keys::kEnabledLabel}) {
     neutralised_series_.emplace(std::string(key), &neutralised_.Add({{"key", std::string(key)}}));
   }
   const admission::Outcome outcomes[kOutcomes] = {
@@ -105,7 +105,8 @@ void AdmissionMetrics::HttpError(int code) {
   MutexLock lock(http_errors_mu_);
   auto it = http_error_series_.find(code);
   if (it == http_error_series_.end()) {
-    it = http_error_series_.emplace(code, &http_errors_.Add({{"code", std::to_string(code)}})).first;
+    it =
+        http_error_series_.emplace(code, &http_errors_.Add({{"code", std::to_string(code)}})).first;
   }
   it->second->Increment();
 }

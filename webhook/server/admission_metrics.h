@@ -3,14 +3,15 @@
 // Promise: every (route, outcome) and route series exists from the start (zero-valued), so
 // dashboards and alerts see them before the first request; recording is lock-free (pointers to
 // pre-created series, no label lookups per request).
-//   allocating_webhook_admission_requests_total{route,outcome}   outcome: allowed|rewritten|denied|error
-//   allocating_webhook_admission_duration_seconds{route}         histogram, sub-millisecond buckets
-//   allocating_webhook_admission_in_flight                       gauge
-//   allocating_webhook_fail_open_total{route}                    allowed only because the CRD lacks Allocating
-//   allocating_webhook_http_errors_total{code}                   non-200 answers on the admission port
-//   allocating_webhook_neutralised_keys_total{key}               keys a writer may not set, reverted
-//                                                                 instead of denying (forged keys in
-//                                                                 an allocation's metadata)
+//   allocating_webhook_admission_requests_total{route,outcome}   outcome:
+//   allowed|rewritten|denied|error allocating_webhook_admission_duration_seconds{route} histogram,
+//   sub-millisecond buckets allocating_webhook_admission_in_flight                       gauge
+//   allocating_webhook_fail_open_total{route}                    allowed only because the CRD lacks
+//   Allocating allocating_webhook_http_errors_total{code}                   non-200 answers on the
+//   admission port allocating_webhook_neutralised_keys_total{key}               keys a writer may
+//   not set, reverted
+//                                                                 instead of denying (forged keys
+//                                                                 in an allocation's metadata)
 //   allocating_webhook_shutdown_held_total                       Agones controller Shutdowns of an
 //                                                                 Allocating server not applied
 //                                                                 (on-scale-down: Hold)
@@ -21,18 +22,18 @@
 //                                                                 server left the cycle
 #pragma once
 
-#include <array>
-#include <chrono>
-#include <map>
-#include <string>
-#include <string_view>
-#include <mutex>
-
 #include <prometheus/counter.h>
 #include <prometheus/family.h>
 #include <prometheus/gauge.h>
 #include <prometheus/histogram.h>
 #include <prometheus/registry.h>
+
+#include <array>
+#include <chrono>
+#include <map>
+#include <mutex>
+#include <string>
+#include <string_view>
 
 #include "admission/handler.h"
 #include "util/io/mutex.h"

@@ -1,10 +1,10 @@
 #include "server/admission_pipeline.h"
 
+#include <fmt/format.h>
+
 #include <cctype>
 #include <chrono>
 #include <exception>
-
-#include <fmt/format.h>
 
 #include "util/io/log.h"
 
@@ -63,15 +63,16 @@ HttpAnswer AdmissionPipeline::Serve(admission::Route route, std::string_view con
     auto latency = std::chrono::steady_clock::now() - start;
     metrics_.Record(route, admission::Outcome::kError, false, latency);
     metrics_.HttpError(status);
-    log::warn("admission request rejected",
-              {{"route", route_name}, {"status", std::to_string(status)}, {"reason", message},
-               {"latency_ms", Millis(latency)}});
+    log::warn("admission request rejected", {{"route", route_name},
+                                             {"status", std::to_string(status)},
+                                             {"reason", message},
+                                             {"latency_ms", Millis(latency)}});
     return Text(status, std::move(message));
   };
 
   if (body_too_large) {
-    return reject(413, fmt::format("request body larger than the limit of {} bytes",
-                                   max_body_bytes_));
+    return reject(413,
+                  fmt::format("request body larger than the limit of {} bytes", max_body_bytes_));
   }
   if (!IsJsonContentType(content_type)) {
     return reject(415, fmt::format("unsupported content type \"{}\": admission requests must be "
@@ -97,9 +98,11 @@ HttpAnswer AdmissionPipeline::Serve(admission::Route route, std::string_view con
   if (result.http_status >= 500) {
     metrics_.Record(route, admission::Outcome::kError, false, latency);
     metrics_.HttpError(result.http_status);
-    log::error("admission request failed",
-               {{"route", route_name}, {"uid", result.uid}, {"status", std::to_string(result.http_status)},
-                {"reason", result.reason}, {"latency_ms", Millis(latency)}});
+    log::error("admission request failed", {{"route", route_name},
+                                            {"uid", result.uid},
+                                            {"status", std::to_string(result.http_status)},
+                                            {"reason", result.reason},
+                                            {"latency_ms", Millis(latency)}});
     return Text(result.http_status, result.reason.empty() ? "internal error" : result.reason);
   }
 

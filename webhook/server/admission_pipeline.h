@@ -14,8 +14,8 @@
 #include <string>
 #include <string_view>
 
-#include "contract/crd_state.h"
 #include "admission/handler.h"
+#include "contract/crd_state.h"
 #include "policy/policy.h"
 #include "server/admission_metrics.h"
 

@@ -1,11 +1,11 @@
 #include "server/cert_reloader.h"
 
+#include <fmt/chrono.h>
+#include <fmt/format.h>
+
 #include <fstream>
 #include <sstream>
 #include <thread>
-
-#include <fmt/chrono.h>
-#include <fmt/format.h>
 
 #include "util/io/file.h"
 #include "util/io/log.h"
@@ -49,11 +49,12 @@ void CertReloader::Install(std::shared_ptr<const KeyPair> pair, Contents content
   expiry_.Set(static_cast<double>(
       std::chrono::duration_cast<std::chrono::seconds>(pair->not_after().time_since_epoch())
           .count()));
-  log::info("serving certificate loaded",
-            {{"subject", pair->subject()},
-             {"sha256", pair->fingerprint_sha256()},
-             {"not_after", util::FormatRfc3339(pair->not_after(), util::Rfc3339Precision::kSeconds)},
-             {"cert_file", cert_path_}});
+  log::info(
+      "serving certificate loaded",
+      {{"subject", pair->subject()},
+       {"sha256", pair->fingerprint_sha256()},
+       {"not_after", util::FormatRfc3339(pair->not_after(), util::Rfc3339Precision::kSeconds)},
+       {"cert_file", cert_path_}});
   if (pair->not_after() < std::chrono::system_clock::now()) {
     log::warn("serving certificate has expired", {{"subject", pair->subject()}});
   }
@@ -101,8 +102,9 @@ bool CertReloader::PollOnce() {
       last_read_error_ = contents.status().message();
     }
     failures_.Increment();
-    log::error("serving certificate reload rejected; keeping the previous certificate",
-               {{"error", result.status().message()}, {"cert_file", cert_path_}, {"key_file", key_path_}});
+    log::error(
+        "serving certificate reload rejected; keeping the previous certificate",
+        {{"error", result.status().message()}, {"cert_file", cert_path_}, {"key_file", key_path_}});
     return false;
   }
   Install(std::move(result).value(), std::move(contents).value());

@@ -2,24 +2,24 @@
 //
 // Promise: Current() always returns the last valid pair (never a mismatched or half-written
 // one) and is cheap and thread-safe (an atomic shared_ptr load per TLS handshake). Run() (a
-// runtime::Runnable body) re-reads both files every `interval` through their paths (so a Kubernetes Secret
-// volume's `..data` symlink swap is seen) and installs a new pair only when the contents changed
-// and the new key matches the new certificate. A pair that stays bad is logged and counted once
-// per distinct content, and the old pair keeps serving. Metrics (on the shared registry):
+// runtime::Runnable body) re-reads both files every `interval` through their paths (so a Kubernetes
+// Secret volume's `..data` symlink swap is seen) and installs a new pair only when the contents
+// changed and the new key matches the new certificate. A pair that stays bad is logged and counted
+// once per distinct content, and the old pair keeps serving. Metrics (on the shared registry):
 //   allocating_webhook_certificate_reloads_total
 //   allocating_webhook_certificate_reload_failures_total
 //   allocating_webhook_certificate_expiry_timestamp_seconds  (notAfter of the serving leaf)
 #pragma once
+
+#include <prometheus/counter.h>
+#include <prometheus/gauge.h>
+#include <prometheus/registry.h>
 
 #include <atomic>
 #include <chrono>
 #include <memory>
 #include <optional>
 #include <string>
-
-#include <prometheus/counter.h>
-#include <prometheus/gauge.h>
-#include <prometheus/registry.h>
 
 #include "runtime/manager.h"
 #include "server/tls_context.h"
@@ -64,8 +64,8 @@ class CertReloader final : public KeyPairSource {
   prometheus::Gauge& expiry_;
 
   std::atomic<std::shared_ptr<const KeyPair>> current_;
-  Contents loaded_;                        // contents of the installed pair (poll thread only)
-  std::optional<Contents> last_rejected_;  // so a bad pair is counted once
+  Contents loaded_;                             // contents of the installed pair (poll thread only)
+  std::optional<Contents> last_rejected_;       // so a bad pair is counted once
   std::optional<std::string> last_read_error_;  // so a missing file is counted once
 };
 

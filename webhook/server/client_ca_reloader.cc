@@ -83,9 +83,10 @@ std::optional<std::string> ClientCaReloader::Read(std::string* error) {
 
 CaBundleResult ClientCaReloader::Parse() {
   if (files_.empty()) {
-    return fmt::format("{}: no *.crt or *.pem file (a client CA directory, e.g. Agones' "
-                       "allocator-client-ca Secret)",
-                       path_);
+    return fmt::format(
+        "{}: no *.crt or *.pem file (a client CA directory, e.g. Agones' "
+        "allocator-client-ca Secret)",
+        path_);
   }
   if (files_.size() == 1 && files_.front().first == path_) {
     return ParseCaBundle(files_.front().second, path_);

@@ -17,6 +17,9 @@
 //   allocating_webhook_client_ca_reload_failures_total
 #pragma once
 
+#include <prometheus/counter.h>
+#include <prometheus/registry.h>
+
 #include <atomic>
 #include <chrono>
 #include <memory>
@@ -25,9 +28,6 @@
 #include <thread>
 #include <utility>
 #include <vector>
-
-#include <prometheus/counter.h>
-#include <prometheus/registry.h>
 
 #include "server/tls_context.h"
 #include "util/io/mutex.h"
@@ -63,8 +63,8 @@ class ClientCaReloader final : public ClientCaSource {
   prometheus::Counter& reloads_;
   prometheus::Counter& failures_;
   std::atomic<std::shared_ptr<const CaBundle>> current_;
-  std::string loaded_;                  // contents of the installed bundle (poll thread only)
-  std::optional<std::string> rejected_; // last rejected contents or read error, counted once
+  std::string loaded_;                   // contents of the installed bundle (poll thread only)
+  std::optional<std::string> rejected_;  // last rejected contents or read error, counted once
   Mutex mu_;
   CondVar cv_;  // signalled by Stop
   bool stopping_ GUARDED_BY(mu_) = false;

@@ -6,8 +6,8 @@ using std::chrono::milliseconds;
 
 void RegisterServerFlags(flags::FlagSet& fs, ServerConfig* cfg) {
   fs.Int("port", &cfg->https.port, "HTTPS port for admission requests", 1, 65535);
-  fs.Int("health-port", &cfg->health_port,
-         "Plain-HTTP port for /healthz, /readyz and /metrics", 1, 65535);
+  fs.Int("health-port", &cfg->health_port, "Plain-HTTP port for /healthz, /readyz and /metrics", 1,
+         65535);
   fs.String("bind-address", &cfg->https.bind_address,
             "Address both listeners bind to (0.0.0.0 = all IPv4 addresses)");
   fs.String("tls-cert-file", &cfg->tls_cert_file,
@@ -41,10 +41,11 @@ void RegisterServerFlags(flags::FlagSet& fs, ServerConfig* cfg) {
               milliseconds(1));
   fs.Duration("write-timeout", &cfg->https.write_timeout,
               "Longest a client may take to accept a whole response", milliseconds(1));
-  fs.Duration("keep-alive-timeout", &cfg->https.keep_alive_timeout,
-              "How long an idle keep-alive connection is kept open (keep it above the client's idle "
-              "timeout, 90s for kube-apiserver)",
-              std::chrono::seconds(1));
+  fs.Duration(
+      "keep-alive-timeout", &cfg->https.keep_alive_timeout,
+      "How long an idle keep-alive connection is kept open (keep it above the client's idle "
+      "timeout, 90s for kube-apiserver)",
+      std::chrono::seconds(1));
   fs.Size("keep-alive-max-requests", &cfg->https.keep_alive_max_requests,
           "Requests served on one connection before it is closed", 1, UINT32_MAX);
   fs.Size("max-request-line-bytes", &cfg->https.max_request_line_bytes,
@@ -95,21 +96,26 @@ void RegisterPolicyFlags(flags::FlagSet& fs, policy::Policy* policy) {
 
 Status Validate(const ServerConfig& cfg, const policy::Policy& p) {
   if (cfg.tls_cert_file.empty() || cfg.tls_key_file.empty()) {
-    return Status::InvalidArgument("--tls-cert-file and --tls-key-file are required (see scripts/gen-certs)");
+    return Status::InvalidArgument(
+        "--tls-cert-file and --tls-key-file are required (see scripts/gen-certs)");
   }
-  if (cfg.https.port == cfg.health_port) return Status::InvalidArgument("--port and --health-port must differ");
+  if (cfg.https.port == cfg.health_port)
+    return Status::InvalidArgument("--port and --health-port must differ");
   if (cfg.https.max_request_line_bytes > cfg.https.max_header_bytes) {
     return Status::InvalidArgument("--max-request-line-bytes is larger than --max-header-bytes");
   }
-  if (p.min_timeout > p.max_timeout) return Status::InvalidArgument("--min-timeout is larger than --max-timeout");
+  if (p.min_timeout > p.max_timeout)
+    return Status::InvalidArgument("--min-timeout is larger than --max-timeout");
   if (p.default_timeout < p.min_timeout || p.default_timeout > p.max_timeout) {
-    return Status::InvalidArgument("--default-timeout must lie between --min-timeout and --max-timeout");
+    return Status::InvalidArgument(
+        "--default-timeout must lie between --min-timeout and --max-timeout");
   }
   if (p.min_probe_period > p.max_probe_period) {
     return Status::InvalidArgument("--min-probe-period is larger than --max-probe-period");
   }
   if (p.default_probe_period < p.min_probe_period || p.default_probe_period > p.max_probe_period) {
-    return Status::InvalidArgument("--default-probe-period must lie between --min-probe-period and --max-probe-period");
+    return Status::InvalidArgument(
+        "--default-probe-period must lie between --min-probe-period and --max-probe-period");
   }
   return Status::Ok();
 }

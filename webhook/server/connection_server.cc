@@ -442,10 +442,10 @@ class Session final : public Connection, public std::enable_shared_from_this<Ses
     Responder respond = [state](HttpResponse out) {
       if (state->answered.exchange(true)) return;
       auto s = state->session;
-      net::post(s->stream_.get_executor(), [s, version = state->version,
-                                             out = std::move(out)]() mutable {
-        s->Deliver(std::move(out), version);
-      });
+      net::post(s->stream_.get_executor(),
+                [s, version = state->version, out = std::move(out)]() mutable {
+                  s->Deliver(std::move(out), version);
+                });
     };
     std::optional<std::string> failure;
     try {
@@ -729,8 +729,8 @@ Status ConnectionServer::Start() {
   if (!ec) s.acceptor.bind(endpoint, ec);
   if (!ec) s.acceptor.listen(s.opts.backlog, ec);
   if (ec) {
-    return Status::IOError(fmt::format(
-        "cannot listen on {} ({}: address in use or not available)", where, ec.message()));
+    return Status::IOError(fmt::format("cannot listen on {} ({}: address in use or not available)",
+                                       where, ec.message()));
   }
   s.DoAccept();
   for (size_t i = 0; i < std::max<size_t>(1, s.opts.io_threads); ++i) {

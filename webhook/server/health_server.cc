@@ -122,9 +122,7 @@ void HealthServer::AddCollector(Collector collector) {
   collectors_.push_back(std::move(collector));
 }
 
-Status HealthServer::Start() {
-  return server_->Start();
-}
+Status HealthServer::Start() { return server_->Start(); }
 
 void HealthServer::Stop() {
   server_->Stop();

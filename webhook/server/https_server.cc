@@ -67,9 +67,7 @@ void AdmissionServer::AddRoute(std::string prefix, HttpHandler handler) {
   extra_routes_.emplace_back(std::move(prefix), std::move(handler));
 }
 
-Status AdmissionServer::Start() {
-  return server_->Start();
-}
+Status AdmissionServer::Start() { return server_->Start(); }
 
 void AdmissionServer::Stop() { server_->Stop(); }
 

@@ -75,7 +75,8 @@ CaBundleResult ParseCaBundle(std::string_view pem, std::string_view name) {
   const unsigned long err = ERR_peek_last_error();
   ERR_clear_error();
   // The loop ends at the end of the input (PEM_R_NO_START_LINE) or at a bad block.
-  if (err != 0 && !(ERR_GET_LIB(err) == ERR_LIB_PEM && ERR_GET_REASON(err) == PEM_R_NO_START_LINE)) {
+  if (err != 0 &&
+      !(ERR_GET_LIB(err) == ERR_LIB_PEM && ERR_GET_REASON(err) == PEM_R_NO_START_LINE)) {
     char buf[256];
     ERR_error_string_n(err, buf, sizeof(buf));
     return std::string(name) + ": bad PEM certificate: " + buf;

@@ -16,12 +16,12 @@
 // the bundle is refused at the very next connection.
 #pragma once
 
+#include <openssl/ssl.h>
+
 #include <memory>
 #include <string>
 #include <string_view>
 #include <variant>
-
-#include <openssl/ssl.h>
 
 #include "server/tls_keypair.h"
 

@@ -86,7 +86,7 @@ class TlsEngine {
   size_t in_cap_ = 0;
   size_t in_pos_ = 0;
   size_t in_len_ = 0;
-  size_t wanted_ = 0;  // the largest read OpenSSL asked for that found no input
+  size_t wanted_ = 0;      // the largest read OpenSSL asked for that found no input
   std::vector<char> out_;  // ciphertext to send
 };
 

@@ -20,7 +20,8 @@ std::unique_ptr<BIO, BioFree> MemBio(std::string_view text) {
 
 }  // namespace
 
-KeyPair::KeyPair(std::unique_ptr<X509, OpenSslFree> cert, std::unique_ptr<EVP_PKEY, OpenSslFree> key,
+KeyPair::KeyPair(std::unique_ptr<X509, OpenSslFree> cert,
+                 std::unique_ptr<EVP_PKEY, OpenSslFree> key,
                  std::unique_ptr<STACK_OF(X509), OpenSslFree> chain)
     : cert_(std::move(cert)), key_(std::move(key)), chain_(std::move(chain)) {
   char name[512];
@@ -48,7 +49,8 @@ KeyPairResult ParseKeyPair(std::string_view cert_pem, std::string_view key_pem,
   }
 
   auto cert_bio = MemBio(cert_pem);
-  std::unique_ptr<X509, OpenSslFree> cert(PEM_read_bio_X509(cert_bio.get(), nullptr, nullptr, nullptr));
+  std::unique_ptr<X509, OpenSslFree> cert(
+      PEM_read_bio_X509(cert_bio.get(), nullptr, nullptr, nullptr));
   if (!cert)
     return Status::InvalidArgument(fmt::format("{}: no PEM certificate: {}", cert_name,
                                                util::OpenSslErrors("unknown OpenSSL error")));
@@ -69,7 +71,8 @@ KeyPairResult ParseKeyPair(std::string_view cert_pem, std::string_view key_pem,
 
   if (X509_check_private_key(cert.get(), key.get()) != 1) {
     ERR_clear_error();
-    return Status::InvalidArgument(fmt::format("{} does not match the public key of {}", key_name, cert_name));
+    return Status::InvalidArgument(
+        fmt::format("{} does not match the public key of {}", key_name, cert_name));
   }
   return std::make_shared<const KeyPair>(std::move(cert), std::move(key), std::move(chain));
 }

@@ -6,13 +6,13 @@
 // and is immutable once built, so it can be shared between threads through a shared_ptr.
 #pragma once
 
+#include <openssl/evp.h>
+#include <openssl/x509.h>
+
 #include <chrono>
 #include <memory>
 #include <string>
 #include <string_view>
-
-#include <openssl/evp.h>
-#include <openssl/x509.h>
 
 #include "util/status.h"
 

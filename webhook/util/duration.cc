@@ -86,8 +86,8 @@ bool ParseImpl(std::string_view s, uint64_t* out, std::string* error) {
       if (u.name == unit_name) unit = &u;
     }
     if (!unit) {
-      return Fail(error, "unknown unit \"" + std::string(unit_name) +
-                             "\" (use ns, us, ms, s, m or h)");
+      return Fail(error,
+                  "unknown unit \"" + std::string(unit_name) + "\" (use ns, us, ms, s, m or h)");
     }
     s.remove_prefix(unit_len);
     if (whole > kMaxNanos / unit->nanos) return Fail(error, "duration out of range");

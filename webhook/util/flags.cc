@@ -1,10 +1,10 @@
 #include "util/flags.h"
 
+#include <fmt/format.h>
+
 #include <charconv>
 #include <stdexcept>
 #include <utility>
-
-#include <fmt/format.h>
 
 #include "util/duration.h"
 
@@ -56,10 +56,11 @@ void FlagSet::Add(std::string name, std::string default_text, std::string help, 
 }
 
 void FlagSet::String(std::string name, std::string* dst, std::string help) {
-  Add(std::move(name), *dst, std::move(help), [dst](std::string_view v) -> std::optional<std::string> {
-    *dst = std::string(v);
-    return std::nullopt;
-  });
+  Add(std::move(name), *dst, std::move(help),
+      [dst](std::string_view v) -> std::optional<std::string> {
+        *dst = std::string(v);
+        return std::nullopt;
+      });
 }
 
 void FlagSet::Enum(std::string name, std::string* dst, std::vector<std::string> allowed,
@@ -68,7 +69,8 @@ void FlagSet::Enum(std::string name, std::string* dst, std::vector<std::string> 
   for (const auto& a : allowed) joined += (joined.empty() ? "" : "|") + a;
   help += " (" + joined + ")";
   Add(std::move(name), *dst, std::move(help),
-      [dst, allowed = std::move(allowed), joined](std::string_view v) -> std::optional<std::string> {
+      [dst, allowed = std::move(allowed),
+       joined](std::string_view v) -> std::optional<std::string> {
         for (const auto& a : allowed) {
           if (a == v) {
             *dst = a;

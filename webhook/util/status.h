@@ -21,7 +21,7 @@ class [[nodiscard]] Status {
  public:
   enum class Code {
     kOk = 0,
-    kInvalidArgument,   // bad input or configuration (the caller's to fix)
+    kInvalidArgument,  // bad input or configuration (the caller's to fix)
     kNotFound,
     kConflict,          // optimistic concurrency: re-read and retry
     kUnavailable,       // transient: the peer is down or overloaded; retry later
@@ -33,7 +33,9 @@ class [[nodiscard]] Status {
 
   Status() = default;  // OK
   static Status Ok() { return Status(); }
-  static Status InvalidArgument(std::string msg) { return {Code::kInvalidArgument, std::move(msg)}; }
+  static Status InvalidArgument(std::string msg) {
+    return {Code::kInvalidArgument, std::move(msg)};
+  }
   static Status NotFound(std::string msg) { return {Code::kNotFound, std::move(msg)}; }
   static Status Conflict(std::string msg) { return {Code::kConflict, std::move(msg)}; }
   static Status Unavailable(std::string msg) { return {Code::kUnavailable, std::move(msg)}; }

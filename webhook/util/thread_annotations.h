@@ -72,8 +72,8 @@
 #ifndef RETURN_CAPABILITY
 #define RETURN_CAPABILITY(x) AW_THREAD_ANNOTATION_(lock_returned(x))
 #endif
-// On a function: not analysed. Only for the primitives in util/io/mutex.h and code whose locking the
-// analysis cannot express; say why next to every use.
+// On a function: not analysed. Only for the primitives in util/io/mutex.h and code whose locking
+// the analysis cannot express; say why next to every use.
 #ifndef NO_THREAD_SAFETY_ANALYSIS
 #define NO_THREAD_SAFETY_ANALYSIS AW_THREAD_ANNOTATION_(no_thread_safety_analysis)
 #endif

@@ -32,9 +32,9 @@ std::string FormatRfc3339(SysNanos t, Rfc3339Precision precision) {
   auto s = duration_cast<seconds>(rest);
   rest -= s;
   long long ns = rest.count();
-  std::string out = fmt::format("{:04d}-{:02d}-{:02d}T{:02d}:{:02d}:{:02d}", int(ymd.year()),
-                                unsigned(ymd.month()), unsigned(ymd.day()), h.count(), m.count(),
-                                s.count());
+  std::string out =
+      fmt::format("{:04d}-{:02d}-{:02d}T{:02d}:{:02d}:{:02d}", int(ymd.year()),
+                  unsigned(ymd.month()), unsigned(ymd.day()), h.count(), m.count(), s.count());
   switch (precision) {
     case Rfc3339Precision::kSeconds:
       break;

@@ -1,6 +1,5 @@
 #include "autoscale/io/fleet_counts.h"
 
-
 namespace aw::autoscale {
 
 std::string FleetCounts::Key(std::string_view ns, std::string_view name) {
@@ -27,8 +26,7 @@ void FleetCounts::Account(const Server& s) {
   if (s.allocating) c.allocating += 1;
 }
 
-void FleetCounts::Upsert(std::string_view ns, std::string_view name,
-                         const GameServerFacts& facts) {
+void FleetCounts::Upsert(std::string_view ns, std::string_view name, const GameServerFacts& facts) {
   Server next{facts.fleet.empty() ? std::string() : Key(ns, facts.fleet), facts.allocating};
   WriterMutexLock lock(mu_);
   auto it = servers_.find(Key(ns, name));

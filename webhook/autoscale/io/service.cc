@@ -46,41 +46,38 @@ AutoscaleEndpoint::AutoscaleEndpoint(prometheus::Registry& registry)
 }
 
 server::HttpResponse AutoscaleEndpoint::Serve(const server::HttpRequest& req) {
-  ReviewAnswer a = HandleBufferReview(
-      ReviewHttpRequest{req.method, req.path, req.query, req.content_type, req.body,
-                        req.body_too_large},
-      counts_);
+  ReviewAnswer a =
+      HandleBufferReview(ReviewHttpRequest{req.method, req.path, req.query, req.content_type,
+                                           req.body, req.body_too_large},
+                         counts_);
   by_result_[static_cast<size_t>(a.result)]->Increment();
   if (a.result == ReviewResult::kScaled && a.servers > 0) {
     const std::string key = a.namespace_ + "/" + a.fleet;
     MutexLock lock(gauges_mu_);
     auto it = gauges_.find(key);
     if (it == gauges_.end()) {
-      it = gauges_
-               .emplace(key, &desired_.Add({{"namespace", a.namespace_}, {"fleet", a.fleet}}))
+      it = gauges_.emplace(key, &desired_.Add({{"namespace", a.namespace_}, {"fleet", a.fleet}}))
                .first;
     }
     it->second->Set(static_cast<double>(a.replicas));
   }
   if (a.status == 200) {
     if (log::Enabled(log::Level::kDebug)) {
-      log::debug("autoscale review answered",
-                 {{"uid", a.uid},
-                  {"namespace", a.namespace_},
-                  {"fleet", a.fleet},
-                  {"result", std::string(ResultName(a.result))},
-                  {"replicas", std::to_string(a.replicas)},
-                  {"allocated", std::to_string(a.allocated)},
-                  {"allocating", std::to_string(a.allocating)},
-                  {"limited", a.limited ? "true" : "false"}});
+      log::debug("autoscale review answered", {{"uid", a.uid},
+                                               {"namespace", a.namespace_},
+                                               {"fleet", a.fleet},
+                                               {"result", std::string(ResultName(a.result))},
+                                               {"replicas", std::to_string(a.replicas)},
+                                               {"allocated", std::to_string(a.allocated)},
+                                               {"allocating", std::to_string(a.allocating)},
+                                               {"limited", a.limited ? "true" : "false"}});
     }
   } else {
-    log::warn("autoscale review refused",
-              {{"status", std::to_string(a.status)},
-               {"uid", a.uid},
-               {"namespace", a.namespace_},
-               {"fleet", a.fleet},
-               {"reason", a.message}});
+    log::warn("autoscale review refused", {{"status", std::to_string(a.status)},
+                                           {"uid", a.uid},
+                                           {"namespace", a.namespace_},
+                                           {"fleet", a.fleet},
+                                           {"reason", a.message}});
   }
   server::HttpResponse res{a.status, std::move(a.content_type), std::move(a.body), {}};
   if (!a.allow.empty()) res.headers.emplace_back("Allow", a.allow);

@@ -51,8 +51,10 @@ Status AllocatorClient::Init() {
     }
     cfg.host = std::string(hostport.substr(1, close - 1));
     hostport.remove_prefix(close + 1);
-    if (hostport.starts_with(":")) hostport.remove_prefix(1);
-    else hostport = {};
+    if (hostport.starts_with(":"))
+      hostport.remove_prefix(1);
+    else
+      hostport = {};
   } else {
     const size_t colon = hostport.rfind(':');
     cfg.host = std::string(hostport.substr(0, colon));
@@ -95,8 +97,8 @@ Status AllocatorClient::Init() {
         "--allocator-client-cert-file and --allocator-client-key-file go together");
   }
   if (!options_.client_cert_file.empty()) {
-    if (Status s = ReadFile(options_.client_cert_file, "allocator-client-cert-file",
-                            &cfg.client_cert_pem);
+    if (Status s =
+            ReadFile(options_.client_cert_file, "allocator-client-cert-file", &cfg.client_cert_pem);
         !s.ok()) {
       return s;
     }

@@ -39,7 +39,7 @@ namespace aw::gateway {
 struct AllocatorOptions {
   // https://host[:port][/prefix], or http://... for an allocator started with --disable-tls.
   std::string address = "https://agones-allocator.agones-system.svc:443";
-  std::string server_name;  // TLS SNI and verified name ("" = the address's host)
+  std::string server_name;       // TLS SNI and verified name ("" = the address's host)
   std::string ca_file;           // the allocator's CA ("" = system roots)
   std::string client_cert_file;  // the gateway's client certificate (mTLS)
   std::string client_key_file;

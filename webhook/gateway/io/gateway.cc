@@ -48,9 +48,9 @@ struct Gateway::Metrics {
                      .Name("allocating_gateway_request_duration_seconds")
                      .Help("Time from a request's arrival to its answer")
                      .Register(r)
-                     .Add({}, prometheus::Histogram::BucketBoundaries{
-                                  0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30,
-                                  60, 120, 300})) {}
+                     .Add({}, prometheus::Histogram::BucketBoundaries{0.005, 0.01, 0.025, 0.05, 0.1,
+                                                                      0.25, 0.5, 1, 2.5, 5, 10, 30,
+                                                                      60, 120, 300})) {}
 
   void Request(int status) {
     std::lock_guard lock(mu);
@@ -174,10 +174,11 @@ void Gateway::Handle(const server::HttpRequest& req, server::Responder respond) 
   std::chrono::nanoseconds length = options_.default_deadline;
   if (parsed.deadline) {
     if (*parsed.deadline > options_.max_deadline) {
-      return Finish(call, ErrorAnswer(GrpcCode::kInvalidArgument,
-                                      fmt::format("metadata.annotations[\"{}\"]: must be at most {}",
-                                                  kDeadlineAnnotation,
-                                                  util::FormatDuration(options_.max_deadline))));
+      return Finish(
+          call, ErrorAnswer(
+                    GrpcCode::kInvalidArgument,
+                    fmt::format("metadata.annotations[\"{}\"]: must be at most {}",
+                                kDeadlineAnnotation, util::FormatDuration(options_.max_deadline))));
     }
     length = *parsed.deadline;
   }
@@ -224,12 +225,13 @@ void Gateway::OnClientGone(const std::shared_ptr<Call>& call) {
 
 void Gateway::ReportAbandoned(const std::shared_ptr<Call>& call, AbandonedAllocation a) {
   metrics_->Abandoned(a.phase);
-  log::warn("the client went away before its answer; the allocated GameServer is left for "
-            "nobody",
-            {{"gameserver", a.namespace_ + "/" + a.name},
-             {"allocation", a.last_allocated},
-             {"phase", a.phase},
-             {"waited", util::FormatDuration(Clock::now() - call->start)}});
+  log::warn(
+      "the client went away before its answer; the allocated GameServer is left for "
+      "nobody",
+      {{"gameserver", a.namespace_ + "/" + a.name},
+       {"allocation", a.last_allocated},
+       {"phase", a.phase},
+       {"waited", util::FormatDuration(Clock::now() - call->start)}});
   if (options_.on_abandoned) options_.on_abandoned(a);
 }
 
@@ -238,8 +240,8 @@ void Gateway::OnAllocated(const std::shared_ptr<Call>& call, AllocatorAnswer a) 
     AllocationResponse parsed;
     if (a.status.ok() && a.http_status == 200 && ParseAllocationResponse(a.body, &parsed).ok()) {
       metrics_->Attempt("allocated");
-      ReportAbandoned(call, {call->ns, parsed.game_server_name, parsed.last_allocated,
-                             "allocating"});
+      ReportAbandoned(call,
+                      {call->ns, parsed.game_server_name, parsed.last_allocated, "allocating"});
     } else {
       metrics_->Abandoned("allocating");
       log::info("the client went away before the allocator answered; nothing was allocated",
@@ -249,10 +251,10 @@ void Gateway::OnAllocated(const std::shared_ptr<Call>& call, AllocatorAnswer a) 
   }
   if (!a.status.ok() && a.status.code() == Status::Code::kDeadlineExceeded) {
     metrics_->Attempt("queued_past_deadline");
-    std::string msg = fmt::format("{}: the deadline of {} passed before the allocator was called "
-                                  "({})",
-                                  kNoServerMessage, util::FormatDuration(call->deadline_length),
-                                  a.status.message());
+    std::string msg = fmt::format(
+        "{}: the deadline of {} passed before the allocator was called "
+        "({})",
+        kNoServerMessage, util::FormatDuration(call->deadline_length), a.status.message());
     if (!call->history.empty()) {
       msg += fmt::format(" (earlier attempts: {})", Joined(call->history));
     }
@@ -262,15 +264,16 @@ void Gateway::OnAllocated(const std::shared_ptr<Call>& call, AllocatorAnswer a) 
     metrics_->Attempt("unavailable");
     log::warn("allocator unavailable", {{"error", a.status.message()}});
     std::string msg = fmt::format("allocator unavailable: {}", a.status.message());
-    if (!call->history.empty()) msg += fmt::format(" (earlier attempts: {})", Joined(call->history));
+    if (!call->history.empty())
+      msg += fmt::format(" (earlier attempts: {})", Joined(call->history));
     return Finish(call, ErrorAnswer(GrpcCode::kUnavailable, msg));
   }
   if (a.http_status != 200) {
     metrics_->Attempt(a.http_status == 429 ? "no_server" : "error");
     if (call->history.empty()) return Finish(call, JsonAnswer(a.http_status, std::move(a.body)));
     // A later attempt: keep the allocator's code, say what happened before.
-    std::string msg = fmt::format("{} (earlier attempts: {})", ErrorMessageOf(a.body),
-                                  Joined(call->history));
+    std::string msg =
+        fmt::format("{} (earlier attempts: {})", ErrorMessageOf(a.body), Joined(call->history));
     if (a.http_status == 429 ||
         ErrorCodeOf(a.body) == static_cast<int>(GrpcCode::kResourceExhausted)) {
       return Finish(call, NoServer(msg));
@@ -294,13 +297,13 @@ void Gateway::OnAllocated(const std::shared_ptr<Call>& call, AllocatorAnswer a) 
   auto body = std::make_shared<std::string>(std::move(a.body));
   const std::string name = parsed.game_server_name;
   const std::string last = parsed.last_allocated;
-  WaiterRegistry::Ticket ticket = waiters_.Wait(
-      call->ns, name, last, call->deadline,
-      [this, call, body, name, last](const Decision& d, const kube::ObjectPtr& obj,
-                                     const std::string& ns) {
-        metrics_->waiting.Decrement();
-        OnDecided(call, *body, name, last, ns, d, obj);
-      });
+  WaiterRegistry::Ticket ticket =
+      waiters_.Wait(call->ns, name, last, call->deadline,
+                    [this, call, body, name, last](const Decision& d, const kube::ObjectPtr& obj,
+                                                   const std::string& ns) {
+                      metrics_->waiting.Decrement();
+                      OnDecided(call, *body, name, last, ns, d, obj);
+                    });
   {
     std::lock_guard lock(call->mu);
     call->ticket = ticket;
@@ -331,20 +334,21 @@ void Gateway::OnDecided(const std::shared_ptr<Call>& call, const std::string& re
     case Verdict::kRetry:
       metrics_->Retry(ReasonLabel(d.reason));
       log::info("allocation lost while waiting; allocating again",
-                {{"gameserver", ns + "/" + gs_name}, {"reason", d.reason},
+                {{"gameserver", ns + "/" + gs_name},
+                 {"reason", d.reason},
                  {"attempt", std::to_string(call->attempts)}});
       return Retry(call, fmt::format("{}: {}", gs_name, d.reason));
     case Verdict::kWait:
       if (d.reason == "stopped") {
         return Finish(call, ErrorAnswer(GrpcCode::kUnavailable, "the gateway is shutting down"));
       }
-      call->history.push_back(fmt::format("{}: not confirmed playable within the deadline",
-                                          gs_name));
-      return Finish(call, NoServer(fmt::format("{}: no allocated GameServer was confirmed "
-                                               "playable within {} ({})",
-                                               kNoServerMessage,
-                                               util::FormatDuration(call->deadline_length),
-                                               Joined(call->history))));
+      call->history.push_back(
+          fmt::format("{}: not confirmed playable within the deadline", gs_name));
+      return Finish(
+          call, NoServer(fmt::format("{}: no allocated GameServer was confirmed "
+                                     "playable within {} ({})",
+                                     kNoServerMessage, util::FormatDuration(call->deadline_length),
+                                     Joined(call->history))));
   }
 }
 
@@ -354,19 +358,18 @@ void Gateway::Retry(const std::shared_ptr<Call>& call, const std::string& what) 
     return Attempt(call);
   }
   const bool out_of_time = call->deadline <= Clock::now();
-  Finish(call, NoServer(fmt::format("{}: {} ({})", kNoServerMessage,
-                                       out_of_time
-                                           ? fmt::format("the deadline of {} passed",
-                                                         util::FormatDuration(call->deadline_length))
-                                           : fmt::format("{} attempts made", call->attempts),
-                                       Joined(call->history))));
+  Finish(call,
+         NoServer(fmt::format("{}: {} ({})", kNoServerMessage,
+                              out_of_time ? fmt::format("the deadline of {} passed",
+                                                        util::FormatDuration(call->deadline_length))
+                                          : fmt::format("{} attempts made", call->attempts),
+                              Joined(call->history))));
 }
 
 void Gateway::Finish(const std::shared_ptr<Call>& call, server::HttpResponse res) {
   if (call->finished.exchange(true)) return;
   if (!call->abandoned.load()) metrics_->Request(res.status);
-  metrics_->duration.Observe(
-      std::chrono::duration<double>(Clock::now() - call->start).count());
+  metrics_->duration.Observe(std::chrono::duration<double>(Clock::now() - call->start).count());
   if (call->attempts > 0) in_flight_.fetch_sub(1);
   call->respond(std::move(res));
 }

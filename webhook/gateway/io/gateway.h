@@ -49,17 +49,18 @@ namespace prometheus {
 class Counter;
 class Gauge;
 class Histogram;
-template <typename T> class Family;
+template <typename T>
+class Family;
 }  // namespace prometheus
 
 namespace aw::gateway {
 
 // A GameServer allocated for a request whose client went away before the answer.
 struct AbandonedAllocation {
-  std::string namespace_;       // where the gateway saw it (else the request's namespace)
+  std::string namespace_;  // where the gateway saw it (else the request's namespace)
   std::string name;
-  std::string last_allocated;   // the allocation's agones.dev/last-allocated (its id)
-  std::string phase;            // "waiting" (for confirmation) or "allocating" (answer came late)
+  std::string last_allocated;  // the allocation's agones.dev/last-allocated (its id)
+  std::string phase;           // "waiting" (for confirmation) or "allocating" (answer came late)
 };
 
 struct GatewayOptions {

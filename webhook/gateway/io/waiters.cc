@@ -1,9 +1,8 @@
 #include "gateway/io/waiters.h"
 
+#include <algorithm>
 #include <boost/asio/post.hpp>
 #include <boost/asio/steady_timer.hpp>
-
-#include <algorithm>
 #include <vector>
 
 #include "contract/keys.h"
@@ -71,8 +70,8 @@ WaiterRegistry::Ticket WaiterRegistry::Wait(const std::string& ns_hint, const st
                                             std::string last_allocated,
                                             std::chrono::steady_clock::time_point deadline,
                                             Done done) {
-  auto w = std::make_shared<Waiter>(timers_, name, ns_hint, std::move(last_allocated),
-                                    std::move(done));
+  auto w =
+      std::make_shared<Waiter>(timers_, name, ns_hint, std::move(last_allocated), std::move(done));
   bool stopped;
   {
     std::lock_guard lock(mu_);

@@ -25,7 +25,6 @@
 
 #include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/io_context.hpp>
-
 #include <chrono>
 #include <functional>
 #include <map>
@@ -44,8 +43,8 @@ class WaiterRegistry final : public kube::InformerHandler {
  public:
   // Every cached GameServer with this name, in any namespace.
   using Lookup = std::function<std::vector<kube::ObjectPtr>(const std::string& name)>;
-  using Done = std::function<void(const Decision&, const kube::ObjectPtr& object,
-                                  const std::string& ns)>;
+  using Done =
+      std::function<void(const Decision&, const kube::ObjectPtr& object, const std::string& ns)>;
   struct Waiter;
   using Ticket = std::weak_ptr<Waiter>;
 

@@ -21,7 +21,8 @@ std::string JsonString(std::string_view s) {
 }  // namespace
 
 std::string EnumPointer(int i) {
-  return fmt::format("/spec/versions/{}/schema/openAPIV3Schema/properties/status/properties/state/enum", i);
+  return fmt::format(
+      "/spec/versions/{}/schema/openAPIV3Schema/properties/status/properties/state/enum", i);
 }
 
 CrdEnumCheck CheckStateEnum(const rapidjson::Value& crd, std::string_view value) {
@@ -62,8 +63,9 @@ CrdEnumCheck CheckStateEnum(const rapidjson::Value& crd, std::string_view value)
       if (!ok) all_ok = false;
       if (!out.summary.empty()) out.summary += ", ";
       out.summary += fmt::format("{}: {}", s.version,
-                                 !s.has_enum ? "no enum" : (s.lists_value ? "lists " + std::string(value)
-                                                                          : "missing " + std::string(value)));
+                                 !s.has_enum ? "no enum"
+                                             : (s.lists_value ? "lists " + std::string(value)
+                                                              : "missing " + std::string(value)));
     }
     out.versions.push_back(std::move(s));
   }
@@ -78,8 +80,9 @@ std::string BuildEnumPatch(const CrdEnumCheck& check, std::string_view value) {
     if (!s.served || !s.has_enum || s.lists_value) continue;
     std::string ptr = EnumPointer(s.index);
     if (!ops.empty()) ops += ",";
-    ops += fmt::format(R"({{"op":"test","path":"{}","value":{}}},{{"op":"add","path":"{}/-","value":{}}})",
-                       ptr, s.enum_json, ptr, JsonString(value));
+    ops += fmt::format(
+        R"({{"op":"test","path":"{}","value":{}}},{{"op":"add","path":"{}/-","value":{}}})", ptr,
+        s.enum_json, ptr, JsonString(value));
   }
   if (ops.empty()) return {};
   return "[" + ops + "]";

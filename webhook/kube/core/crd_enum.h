@@ -19,7 +19,7 @@ namespace aw::kube {
 
 struct VersionEnumState {
   std::string version;
-  int index = 0;       // position in spec.versions
+  int index = 0;  // position in spec.versions
   bool served = false;
   bool has_enum = false;
   bool lists_value = false;
@@ -27,10 +27,10 @@ struct VersionEnumState {
 };
 
 struct CrdEnumCheck {
-  bool valid = false;      // the object looks like a CRD with spec.versions
-  bool accepts = false;    // every served version accepts the value (and at least one is served)
+  bool valid = false;    // the object looks like a CRD with spec.versions
+  bool accepts = false;  // every served version accepts the value (and at least one is served)
   std::vector<VersionEnumState> versions;
-  std::string summary;     // human-readable, for logs ("v1: missing")
+  std::string summary;  // human-readable, for logs ("v1: missing")
 };
 
 CrdEnumCheck CheckStateEnum(const rapidjson::Value& crd, std::string_view value = "Allocating");

@@ -1,7 +1,8 @@
 #include "kube/core/lease_logic.h"
 
-#include <ctime>
 #include <fmt/format.h>
+
+#include <ctime>
 
 #include "util/time_format.h"
 
@@ -47,10 +48,13 @@ void WriteLeaseRecord(const LeaseRecord& r, rapidjson::Document* lease) {
   if (!lease->IsObject()) lease->SetObject();
   lease->RemoveMember("spec");  // absent: nothing to remove
   rapidjson::Value spec(rapidjson::kObjectType);
-  if (!r.holder_identity.empty()) spec.AddMember("holderIdentity", rapidjson::Value(r.holder_identity.c_str(), a), a);
+  if (!r.holder_identity.empty())
+    spec.AddMember("holderIdentity", rapidjson::Value(r.holder_identity.c_str(), a), a);
   spec.AddMember("leaseDurationSeconds", r.lease_duration_seconds, a);
-  if (!r.acquire_time.empty()) spec.AddMember("acquireTime", rapidjson::Value(r.acquire_time.c_str(), a), a);
-  if (!r.renew_time.empty()) spec.AddMember("renewTime", rapidjson::Value(r.renew_time.c_str(), a), a);
+  if (!r.acquire_time.empty())
+    spec.AddMember("acquireTime", rapidjson::Value(r.acquire_time.c_str(), a), a);
+  if (!r.renew_time.empty())
+    spec.AddMember("renewTime", rapidjson::Value(r.renew_time.c_str(), a), a);
   spec.AddMember("leaseTransitions", r.lease_transitions, a);
   lease->AddMember("spec", spec, a);
 }
@@ -84,7 +88,8 @@ LeaseRecord NextLeaseRecord(LeaseAction action, const std::optional<LeaseRecord>
       r.lease_transitions = 0;
       break;
     case LeaseAction::kRenew:
-      r.acquire_time = current && !current->acquire_time.empty() ? current->acquire_time : now_micro;
+      r.acquire_time =
+          current && !current->acquire_time.empty() ? current->acquire_time : now_micro;
       r.lease_transitions = current ? current->lease_transitions : 0;
       break;
     case LeaseAction::kTakeOver:

@@ -29,10 +29,10 @@ void WriteLeaseRecord(const LeaseRecord& r, rapidjson::Document* lease);
 std::string FormatMicroTime(std::chrono::system_clock::time_point t);
 
 enum class LeaseAction {
-  kCreate,     // no lease exists: create it holding it ourselves
-  kRenew,      // we hold it: renew
-  kTakeOver,   // free, released or expired: take it (transitions + 1)
-  kWait,       // someone else holds a valid lease
+  kCreate,    // no lease exists: create it holding it ourselves
+  kRenew,     // we hold it: renew
+  kTakeOver,  // free, released or expired: take it (transitions + 1)
+  kWait,      // someone else holds a valid lease
 };
 
 struct LeaseDecisionInput {

@@ -1,9 +1,9 @@
 #include "kube/core/status.h"
 
+#include <fmt/format.h>
 #include <rapidjson/document.h>
 
 #include <cctype>
-#include <fmt/format.h>
 
 namespace aw::kube {
 namespace {

@@ -19,12 +19,12 @@
 namespace aw::kube {
 
 struct ApiError {
-  int http_status = 0;        // 0: the request never got an HTTP answer (see transport_error)
-  std::string reason;         // Status.reason, e.g. "Conflict", "NotFound", "Expired", "Forbidden"
-  std::string message;        // Status.message, or a transport description
-  int code = 0;               // Status.code (usually == http_status)
+  int http_status = 0;  // 0: the request never got an HTTP answer (see transport_error)
+  std::string reason;   // Status.reason, e.g. "Conflict", "NotFound", "Expired", "Forbidden"
+  std::string message;  // Status.message, or a transport description
+  int code = 0;         // Status.code (usually == http_status)
   std::chrono::seconds retry_after{0};  // from Retry-After or Status.details.retryAfterSeconds
-  bool cancelled = false;     // the client was shut down while the call was in flight
+  bool cancelled = false;               // the client was shut down while the call was in flight
 
   bool IsTransport() const { return http_status == 0; }
   bool IsNotFound() const { return http_status == 404; }
@@ -54,7 +54,8 @@ struct ApiError {
 
 // Builds an ApiError from an HTTP answer. `body` may be a metav1.Status JSON object or anything.
 ApiError ParseStatusError(int http_status, std::string_view body, std::string_view retry_after);
-// Builds an ApiError from a metav1.Status object already known to be JSON text (watch ERROR events).
+// Builds an ApiError from a metav1.Status object already known to be JSON text (watch ERROR
+// events).
 ApiError StatusFromJsonObject(std::string_view status_json);
 // Parses a Retry-After header: delta-seconds only (HTTP dates are ignored -> 0). Capped at 1h.
 std::chrono::seconds ParseRetryAfter(std::string_view header);
@@ -64,8 +65,8 @@ ApiError TransportError(std::string message, bool cancelled = false);
 template <typename T>
 class Result {
  public:
-  Result(T value) : v_(std::move(value)) {}            // NOLINT(google-explicit-constructor)
-  Result(ApiError error) : v_(std::move(error)) {}     // NOLINT(google-explicit-constructor)
+  Result(T value) : v_(std::move(value)) {}         // NOLINT(google-explicit-constructor)
+  Result(ApiError error) : v_(std::move(error)) {}  // NOLINT(google-explicit-constructor)
   bool ok() const { return v_.index() == 0; }
   explicit operator bool() const { return ok(); }
   T& value() { return std::get<0>(v_); }

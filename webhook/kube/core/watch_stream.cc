@@ -61,11 +61,16 @@ bool LineFramer::Feed(std::string_view chunk, const std::function<void(std::stri
 
 std::string_view WatchEventTypeName(WatchEvent::Type t) {
   switch (t) {
-    case WatchEvent::Type::kAdded: return "ADDED";
-    case WatchEvent::Type::kModified: return "MODIFIED";
-    case WatchEvent::Type::kDeleted: return "DELETED";
-    case WatchEvent::Type::kBookmark: return "BOOKMARK";
-    case WatchEvent::Type::kError: return "ERROR";
+    case WatchEvent::Type::kAdded:
+      return "ADDED";
+    case WatchEvent::Type::kModified:
+      return "MODIFIED";
+    case WatchEvent::Type::kDeleted:
+      return "DELETED";
+    case WatchEvent::Type::kBookmark:
+      return "BOOKMARK";
+    case WatchEvent::Type::kError:
+      return "ERROR";
   }
   return "ERROR";
 }

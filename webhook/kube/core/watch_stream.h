@@ -45,8 +45,8 @@ class LineFramer {
 struct WatchEvent {
   enum class Type { kAdded, kModified, kDeleted, kBookmark, kError };
   Type type = Type::kError;
-  JsonPtr object;    // the event's "object" (a standalone document); null for kError
-  ApiError error;    // for kError: the Status carried by the event
+  JsonPtr object;  // the event's "object" (a standalone document); null for kError
+  ApiError error;  // for kError: the Status carried by the event
 };
 
 std::string_view WatchEventTypeName(WatchEvent::Type t);

@@ -20,7 +20,7 @@ std::string_view TypeName(Type type);
 
 struct Target {
   Type type = Type::kHttp;
-  std::string host;     // IPv4/IPv6 literal or a host name (resolved by the prober)
+  std::string host;  // IPv4/IPv6 literal or a host name (resolved by the prober)
   uint16_t port = 0;
   std::string path = "/";  // HTTP only
   // This probe's timeout; zero means the prober's default (ProberOptions::timeout).
@@ -35,7 +35,8 @@ struct Target {
 // How one probe ended. kSuccess is the only "ready" answer.
 enum class Status {
   kSuccess,  // HTTP 2xx, TCP connected, UDP datagram received
-  kFailure,  // the endpoint answered "not ready": HTTP non-2xx, connection refused, ICMP unreachable
+  kFailure,  // the endpoint answered "not ready": HTTP non-2xx, connection refused, ICMP
+             // unreachable
   kTimeout,  // no answer within the probe timeout
   kError,    // the probe could not be attempted (bad address, resolution failure, local error)
 };

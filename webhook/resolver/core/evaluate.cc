@@ -1,7 +1,7 @@
 #include "resolver/core/evaluate.h"
 
-#include "policy/decision_table.h"
 #include "contract/keys.h"
+#include "policy/decision_table.h"
 #include "util/time_format.h"
 
 namespace aw::resolver {
@@ -17,23 +17,34 @@ bool IsScaledDown(const GameServerView& gs) {
 
 std::string_view VerdictName(Verdict v) {
   switch (v) {
-    case Verdict::kIgnore: return "ignore";
-    case Verdict::kWait: return "wait";
-    case Verdict::kPromote: return "promote";
-    case Verdict::kTimeOut: return "timeout";
-    case Verdict::kScaledDown: return "scaled_down";
-    case Verdict::kRecordBypass: return "record-bypass";
-    case Verdict::kConfirmBypass: return "confirm-bypass";
-    case Verdict::kBypassDeadline: return "bypass-deadline";
+    case Verdict::kIgnore:
+      return "ignore";
+    case Verdict::kWait:
+      return "wait";
+    case Verdict::kPromote:
+      return "promote";
+    case Verdict::kTimeOut:
+      return "timeout";
+    case Verdict::kScaledDown:
+      return "scaled_down";
+    case Verdict::kRecordBypass:
+      return "record-bypass";
+    case Verdict::kConfirmBypass:
+      return "confirm-bypass";
+    case Verdict::kBypassDeadline:
+      return "bypass-deadline";
   }
   return "unknown";
 }
 
 probe::Type ToProbeType(policy::ProbeType t) {
   switch (t) {
-    case policy::ProbeType::kHttp: return probe::Type::kHttp;
-    case policy::ProbeType::kTcp: return probe::Type::kTcp;
-    case policy::ProbeType::kUdp: return probe::Type::kUdp;
+    case policy::ProbeType::kHttp:
+      return probe::Type::kHttp;
+    case policy::ProbeType::kTcp:
+      return probe::Type::kTcp;
+    case policy::ProbeType::kUdp:
+      return probe::Type::kUdp;
   }
   return probe::Type::kHttp;
 }
@@ -47,8 +58,7 @@ std::optional<std::string> ReadinessAnnotationProblem(const GameServerView& gs) 
   if (*ready == "true") {
     if (!gs.Annotation(keys::kLastAllocated)) return std::nullopt;
     return "readiness annotation " + key + " is \"true\", but the server has " +
-           std::string(keys::kLastAllocated) + ": it must equal the allocation id " +
-           gs.allocation;
+           std::string(keys::kLastAllocated) + ": it must equal the allocation id " + gs.allocation;
   }
   return "readiness annotation " + key + " is \"" + std::string(*ready) +
          "\" (stale or wrong), expected the allocation id " + gs.allocation;
@@ -107,7 +117,7 @@ Evaluation Evaluate(const GameServerView& gs, const policy::GateConfig& config,
     return ev;
   }
   if (pre.verdict == policy::ResolveVerdict::kIgnore) {
-    ev.reason = !in.opted_in ? "not opted in"
+    ev.reason = !in.opted_in  ? "not opted in"
                 : in.deleting ? "being deleted"
                               : "state is " + (gs.state.empty() ? std::string("empty") : gs.state);
     return ev;
@@ -130,8 +140,8 @@ Evaluation Evaluate(const GameServerView& gs, const policy::GateConfig& config,
     ev.bypass_allocation = last && !last->empty() ? std::string(*last) : ev.bypass_since_text;
     return ev;
   }
-  ev.action = policy::TimeoutAction(config.on_timeout,
-                                  gs.Annotation(keys::kShutdownRequested).has_value());
+  ev.action =
+      policy::TimeoutAction(config.on_timeout, gs.Annotation(keys::kShutdownRequested).has_value());
   ev.bypass_action = &policy::BypassTimeoutAction(config.on_timeout);
   TimePoint start = gs.since.value_or(first_seen);
   ev.deadline = start + std::chrono::duration_cast<Clock::duration>(config.timeout);
@@ -150,9 +160,10 @@ Evaluation Evaluate(const GameServerView& gs, const policy::GateConfig& config,
                !(last_probe->target == *ev.probe)) {
       ev.failed.push_back("probe " + probe::Describe(*ev.probe) + " has not answered yet");
     } else if (!last_probe->result.ok()) {
-      ev.failed.push_back("probe " + probe::Describe(*ev.probe) + ": " +
-                          std::string(probe::StatusName(last_probe->result.status)) +
-                          (last_probe->result.detail.empty() ? "" : " (" + last_probe->result.detail + ")"));
+      ev.failed.push_back(
+          "probe " + probe::Describe(*ev.probe) + ": " +
+          std::string(probe::StatusName(last_probe->result.status)) +
+          (last_probe->result.detail.empty() ? "" : " (" + last_probe->result.detail + ")"));
     }
   }
   if (config.CanNeverConfirm() && ev.failed.empty()) {
@@ -161,14 +172,30 @@ Evaluation Evaluate(const GameServerView& gs, const policy::GateConfig& config,
   in.ready = ev.failed.empty();
   in.past_deadline = now >= ev.deadline;
   switch (policy::DecideResolve(in).verdict) {
-    case policy::ResolveVerdict::kPromote: ev.verdict = Verdict::kPromote; break;
-    case policy::ResolveVerdict::kTimeOut: ev.verdict = Verdict::kTimeOut; break;
-    case policy::ResolveVerdict::kWait: ev.verdict = Verdict::kWait; break;
-    case policy::ResolveVerdict::kIgnore: ev.verdict = Verdict::kIgnore; break;
-    case policy::ResolveVerdict::kRecord: ev.verdict = Verdict::kScaledDown; break;
-    case policy::ResolveVerdict::kRecordBypass: ev.verdict = Verdict::kRecordBypass; break;
-    case policy::ResolveVerdict::kConfirmBypass: ev.verdict = Verdict::kConfirmBypass; break;
-    case policy::ResolveVerdict::kBypassDeadline: ev.verdict = Verdict::kBypassDeadline; break;
+    case policy::ResolveVerdict::kPromote:
+      ev.verdict = Verdict::kPromote;
+      break;
+    case policy::ResolveVerdict::kTimeOut:
+      ev.verdict = Verdict::kTimeOut;
+      break;
+    case policy::ResolveVerdict::kWait:
+      ev.verdict = Verdict::kWait;
+      break;
+    case policy::ResolveVerdict::kIgnore:
+      ev.verdict = Verdict::kIgnore;
+      break;
+    case policy::ResolveVerdict::kRecord:
+      ev.verdict = Verdict::kScaledDown;
+      break;
+    case policy::ResolveVerdict::kRecordBypass:
+      ev.verdict = Verdict::kRecordBypass;
+      break;
+    case policy::ResolveVerdict::kConfirmBypass:
+      ev.verdict = Verdict::kConfirmBypass;
+      break;
+    case policy::ResolveVerdict::kBypassDeadline:
+      ev.verdict = Verdict::kBypassDeadline;
+      break;
   }
   return ev;
 }

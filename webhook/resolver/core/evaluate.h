@@ -2,7 +2,8 @@
 // the latest probe result and the current time.
 //
 // Promise (docs/design.md, "The contract" and "Decision tables"): the verdict is the rule of
-// policy::ResolveRules() that the server matches, and a timeout's action is policy::TimeoutAction().
+// policy::ResolveRules() that the server matches, and a timeout's action is
+// policy::TimeoutAction().
 //   - kIgnore: not opted in, being deleted, or not in state Allocating: nothing to do.
 //   - kPromote: every configured check passes: the readiness annotation
 //     agones.dev/sdk-allocating-ready equals allocating.agones.dev/allocation (when
@@ -27,7 +28,8 @@
 //     policy::BypassTimeoutAction(on-timeout) (`bypass_action`) and never changes the state.
 // `failed` always lists the checks that do not pass, in words fit for a Warning Event.
 // Without a parsable `since`, the deadline counts from `first_seen` (when the resolver first saw
-// the server Allocating). Without an allocation id nothing can be confirmed (webhook row 4 adds it).
+// the server Allocating). Without an allocation id nothing can be confirmed (webhook row 4 adds
+// it).
 #pragma once
 
 #include <optional>
@@ -41,8 +43,16 @@
 
 namespace aw::resolver {
 
-enum class Verdict { kIgnore, kWait, kPromote, kTimeOut, kScaledDown, kRecordBypass,
-                     kConfirmBypass, kBypassDeadline };
+enum class Verdict {
+  kIgnore,
+  kWait,
+  kPromote,
+  kTimeOut,
+  kScaledDown,
+  kRecordBypass,
+  kConfirmBypass,
+  kBypassDeadline
+};
 std::string_view VerdictName(Verdict v);
 
 // A probe result remembered by the resolver, with what it was for.
@@ -60,9 +70,9 @@ struct Evaluation {
   std::vector<std::string> failed;     // checks that do not pass (empty for kPromote)
   std::string reason;                  // for kIgnore: why
   policy::Bypass bypass = policy::Bypass::kNone;
-  std::string bypass_allocation;       // for kRecordBypass
-  TimePoint bypass_since{};            // for kRecordBypass
-  std::string bypass_since_text;       // for kRecordBypass: bypass_since as written in `since`
+  std::string bypass_allocation;  // for kRecordBypass
+  TimePoint bypass_since{};       // for kRecordBypass
+  std::string bypass_since_text;  // for kRecordBypass: bypass_since as written in `since`
   const policy::BypassTimeoutRule* bypass_action = nullptr;  // for kBypassDeadline
 };
 

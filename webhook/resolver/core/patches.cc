@@ -3,8 +3,8 @@
 #include <utility>
 #include <vector>
 
-#include "policy/json_patch.h"
 #include "contract/keys.h"
+#include "policy/json_patch.h"
 
 namespace aw::resolver {
 namespace {

@@ -62,15 +62,15 @@ class WorkQueueState {
   void ShutDown() { shutting_down_ = true; }
   bool ShuttingDown() const { return shutting_down_; }
 
-  size_t Ready() const { return queue_.size(); }         // keys queued and ready
-  size_t Delayed() const { return delayed_.size(); }     // keys waiting for their due time
+  size_t Ready() const { return queue_.size(); }      // keys queued and ready
+  size_t Delayed() const { return delayed_.size(); }  // keys waiting for their due time
   size_t Processing() const { return processing_.size(); }
 
  private:
   const RateLimit limit_;
-  std::deque<std::string> queue_;            // ready keys, FIFO
-  std::unordered_set<std::string> queued_;   // keys in queue_
-  std::unordered_set<std::string> dirty_;    // added while processing: queued again by Done
+  std::deque<std::string> queue_;           // ready keys, FIFO
+  std::unordered_set<std::string> queued_;  // keys in queue_
+  std::unordered_set<std::string> dirty_;   // added while processing: queued again by Done
   std::unordered_set<std::string> processing_;
   std::multimap<Clock::time_point, std::string> delayed_;           // due -> key
   std::unordered_map<std::string, Clock::time_point> delayed_due_;  // key -> due (one per key)

@@ -14,8 +14,8 @@ StatusOr<std::string> ReadFile(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) {
     const int err = errno;
-    return Status::IOError(fmt::format("cannot read {}: {}", path,
-                                       err != 0 ? std::strerror(err) : "cannot open"));
+    return Status::IOError(
+        fmt::format("cannot read {}: {}", path, err != 0 ? std::strerror(err) : "cannot open"));
   }
   std::ostringstream ss;
   ss << in.rdbuf();

@@ -1,15 +1,15 @@
 #include "util/io/log.h"
 
+#include <fmt/format.h>
+
 #include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <ctime>
 #include <mutex>
 
-#include <fmt/format.h>
-
-#include "util/time_format.h"
 #include "util/io/mutex.h"
+#include "util/time_format.h"
 
 namespace aw::log {
 namespace {
@@ -20,10 +20,14 @@ Mutex g_write_mu;  // one record per write: serialises the writes to stderr (gua
 
 std::string_view LevelName(Level l) {
   switch (l) {
-    case Level::kDebug: return "debug";
-    case Level::kInfo: return "info";
-    case Level::kWarn: return "warn";
-    case Level::kError: return "error";
+    case Level::kDebug:
+      return "debug";
+    case Level::kInfo:
+      return "info";
+    case Level::kWarn:
+      return "warn";
+    case Level::kError:
+      return "error";
   }
   return "info";
 }
@@ -32,11 +36,21 @@ void AppendJsonString(std::string* out, std::string_view s) {
   out->push_back('"');
   for (unsigned char c : s) {
     switch (c) {
-      case '"': out->append("\\\""); break;
-      case '\\': out->append("\\\\"); break;
-      case '\n': out->append("\\n"); break;
-      case '\r': out->append("\\r"); break;
-      case '\t': out->append("\\t"); break;
+      case '"':
+        out->append("\\\"");
+        break;
+      case '\\':
+        out->append("\\\\");
+        break;
+      case '\n':
+        out->append("\\n");
+        break;
+      case '\r':
+        out->append("\\r");
+        break;
+      case '\t':
+        out->append("\\t");
+        break;
       default:
         if (c < 0x20) {
           out->append(fmt::format("\\u{:04x}", c));
@@ -64,24 +78,34 @@ std::string Timestamp() {
 }  // namespace
 
 bool ParseLevel(std::string_view s, Level* out) {
-  if (s == "debug") *out = Level::kDebug;
-  else if (s == "info") *out = Level::kInfo;
-  else if (s == "warn") *out = Level::kWarn;
-  else if (s == "error") *out = Level::kError;
-  else return false;
+  if (s == "debug")
+    *out = Level::kDebug;
+  else if (s == "info")
+    *out = Level::kInfo;
+  else if (s == "warn")
+    *out = Level::kWarn;
+  else if (s == "error")
+    *out = Level::kError;
+  else
+    return false;
   return true;
 }
 
 bool ParseFormat(std::string_view s, Format* out) {
-  if (s == "json") *out = Format::kJson;
-  else if (s == "text") *out = Format::kText;
-  else return false;
+  if (s == "json")
+    *out = Format::kJson;
+  else if (s == "text")
+    *out = Format::kText;
+  else
+    return false;
   return true;
 }
 
 void SetLevel(Level level) { g_level.store(static_cast<int>(level)); }
 void SetFormat(Format format) { g_format.store(static_cast<int>(format)); }
-bool Enabled(Level level) { return static_cast<int>(level) >= g_level.load(std::memory_order_relaxed); }
+bool Enabled(Level level) {
+  return static_cast<int>(level) >= g_level.load(std::memory_order_relaxed);
+}
 
 std::string FormatRecord(Format format, Level level, std::string_view msg, const Fields& fields) {
   std::string out;
@@ -119,8 +143,8 @@ std::string FormatRecord(Format format, Level level, std::string_view msg, const
 
 void Write(Level level, std::string_view msg, const Fields& fields) {
   if (!Enabled(level)) return;
-  std::string line =
-      FormatRecord(static_cast<Format>(g_format.load(std::memory_order_relaxed)), level, msg, fields);
+  std::string line = FormatRecord(static_cast<Format>(g_format.load(std::memory_order_relaxed)),
+                                  level, msg, fields);
   MutexLock lock(g_write_mu);
   std::fwrite(line.data(), 1, line.size(), stderr);
   std::fflush(stderr);
