@@ -74,6 +74,8 @@ struct HttpRequest {
   // given: the client closed or reset it, or it was evicted at the connection cap. Not run once
   // the Responder has been called. Empty for synchronous handlers.
   std::function<void(std::function<void()>)> on_abandoned;
+  // The request came on an HTTP/2 stream (H2Session, on a listener with `http2` set).
+  bool http2 = false;
 };
 
 struct HttpResponse {
@@ -81,12 +83,28 @@ struct HttpResponse {
   std::string content_type = "text/plain; charset=utf-8";
   std::string body;
   std::vector<std::pair<std::string, std::string>> headers;
+  // HTTP/2 only (ignored on HTTP/1.1): fields sent after the body in a trailing HEADERS frame
+  // (gRPC's grpc-status); with an empty body and no trailers the answer is one HEADERS frame.
+  std::vector<std::pair<std::string, std::string>> trailers;
+  // Called exactly once by the transport after the response has been fully written to the socket
+  // (true) or could not be (false: the client left, the stream was reset, the connection failed).
+  std::function<void(bool written)> on_written;
 };
 
 using HttpHandler = std::function<HttpResponse(const HttpRequest&)>;
 // Answers the request it was made for; callable from any thread, the first call wins.
 using Responder = std::function<void(HttpResponse)>;
 using AsyncHttpHandler = std::function<void(const HttpRequest&, Responder)>;
+
+// HTTP/2 limits per connection (H2Session, h2_session.h); the body and head limits are the
+// listener's RequestLimits.
+struct H2Options {
+  uint32_t max_concurrent_streams = 100;
+  size_t max_requests = 1'000'000;  // streams over a connection's life, then GOAWAY
+  size_t max_body_bytes = 1 << 20;
+  size_t max_header_bytes = 32 * 1024;
+  size_t max_header_count = 100;
+};
 
 struct ConnectionOptions {
   std::string name = "admission";  // for logs and metric labels
@@ -108,6 +126,13 @@ struct ConnectionOptions {
   // destroys the answer).
   std::chrono::nanoseconds linger_timeout = std::chrono::seconds(2);
   size_t keep_alive_max_requests = 1'000'000;
+  // TLS listeners: offer ALPN "h2" as well as "http/1.1" and serve HTTP/2 (H2Session, h2_session.h)
+  // to clients that pick it; a plain listener also takes HTTP/2 with prior knowledge (the client
+  // opens with the HTTP/2 preface). Off for the admission listener: kube-apiserver would switch to
+  // HTTP/2. The deadlines above apply per connection: `read_timeout` to a stream's request,
+  // `idle_timeout` while no stream is open, `write_timeout` to each write.
+  bool http2 = false;
+  H2Options h2;
   // Counts the answers the connection layer makes itself (400, 414, 431, 413 on chunked).
   std::function<void(int status)> on_error;
 };
