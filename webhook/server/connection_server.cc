@@ -315,7 +315,6 @@ class Session final : public Connection, public std::enable_shared_from_this<Ses
     h2_ = std::make_unique<H2Session>(
         o, [this](int32_t id, HttpRequest& in) { H2Dispatch(id, in); });
     if (!h2_->Start().ok()) return Close();
-    if (srv_.draining.load()) h2_->Shutdown();
     if (buffer_.size() > 0) {  // prior knowledge: the preface is already read
       H2Feed();
       if (closed_) return;
@@ -392,6 +391,9 @@ class Session final : public Connection, public std::enable_shared_from_this<Ses
 
   void H2Pump() {
     if (closed_ || !h2_) return;
+    // Draining: a connection with streams open keeps taking new ones (answered by the handler,
+    // e.g. 503 / UNAVAILABLE, a health check NOT_SERVING) until none is open; then GOAWAY.
+    if (srv_.draining.load() && h2_->OpenStreams() == 0) h2_->Shutdown();
     H2UpdatePhase();
     if (h2_io_) {
       if (h2_reading_ && h2_->WantsWrite()) lowest().cancel();  // write first, then read again
@@ -755,10 +757,7 @@ class Session final : public Connection, public std::enable_shared_from_this<Ses
 
   void OnDrain() {
     if (closed_) return;
-    if (h2_) {  // GOAWAY: open streams are served, then the connection closes
-      h2_->Shutdown();
-      return H2Pump();
-    }
+    if (h2_) return H2Pump();  // GOAWAY once no stream is open (H2Pump)
     if (phase_ != ConnPhase::kIdle) return;
     if (BytesPending()) return;  // a request is arriving: it is read and answered
     if (served_ > 0) return Close();
