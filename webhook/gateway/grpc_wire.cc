@@ -63,7 +63,7 @@ GrpcStatus GrpcStatusOfRest(int http_status, std::string_view body) {
   std::string message = ErrorMessageOf(body);
   while (!message.empty() && (message.back() == '\n' || message.back() == ' ')) message.pop_back();
   out.message = std::move(message);
-  if (code > 0 && code <= 16) {
+  if (code > 0) {  // as it came: agones-allocator answers code 422 (a k8s status code) too
     out.code = code;
     return out;
   }

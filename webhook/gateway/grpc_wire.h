@@ -13,7 +13,9 @@
 //     `max`, then shortened by 5% (at most 1 s) so that the gateway's own answer (ResourceExhausted,
 //     as over REST) reaches the client before the client's deadline fires; never below 1 ms;
 //   - GrpcStatusOfRest: the gRPC status for an HTTP answer of the gateway's REST path: the `code`
-//     of a grpc-gateway error body when there is one (grpc-gateway wrote it from a gRPC status),
+//     of a grpc-gateway error body when there is one and it is positive, as it is (grpc-gateway
+//     wrote it from the gRPC status; agones-allocator's gRPC answer to an invalid request carries
+//     the Kubernetes status code 422 as its grpc-status, cmd/allocator/main.go),
 //     else PROTOCOL-HTTP2's HTTP-to-gRPC table (400 INTERNAL, 401 UNAUTHENTICATED, 403
 //     PERMISSION_DENIED, 404 UNIMPLEMENTED, 413 RESOURCE_EXHAUSTED, 429/502/503/504 UNAVAILABLE,
 //     else UNKNOWN); the message is the body's `message` (or the body, trimmed);
