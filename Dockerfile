@@ -26,10 +26,11 @@ RUN --mount=type=cache,id=aw-apt-archives,target=/var/cache/apt,sharing=locked \
  && apt-get install -y --no-install-recommends \
       build-essential cmake ninja-build pkg-config ca-certificates \
       libboost1.81-dev libssl-dev rapidjson-dev libfmt-dev \
-      prometheus-cpp-dev libyaml-cpp-dev
+      prometheus-cpp-dev libyaml-cpp-dev libnghttp2-dev libprotobuf-dev protobuf-compiler
 WORKDIR /src
 COPY CMakeLists.txt VERSION ./
 COPY cmake/ cmake/
+COPY proto/ proto/
 COPY webhook/ webhook/
 # --version and the build_info metric: the build context has no .git, so the commit and the date
 # come in as build arguments (scripts/image and scripts/release pass them from git).
