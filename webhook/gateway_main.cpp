@@ -302,6 +302,7 @@ int main(int argc, char** argv) {
   // gRPC (allocation.AllocationService, grpc.health.v1.Health) on the same port as REST, over
   // HTTP/2 (ALPN h2); everything else is REST.
   co.http2 = true;
+  co.h2.max_concurrent_streams = 1000;  // a matchmaker's connection holds one stream per wait
   gateway::GrpcService grpc(
       {.max_deadline = f.gateway.max_deadline},
       [&gw](const server::HttpRequest& req, server::Responder r) { gw.Handle(req, r); },

@@ -247,6 +247,26 @@ TEST(H2Session, BodyOverTheLimitIsDispatchedAsTooLarge) {
   EXPECT_TRUE(p.requests_[0].body.empty());
 }
 
+// Streams sending bodies at once share a budget: the one that would pass it is reset, the others
+// are served.
+TEST(H2Session, BufferedBodiesBoundedPerConnection) {
+  H2Options o;
+  o.max_body_bytes = 100000;
+  o.max_buffered_bytes = 150000;
+  Pair p(o);
+  // Two streams whose DATA arrives interleaved, neither finished: 2 x 90,000 > 150,000.
+  const int32_t a = p.Request("/a", std::string(90000, 'a'));
+  const int32_t b = p.Request("/b", std::string(90000, 'b'));
+  p.Pump();
+  // The client's flow control windows (1 MiB per stream) let both send everything: one of them
+  // passed the budget and was reset; the other was dispatched whole.
+  ASSERT_EQ(p.requests_.size(), 1u);
+  EXPECT_EQ(p.requests_[0].body.size(), 90000u);
+  const int32_t refused = p.requests_[0].id == a ? b : a;
+  EXPECT_TRUE(p.streams_[refused].closed);
+  EXPECT_EQ(p.streams_[refused].close_error, static_cast<uint32_t>(NGHTTP2_ENHANCE_YOUR_CALM));
+}
+
 TEST(H2Session, OversizedHeadersAnswered431) {
   H2Options o;
   o.max_header_count = 5;

@@ -99,8 +99,14 @@ using AsyncHttpHandler = std::function<void(const HttpRequest&, Responder)>;
 // HTTP/2 limits per connection (H2Session, h2_session.h); the body and head limits are the
 // listener's RequestLimits.
 struct H2Options {
+  // Streams open at once (SETTINGS_MAX_CONCURRENT_STREAMS). A waiting allocation holds its stream
+  // for as long as it waits, so the gateway sets this to 1,000.
   uint32_t max_concurrent_streams = 100;
   size_t max_requests = 1'000'000;  // streams over a connection's life, then GOAWAY
+  // Request bodies buffered at once over all the streams still being received; the stream whose
+  // DATA would pass it is reset (ENHANCE_YOUR_CALM). Bounds a connection's memory as the body
+  // limit bounds one HTTP/1.1 request's.
+  size_t max_buffered_bytes = 4 << 20;
   size_t max_body_bytes = 1 << 20;
   size_t max_header_bytes = 32 * 1024;
   size_t max_header_count = 100;

@@ -69,6 +69,7 @@ struct H2Session::Impl {
   std::unique_ptr<nghttp2_session, SessionDeleter> session;
   std::map<int32_t, std::shared_ptr<H2Stream>> streams;  // open, or dispatched and unanswered
   size_t started = 0;  // streams begun over the connection's life
+  size_t receiving_bytes = 0;  // request bodies buffered for streams not dispatched yet
   bool goaway = false;
   // on_written callbacks whose last frame is in the output not yet reported written, and those in
   // the output being written now.
@@ -139,7 +140,18 @@ struct H2Session::Impl {
     auto* self = static_cast<Impl*>(user);
     auto st = self->Find(stream_id);
     if (!st || st->dispatched || st->header_overflow) return 0;  // discarded
+    if (self->receiving_bytes + len > self->opts.max_buffered_bytes) {
+      // Many streams sending bodies at once past the connection's budget: this one is refused.
+      self->receiving_bytes -= st->body.size();
+      st->body.clear();
+      st->header_overflow = true;  // ignore the rest
+      st->dispatched = true;
+      nghttp2_submit_rst_stream(self->session.get(), NGHTTP2_FLAG_NONE, stream_id,
+                                NGHTTP2_ENHANCE_YOUR_CALM);
+      return 0;
+    }
     if (st->too_large || st->body.size() + len > self->opts.max_body_bytes) {
+      self->receiving_bytes -= st->body.size();
       st->too_large = true;
       st->body.clear();
       st->body.shrink_to_fit();
@@ -147,6 +159,7 @@ struct H2Session::Impl {
       return 0;
     }
     st->body.append(reinterpret_cast<const char*>(data), len);
+    self->receiving_bytes += len;
     return 0;
   }
 
@@ -166,6 +179,7 @@ struct H2Session::Impl {
     auto st = self->Find(stream_id);
     if (!st) return 0;
     st->closed = true;
+    if (!st->dispatched) self->receiving_bytes -= std::min(self->receiving_bytes, st->body.size());
     if (!st->end_sent) {
       // Closed before its answer was out: the client reset it (or the session ends).
       if (st->answered && st->response.on_written) {
@@ -229,6 +243,7 @@ struct H2Session::Impl {
 
 void H2Session::Impl::DispatchStream(const std::shared_ptr<H2Stream>& st) {
   st->dispatched = true;
+  receiving_bytes -= std::min(receiving_bytes, st->body.size());
   if (st->header_overflow) {
     HttpResponse r;
     r.status = 431;

@@ -13,7 +13,9 @@
 //     `max_header_bytes` (name + value + 32 per field, as SETTINGS_MAX_HEADER_LIST_SIZE counts) or
 //     `max_header_count` fields -> the stream is answered 431 and closed; a body over
 //     `max_body_bytes` is not kept: the request is dispatched with body_too_large set, as soon as
-//     the limit is passed (the rest of the stream is discarded);
+//     the limit is passed (the rest of the stream is discarded); request bodies buffered at once
+//     over the streams still being received are bounded by `max_buffered_bytes` (the stream that
+//     would pass it is reset with ENHANCE_YOUR_CALM);
 //   - a stream the client resets (RST_STREAM), or that ends with the connection, before its answer
 //     was written runs its on_abandoned function at once (from inside Receive, or from the
 //     destructor) and, if an answer was given, that answer's on_written(false);
