@@ -66,7 +66,17 @@ struct ListenerMetrics {
         evicted_waiting(Evictions(registry).Add({{"listener", listener}, {"kind", "waiting"}})),
         timeout_handshake(Timeouts(registry).Add({{"listener", listener}, {"phase", "handshake"}})),
         timeout_request(Timeouts(registry).Add({{"listener", listener}, {"phase", "request"}})),
-        timeout_write(Timeouts(registry).Add({{"listener", listener}, {"phase", "write"}})) {}
+        timeout_write(Timeouts(registry).Add({{"listener", listener}, {"phase", "write"}})),
+        h2_connections(prometheus::BuildCounter()
+                           .Name("allocating_webhook_http2_connections_total")
+                           .Help("HTTP/2 connections served (ALPN h2 or prior knowledge)")
+                           .Register(registry)
+                           .Add({{"listener", listener}})),
+        h2_streams(prometheus::BuildCounter()
+                       .Name("allocating_webhook_http2_streams_total")
+                       .Help("Requests received on HTTP/2 streams")
+                       .Register(registry)
+                       .Add({{"listener", listener}})) {}
 
   static prometheus::Family<prometheus::Counter>& Evictions(prometheus::Registry& r) {
     return prometheus::BuildCounter()
@@ -93,6 +103,8 @@ struct ListenerMetrics {
   prometheus::Counter& timeout_handshake;
   prometheus::Counter& timeout_request;
   prometheus::Counter& timeout_write;
+  prometheus::Counter& h2_connections;
+  prometheus::Counter& h2_streams;
 };
 
 }  // namespace
@@ -315,6 +327,7 @@ class Session final : public Connection, public std::enable_shared_from_this<Ses
     h2_ = std::make_unique<H2Session>(
         o, [this](int32_t id, HttpRequest& in) { H2Dispatch(id, in); });
     if (!h2_->Start().ok()) return Close();
+    srv_.metrics.h2_connections.Increment();
     if (buffer_.size() > 0) {  // prior knowledge: the preface is already read
       H2Feed();
       if (closed_) return;
@@ -335,6 +348,7 @@ class Session final : public Connection, public std::enable_shared_from_this<Ses
 
   void H2Dispatch(int32_t id, HttpRequest& in) {
     ++served_;
+    srv_.metrics.h2_streams.Increment();
     auto state = std::make_shared<H2Answer>();
     state->session = self();
     state->stream = id;

@@ -1,5 +1,6 @@
-// ConnectionServer: one HTTP/1.1 listener (TLS or plain) on Boost.Beast/Asio that no client can
-// hold hostage. Both the admission port (TLS) and the health port (plain) are one of these.
+// ConnectionServer: one HTTP/1.1 (and, opted in, HTTP/2) listener (TLS or plain) on
+// Boost.Beast/Asio that no client can hold hostage. Both the admission port (TLS) and the health
+// port (plain) are one of these; so is the gateway's port, the one that serves HTTP/2.
 //
 // Promise:
 //   - a small fixed set of io threads (`io_threads`) runs every connection asynchronously: no
@@ -34,12 +35,23 @@
 //     connection chosen by ChooseVictim (eviction.h) is closed: idle keep-alive ones first, else
 //     the one whose current handshake/request/response started earliest, and a request waiting
 //     for an asynchronous handler's answer only when nothing else is left;
+//   - HTTP/2 (only with ConnectionOptions::http2: ALPN "h2" on TLS, the preface on a plain
+//     listener): H2Session (h2_session.h) frames it; each stream's request goes to the same
+//     handler as an HTTP/1.1 request (HttpRequest::http2 set), many at once per connection, each
+//     answered on its stream (HttpResponse::trailers); a stream reset by the client, or the
+//     connection's end, runs that request's on_abandoned; on_written tells whether the answer was
+//     written. The connection is read and written one operation at a time (the answer cancels the
+//     read that waits for the client); read_timeout bounds a request from its stream's first
+//     byte, idle_timeout a connection with no stream open, write_timeout each write; on Stop() a
+//     connection gets GOAWAY once it has no stream open (until then new streams are still
+//     handed to the handler, which may refuse them) and closes;
 //   - Stop(): stop accepting, close idle connections (those with no request bytes pending), answer
 //     every request being read (each within its deadline) with `Connection: close`, then close;
 //     WaitStopped() waits for that (or gives up at its timeout and stops the io threads).
 // Metrics (labelled listener=<name>): allocating_webhook_connections_open,
 // allocating_webhook_connections_evicted_total{kind=idle|oldest|waiting},
-// allocating_webhook_connection_timeouts_total{phase=handshake|request|write}.
+// allocating_webhook_connection_timeouts_total{phase=handshake|request|write},
+// allocating_webhook_http2_connections_total, allocating_webhook_http2_streams_total.
 #pragma once
 
 #include <prometheus/registry.h>
