@@ -14,10 +14,9 @@
 //   build-fuzz/admission_fuzz -max_len=65536 -dict=test/fuzz/admission.dict CORPUS_DIR
 // With another compiler AW_FUZZ builds the same target with a small driver (standalone_main.cc)
 // that replays files, e.g. a corpus or crash reproducers.
+#include <prometheus/registry.h>
 #include <rapidjson/document.h>
 #include <rapidjson/reader.h>
-
-#include <prometheus/registry.h>
 
 #include <cstdint>
 #include <cstdlib>
@@ -29,8 +28,8 @@
 #include <vector>
 
 #include "admission/duplicate_keys.h"
-#include "admission/nesting_depth.h"
 #include "admission/handler.h"
+#include "admission/nesting_depth.h"
 #include "autoscale/endpoint.h"
 #include "gateway/allocation.h"
 #include "gateway/grpc_wire.h"
@@ -89,10 +88,13 @@ namespace {
 aw::gateway::GrpcService& Grpc() {
   static prometheus::Registry registry;
   static aw::gateway::GrpcService service(
-      {}, [](const aw::server::HttpRequest& req, aw::server::Responder r) {
+      {},
+      [](const aw::server::HttpRequest& req, aw::server::Responder r) {
         (void)req.header("X-Allocating-Deadline");
-        r({200, "application/json",
-           R"({"gameServerName":"gs","ports":[{"name":"p","port":7000}],"source":"local"})", {}});
+        r({200,
+           "application/json",
+           R"({"gameServerName":"gs","ports":[{"name":"p","port":7000}],"source":"local"})",
+           {}});
       },
       [] { return true; }, registry);
   return service;
@@ -128,8 +130,8 @@ void DriveH2(std::string_view bytes, bool preface, size_t split) {
   std::string input = preface ? std::string("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n") : std::string();
   input.append(bytes);
   split = std::min(split, input.size());
-  for (std::string_view part : {std::string_view(input).substr(0, split),
-                                std::string_view(input).substr(split)}) {
+  for (std::string_view part :
+       {std::string_view(input).substr(0, split), std::string_view(input).substr(split)}) {
     if (!s.Receive(part).ok()) break;
     for (auto& [id, r] : answers) s.Respond(id, std::move(r));
     answers.clear();

@@ -29,8 +29,8 @@ TEST(GrpcTimeout, ParsesEveryUnit) {
 }
 
 TEST(GrpcTimeout, RejectsMalformed) {
-  for (const char* bad : {"", "S", "5", "5s", "5x", "-5S", " 5S", "5S ", "123456789S", "1.5S",
-                          "5SS"}) {
+  for (const char* bad :
+       {"", "S", "5", "5s", "5x", "-5S", " 5S", "5S ", "123456789S", "1.5S", "5SS"}) {
     EXPECT_FALSE(ParseGrpcTimeout(bad).has_value()) << bad;
   }
 }
@@ -100,21 +100,22 @@ struct Recorded {
 class GrpcServiceTest : public ::testing::Test {
  protected:
   GrpcServiceTest()
-      : service_({.max_deadline = std::chrono::minutes(10)},
-                 [this](const server::HttpRequest& req, server::Responder r) {
-                   Recorded rec;
-                   rec.method = std::string(req.method);
-                   rec.path = std::string(req.path);
-                   rec.content_type = std::string(req.content_type);
-                   rec.body = std::string(req.body);
-                   rec.deadline = std::string(req.header("x-allocating-deadline"));
-                   rec.key = std::string(req.header("X-Allocating-Idempotency-Key"));
-                   rec.http2 = req.http2;
-                   rec.abandon_hook = static_cast<bool>(req.on_abandoned);
-                   seen_ = rec;
-                   r(rest_answer_);
-                 },
-                 [this] { return serving_; }, registry_) {}
+      : service_(
+            {.max_deadline = std::chrono::minutes(10)},
+            [this](const server::HttpRequest& req, server::Responder r) {
+              Recorded rec;
+              rec.method = std::string(req.method);
+              rec.path = std::string(req.path);
+              rec.content_type = std::string(req.content_type);
+              rec.body = std::string(req.body);
+              rec.deadline = std::string(req.header("x-allocating-deadline"));
+              rec.key = std::string(req.header("X-Allocating-Idempotency-Key"));
+              rec.http2 = req.http2;
+              rec.abandon_hook = static_cast<bool>(req.on_abandoned);
+              seen_ = rec;
+              r(rest_answer_);
+            },
+            [this] { return serving_; }, registry_) {}
 
   // A gRPC request on HTTP/2 with `metadata` (lower-case names).
   std::optional<server::HttpResponse> Call(
@@ -131,9 +132,8 @@ class GrpcServiceTest : public ::testing::Test {
     req.header = [&metadata](std::string_view name) -> std::string_view {
       for (auto& [n, v] : metadata) {
         if (n.size() == name.size() &&
-            std::equal(n.begin(), n.end(), name.begin(), [](char a, char b) {
-              return std::tolower(a) == std::tolower(b);
-            })) {
+            std::equal(n.begin(), n.end(), name.begin(),
+                       [](char a, char b) { return std::tolower(a) == std::tolower(b); })) {
           return v;
         }
       }
@@ -233,7 +233,8 @@ TEST_F(GrpcServiceTest, ExplicitDeadlineMetadataWins) {
 
 TEST_F(GrpcServiceTest, RestErrorsBecomeGrpcStatus) {
   rest_answer_.status = 429;
-  rest_answer_.body = R"({"code":8,"message":"there is no available GameServer to allocate","details":[]})";
+  rest_answer_.body =
+      R"({"code":8,"message":"there is no available GameServer to allocate","details":[]})";
   auto res = Call("/allocation.AllocationService/Allocate", AllocateBody({}));
   ASSERT_TRUE(res);
   EXPECT_EQ(res->status, 200);
@@ -257,8 +258,8 @@ TEST_F(GrpcServiceTest, BadCallsAnsweredClearly) {
   };
   EXPECT_EQ(status(Call(path, "", {}, "application/grpc", true, true)), "8");  // too large
   EXPECT_EQ(status(Call(path, "\0\0\0", {})), "13");                           // truncated
-  EXPECT_EQ(status(Call(path, FrameMessage("x") + FrameMessage("y"))), "13");   // two messages
-  EXPECT_EQ(status(Call(path, FrameMessage("\xff\xff\xff"))), "13");            // not a message
+  EXPECT_EQ(status(Call(path, FrameMessage("x") + FrameMessage("y"))), "13");  // two messages
+  EXPECT_EQ(status(Call(path, FrameMessage("\xff\xff\xff"))), "13");           // not a message
   std::string compressed = FrameMessage("abc");
   compressed[0] = 1;
   EXPECT_EQ(status(Call(path, compressed)), "13");
@@ -288,7 +289,8 @@ TEST_F(GrpcServiceTest, HealthCheck) {
     req.set_service(service);
     auto r = Call("/grpc.health.v1.Health/Check", FrameMessage(req.SerializeAsString()));
     EXPECT_TRUE(r);
-    if (!r || Field(*r, "grpc-status") != "0") return std::string("status ") + Field(*r, "grpc-status");
+    if (!r || Field(*r, "grpc-status") != "0")
+      return std::string("status ") + Field(*r, "grpc-status");
     std::string_view payload;
     EXPECT_EQ(ReadUnaryMessage(r->body, &payload), FrameResult::kOk);
     grpc::health::v1::HealthCheckResponse out;

@@ -5,10 +5,10 @@
 #include <openssl/ssl.h>
 #include <prometheus/registry.h>
 
+#include <algorithm>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/ssl.hpp>
-#include <algorithm>
 #include <cstring>
 #include <functional>
 #include <map>
@@ -59,7 +59,8 @@ class Pair {
         });
     nghttp2_session_callbacks_set_on_frame_recv_callback(
         cbs, [](nghttp2_session*, const nghttp2_frame* f, void* u) {
-          if (f->hd.type == NGHTTP2_HEADERS) ++static_cast<Pair*>(u)->streams_[f->hd.stream_id].header_blocks;
+          if (f->hd.type == NGHTTP2_HEADERS)
+            ++static_cast<Pair*>(u)->streams_[f->hd.stream_id].header_blocks;
           if (f->hd.type == NGHTTP2_GOAWAY) static_cast<Pair*>(u)->goaway_ = true;
           return 0;
         });
@@ -111,7 +112,10 @@ class Pair {
   int32_t Request(const std::string& path, const std::string& body,
                   std::vector<std::pair<std::string, std::string>> extra = {}) {
     std::vector<std::pair<std::string, std::string>> fields = {
-        {":method", "POST"}, {":scheme", "https"}, {":authority", "gw"}, {":path", path},
+        {":method", "POST"},
+        {":scheme", "https"},
+        {":authority", "gw"},
+        {":path", path},
         {"content-type", "application/grpc"}};
     for (auto& f : extra) fields.push_back(f);
     std::vector<nghttp2_nv> nva;
@@ -322,7 +326,10 @@ TEST(H2Session, MalformedInputIsAnErrorNeverACrash) {
   const std::string empty_settings("\x00\x00\x00\x04\x00\x00\x00\x00\x00", 9);
   for (const std::string& input :
        {std::string("GET / HTTP/1.1\r\n\r\n"), std::string(100, '\0'),
-        preface + empty_settings + std::string("\x00\x00\x04\x01\x05\x00\x00\x00\x00" "abcd", 13),
+        preface + empty_settings +
+            std::string("\x00\x00\x04\x01\x05\x00\x00\x00\x00"
+                        "abcd",
+                        13),
         preface + empty_settings + std::string("\xff\xff\xff\x00\x00\x00\x00\x00\x01", 9) +
             std::string(1000, 'x')}) {
     H2Session s({}, [](int32_t, HttpRequest&) { ADD_FAILURE() << "no request in garbage"; });
@@ -388,8 +395,9 @@ std::string NegotiatedAlpn(bool http2_listener) {
   SSL_CTX_set_alpn_protos(ctx.native_handle(), kOffer, sizeof(kOffer));
   ssl::stream<net::ip::tcp::socket> stream(ioc, ctx);
   boost::system::error_code ec;
-  stream.next_layer().connect(
-      net::ip::tcp::endpoint(net::ip::make_address("127.0.0.1"), static_cast<unsigned short>(opts.port)), ec);
+  stream.next_layer().connect(net::ip::tcp::endpoint(net::ip::make_address("127.0.0.1"),
+                                                     static_cast<unsigned short>(opts.port)),
+                              ec);
   if (!ec) stream.handshake(ssl::stream_base::client, ec);
   EXPECT_FALSE(ec) << ec.message();
   const unsigned char* alpn = nullptr;

@@ -15,13 +15,20 @@ std::optional<std::chrono::nanoseconds> ParseGrpcTimeout(std::string_view text) 
   }
   using namespace std::chrono;
   switch (text.back()) {
-    case 'H': return duration_cast<nanoseconds>(hours(value));
-    case 'M': return duration_cast<nanoseconds>(minutes(value));
-    case 'S': return duration_cast<nanoseconds>(seconds(value));
-    case 'm': return duration_cast<nanoseconds>(milliseconds(value));
-    case 'u': return duration_cast<nanoseconds>(microseconds(value));
-    case 'n': return nanoseconds(value);
-    default: return std::nullopt;
+    case 'H':
+      return duration_cast<nanoseconds>(hours(value));
+    case 'M':
+      return duration_cast<nanoseconds>(minutes(value));
+    case 'S':
+      return duration_cast<nanoseconds>(seconds(value));
+    case 'm':
+      return duration_cast<nanoseconds>(milliseconds(value));
+    case 'u':
+      return duration_cast<nanoseconds>(microseconds(value));
+    case 'n':
+      return nanoseconds(value);
+    default:
+      return std::nullopt;
   }
 }
 
@@ -40,7 +47,9 @@ std::string FrameMessage(std::string_view payload) {
 
 FrameResult ReadUnaryMessage(std::string_view body, std::string_view* payload) {
   if (body.size() < 5) return FrameResult::kTruncated;
-  const auto b = [&](size_t i) { return static_cast<uint32_t>(static_cast<unsigned char>(body[i])); };
+  const auto b = [&](size_t i) {
+    return static_cast<uint32_t>(static_cast<unsigned char>(body[i]));
+  };
   const uint32_t n = (b(1) << 24) | (b(2) << 16) | (b(3) << 8) | b(4);
   if (body.size() - 5 < n) return FrameResult::kTruncated;
   if (body.size() - 5 > n) return FrameResult::kTrailingData;
@@ -68,16 +77,30 @@ GrpcStatus GrpcStatusOfRest(int http_status, std::string_view body) {
     return out;
   }
   switch (http_status) {
-    case 400: out.code = 13; break;
-    case 401: out.code = 16; break;
-    case 403: out.code = 7; break;
-    case 404: out.code = 12; break;
-    case 413: out.code = 8; break;
+    case 400:
+      out.code = 13;
+      break;
+    case 401:
+      out.code = 16;
+      break;
+    case 403:
+      out.code = 7;
+      break;
+    case 404:
+      out.code = 12;
+      break;
+    case 413:
+      out.code = 8;
+      break;
     case 429:
     case 502:
     case 503:
-    case 504: out.code = 14; break;
-    default: out.code = 2; break;
+    case 504:
+      out.code = 14;
+      break;
+    default:
+      out.code = 2;
+      break;
   }
   return out;
 }

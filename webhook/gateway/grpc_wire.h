@@ -10,8 +10,9 @@
 //     call carries one), kCompressed when its compressed flag is set (the gateway does not
 //     decompress), kOk with `payload` viewing the message inside `body` otherwise;
 //   - GatewayDeadline: the deadline handed to the gateway for a gRPC timeout: `timeout` capped at
-//     `max`, then shortened by 5% (at most 1 s) so that the gateway's own answer (ResourceExhausted,
-//     as over REST) reaches the client before the client's deadline fires; never below 1 ms;
+//     `max`, then shortened by 5% (at most 1 s) so that the gateway's own answer
+//     (ResourceExhausted, as over REST) reaches the client before the client's deadline fires;
+//     never below 1 ms;
 //   - GrpcStatusOfRest: the gRPC status for an HTTP answer of the gateway's REST path: the `code`
 //     of a grpc-gateway error body when there is one and it is positive, as it is (grpc-gateway
 //     wrote it from the gRPC status; agones-allocator's gRPC answer to an invalid request carries

@@ -324,8 +324,8 @@ class Session final : public Connection, public std::enable_shared_from_this<Ses
     o.max_header_bytes = opts_.limits.max_header_bytes;
     o.max_header_count = opts_.limits.max_header_count;
     o.max_requests = std::min(o.max_requests, opts_.keep_alive_max_requests);
-    h2_ = std::make_unique<H2Session>(
-        o, [this](int32_t id, HttpRequest& in) { H2Dispatch(id, in); });
+    h2_ =
+        std::make_unique<H2Session>(o, [this](int32_t id, HttpRequest& in) { H2Dispatch(id, in); });
     if (!h2_->Start().ok()) return Close();
     srv_.metrics.h2_connections.Increment();
     if (buffer_.size() > 0) {  // prior knowledge: the preface is already read
@@ -396,8 +396,8 @@ class Session final : public Connection, public std::enable_shared_from_this<Ses
     } else if (!h2_request_since_) {
       h2_request_since_ = Clock::now();
     }
-    const ConnPhase phase = receiving > 0           ? ConnPhase::kRequest
-                            : h2_->Waiting() > 0    ? ConnPhase::kWaiting
+    const ConnPhase phase = receiving > 0            ? ConnPhase::kRequest
+                            : h2_->Waiting() > 0     ? ConnPhase::kWaiting
                             : h2_->OpenStreams() > 0 ? ConnPhase::kResponse
                                                      : ConnPhase::kIdle;
     if (phase != phase_) SetPhase(phase);
@@ -446,7 +446,8 @@ class Session final : public Connection, public std::enable_shared_from_this<Ses
     if (closed_ || !h2_) return;
     if (ec == net::error::operation_aborted) return H2Pump();  // cancelled to write
     if (ec) {
-      if (ec == beast::error::timeout && h2_request_since_) srv_.metrics.timeout_request.Increment();
+      if (ec == beast::error::timeout && h2_request_since_)
+        srv_.metrics.timeout_request.Increment();
       return Close();
     }
     buffer_.commit(n);
@@ -825,10 +826,10 @@ class Session final : public Connection, public std::enable_shared_from_this<Ses
   std::optional<std::pair<HttpResponse, unsigned>> pending_;  // an answer waiting for the read
   // HTTP/2
   std::unique_ptr<H2Session> h2_;
-  std::string h2_out_;           // being written
-  bool h2_io_ = false;           // a read or write is outstanding
-  bool h2_reading_ = false;      // ... and it is the read
-  bool h2_failed_ = false;       // protocol error: write the GOAWAY, then close
+  std::string h2_out_;       // being written
+  bool h2_io_ = false;       // a read or write is outstanding
+  bool h2_reading_ = false;  // ... and it is the read
+  bool h2_failed_ = false;   // protocol error: write the GOAWAY, then close
   std::optional<Clock::time_point> h2_request_since_;  // a request is being received since
 };
 

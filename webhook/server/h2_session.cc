@@ -52,9 +52,9 @@ struct H2Stream {
   bool header_overflow = false;
   bool too_large = false;
   bool dispatched = false;
-  bool answered = false;   // Respond was called
-  bool end_sent = false;   // the last frame of the answer is in the output
-  bool closed = false;     // nghttp2 closed the stream
+  bool answered = false;  // Respond was called
+  bool end_sent = false;  // the last frame of the answer is in the output
+  bool closed = false;    // nghttp2 closed the stream
   HttpRequest request;
   std::function<void()> on_abandoned;
   // The answer being sent.
@@ -68,7 +68,7 @@ struct H2Session::Impl {
   Dispatch dispatch;
   std::unique_ptr<nghttp2_session, SessionDeleter> session;
   std::map<int32_t, std::shared_ptr<H2Stream>> streams;  // open, or dispatched and unanswered
-  size_t started = 0;  // streams begun over the connection's life
+  size_t started = 0;                                    // streams begun over the connection's life
   size_t receiving_bytes = 0;  // request bodies buffered for streams not dispatched yet
   bool goaway = false;
   // on_written callbacks whose last frame is in the output not yet reported written, and those in
@@ -332,7 +332,8 @@ H2Session::~H2Session() {
   impl_->streams.clear();
   for (auto& [id, st] : streams) {
     if (st->end_sent) continue;
-    if (st->answered && st->response.on_written) callbacks.push_back(std::move(st->response.on_written));
+    if (st->answered && st->response.on_written)
+      callbacks.push_back(std::move(st->response.on_written));
     if (auto fn = std::move(st->on_abandoned)) fn();
   }
   for (auto& fn : callbacks) {
@@ -365,8 +366,7 @@ Status H2Session::Start() {
       std::clamp<size_t>(impl_->opts.max_body_bytes + 4096, 65535, (1u << 31) - 1));
   nghttp2_settings_entry iv[] = {
       {NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS, impl_->opts.max_concurrent_streams},
-      {NGHTTP2_SETTINGS_MAX_HEADER_LIST_SIZE,
-       static_cast<uint32_t>(impl_->opts.max_header_bytes)},
+      {NGHTTP2_SETTINGS_MAX_HEADER_LIST_SIZE, static_cast<uint32_t>(impl_->opts.max_header_bytes)},
       {NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE, std::min<uint32_t>(window, 1 << 20)},
       {NGHTTP2_SETTINGS_ENABLE_PUSH, 0},
   };

@@ -7,7 +7,8 @@
 //     HttpRequest (method, path, query, content_type, body, header(), on_abandoned, http2 = true)
 //     given to `dispatch`, from inside Receive; the answer comes back through Respond(stream, ...)
 //     on the same thread that calls Receive (the caller serialises them), at most once per stream;
-//   - limits: at most `max_concurrent_streams` streams open at once (SETTINGS_MAX_CONCURRENT_STREAMS;
+//   - limits: at most `max_concurrent_streams` streams open at once
+//   (SETTINGS_MAX_CONCURRENT_STREAMS;
 //     a client exceeding it gets its new streams refused by nghttp2), at most `max_requests`
 //     streams over the connection's life (then GOAWAY: the client reconnects); request headers over
 //     `max_header_bytes` (name + value + 32 per field, as SETTINGS_MAX_HEADER_LIST_SIZE counts) or

@@ -24,8 +24,7 @@ int CertCallback(SSL* ssl, void* arg) {
 }
 
 constexpr unsigned char kHttp11[] = {8, 'h', 't', 't', 'p', '/', '1', '.', '1'};
-constexpr unsigned char kH2Http11[] = {2,   'h', '2', 8,   'h', 't',
-                                       't', 'p', '/', '1', '.', '1'};
+constexpr unsigned char kH2Http11[] = {2, 'h', '2', 8, 'h', 't', 't', 'p', '/', '1', '.', '1'};
 
 // `arg` non-null: the listener serves HTTP/2 too ("h2" preferred).
 int AlpnSelect(SSL* /*ssl*/, const unsigned char** out, unsigned char* outlen,

@@ -11,7 +11,7 @@
 //     was held (and not before every one of them is held, so all N wait at once): all answered
 //     200, the gateway's peak RSS (VmHWM) < 64 MiB, its thread count (sampled during the wait)
 //     within the bound its flags give.
-//  1b. latency-grpc: the same over gRPC (allocation.AllocationService/Allocate on the gateway's
+//     1b. latency-grpc: the same over gRPC (allocation.AllocationService/Allocate on the gateway's
 //     port), N calls at once on one connection as a matchmaker's director makes them (a Go client
 //     generated from proto/, mTLS). Target p99 <= 50 ms.
 //  3. retry: the first server never confirms (timeout 2s, on-timeout Unhealthy); the gateway

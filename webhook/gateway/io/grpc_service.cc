@@ -7,9 +7,9 @@
 #include <map>
 #include <mutex>
 
-#include "proto/allocation/allocation.pb.h"
 #include "gateway/allocation.h"
 #include "gateway/grpc_wire.h"
+#include "proto/allocation/allocation.pb.h"
 #include "proto/grpc/health/v1/health.pb.h"
 #include "util/duration.h"
 
@@ -89,9 +89,10 @@ server::HttpResponse GrpcError(int code, std::string_view message) {
   return r;
 }
 
-GrpcService::GrpcService(GrpcServiceOptions options,
-                         std::function<void(const server::HttpRequest&, server::Responder)> allocate,
-                         std::function<bool()> serving, prometheus::Registry& registry)
+GrpcService::GrpcService(
+    GrpcServiceOptions options,
+    std::function<void(const server::HttpRequest&, server::Responder)> allocate,
+    std::function<bool()> serving, prometheus::Registry& registry)
     : options_(options),
       allocate_(std::move(allocate)),
       serving_(std::move(serving)),
@@ -108,8 +109,10 @@ bool GrpcService::Handle(const server::HttpRequest& req, server::Responder respo
   }
   if (!grpc_type) {
     respond(server::HttpResponse{
-        415, "text/plain; charset=utf-8",
-        fmt::format("invalid gRPC request content-type \"{}\"\n", req.content_type), {}});
+        415,
+        "text/plain; charset=utf-8",
+        fmt::format("invalid gRPC request content-type \"{}\"\n", req.content_type),
+        {}});
     return true;
   }
   const std::string method(req.path);
@@ -131,7 +134,8 @@ bool GrpcService::Handle(const server::HttpRequest& req, server::Responder respo
   }
   std::string_view payload;
   switch (ReadUnaryMessage(req.body, &payload)) {
-    case FrameResult::kOk: break;
+    case FrameResult::kOk:
+      break;
     case FrameResult::kTruncated:
       answer(GrpcError(13, "grpc: truncated message"), 13);
       return true;
@@ -236,8 +240,7 @@ void GrpcService::Allocate(const server::HttpRequest& req, std::string_view payl
       if (auto st = google::protobuf::util::JsonStringToMessage(r.body, &msg, parse); st.ok()) {
         g = GrpcOk(msg.SerializeAsString());
       } else {
-        g = GrpcError(13, fmt::format("the allocator's answer does not decode: {}",
-                                      st.ToString()));
+        g = GrpcError(13, fmt::format("the allocator's answer does not decode: {}", st.ToString()));
       }
     } else {
       const GrpcStatus s = GrpcStatusOfRest(r.status, r.body);
