@@ -7,7 +7,10 @@ package gateway
 import (
 	"context"
 	"fmt"
+	"io"
+	"net/http"
 	"path/filepath"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -105,6 +108,7 @@ func TestGatewayGRPC(t *testing.T) {
 	t.Run("CancelNoticed", testGRPCCancel)
 	t.Run("UnknownMethodUnimplemented", testGRPCUnknownMethod)
 	t.Run("RESTAndGRPCOnOnePort", testRESTAndGRPCTogether)
+	t.Run("RESTOverHTTP2", testRESTOverHTTP2)
 	// Last: it stops the gateway.
 	t.Run("HealthServingThenNotServingOnSIGTERM", testGRPCHealthDrain)
 }
@@ -279,5 +283,56 @@ func testGRPCHealthDrain(t *testing.T) {
 	}
 	if err, ok := e.gw.Wait(10 * time.Second); !ok || e.gw.ExitCode() != 0 {
 		t.Errorf("gateway after SIGTERM: exit %d, %v (exited: %v)", e.gw.ExitCode(), err, ok)
+	}
+}
+
+// A REST client that negotiates HTTP/2 (as curl does by default) is served the same REST answers.
+func testRESTOverHTTP2(t *testing.T) {
+	e := setupGRPC(t)
+	crt, key := e.clientCA.Issue(t, "h2-director", "director", false)
+	c := &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{
+		TLSClientConfig: harness.ClientTLS(t, e.servingCA, crt, key), ForceAttemptHTTP2: true}}
+	req, _ := http.NewRequest(http.MethodPost, e.gw.URL("/gameserverallocation"),
+		strings.NewReader(fmt.Sprintf(`{"namespace":%q}`, e.ns)))
+	req.Header.Set("Content-Type", "application/json")
+	res, err := c.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	body, _ := io.ReadAll(res.Body)
+	if res.ProtoMajor != 2 {
+		t.Errorf("negotiated %s, want HTTP/2", res.Proto)
+	}
+	if res.StatusCode != 429 || !strings.Contains(string(body), `"code":8`) {
+		t.Errorf("no server over HTTP/2: want 429 code 8, got %d %s", res.StatusCode, body)
+	}
+	e.readyGameServer(t, "gs-h2", true, harness.TimeoutKey, "20s")
+	ch := make(chan *http.Response, 1)
+	go func() {
+		req, _ := http.NewRequest(http.MethodPost, e.gw.URL("/gameserverallocation"),
+			strings.NewReader(fmt.Sprintf(`{"namespace":%q}`, e.ns)))
+		req.Header.Set("Content-Type", "application/json")
+		r, err := c.Do(req)
+		if err != nil {
+			t.Errorf("POST over HTTP/2: %v", err)
+			r = nil
+		}
+		ch <- r
+	}()
+	e.waitState(t, "gs-h2", "Allocating", 10*time.Second)
+	e.confirm(t, "gs-h2")
+	select {
+	case r := <-ch:
+		if r == nil {
+			t.Fatal("no answer")
+		}
+		defer r.Body.Close()
+		b, _ := io.ReadAll(r.Body)
+		if r.StatusCode != 200 || !strings.Contains(string(b), `"gameServerName":"gs-h2"`) {
+			t.Fatalf("want 200 for gs-h2, got %d %s", r.StatusCode, b)
+		}
+	case <-time.After(15 * time.Second):
+		t.Fatal("no answer over HTTP/2 within 15s")
 	}
 }
