@@ -218,7 +218,6 @@ void GrpcService::Allocate(const server::HttpRequest& req, std::string_view payl
   }
   // The metadata, for header(): the deadline from grpc-timeout unless given explicitly.
   auto original = req.header;
-  std::weak_ptr<AllocateCall> weak = call;
   call->metadata = [original, raw = call.get()](std::string_view name) -> std::string_view {
     if (IEquals(name, kDeadlineHeader) && !raw->deadline.empty()) return raw->deadline;
     return original ? original(name) : std::string_view();
