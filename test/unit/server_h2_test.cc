@@ -9,6 +9,7 @@
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/ssl.hpp>
+#include <boost/asio/write.hpp>
 #include <cstring>
 #include <functional>
 #include <map>
@@ -408,6 +409,74 @@ std::string NegotiatedAlpn(bool http2_listener) {
   server.Stop();
   server.WaitStopped(std::chrono::seconds(2));
   return got;
+}
+
+// A plain listener with http2 set takes HTTP/2 with prior knowledge (the preface first) through a
+// real socket; its handler sees the request and the answer comes back on the stream.
+TEST(ConnectionServerH2, PriorKnowledgeOnAPlainListener) {
+  namespace net = boost::asio;
+  prometheus::Registry registry;
+  ConnectionOptions opts;
+  opts.name = "plain-h2";
+  opts.bind_address = "127.0.0.1";
+  opts.http2 = true;
+  {
+    net::io_context probe;
+    net::ip::tcp::acceptor a(probe, net::ip::tcp::endpoint(net::ip::make_address("127.0.0.1"), 0));
+    opts.port = a.local_endpoint().port();
+  }
+  std::string seen_path, seen_body;
+  bool seen_http2 = false;
+  ConnectionServer server(
+      opts,
+      [&](const HttpRequest& req, Responder r) {
+        seen_path = std::string(req.path);
+        seen_body = std::string(req.body);
+        seen_http2 = req.http2;
+        HttpResponse out;
+        out.body = "pong";
+        out.trailers = {{"x-done", "yes"}};
+        r(std::move(out));
+      },
+      nullptr, nullptr, registry);
+  ASSERT_TRUE(server.Start().ok());
+  // The client side: nghttp2's client session over a blocking socket.
+  Pair p;  // only its client session and stream bookkeeping are used; its H2Session stays idle
+  net::io_context ioc;
+  net::ip::tcp::socket sock(ioc);
+  sock.connect(net::ip::tcp::endpoint(net::ip::make_address("127.0.0.1"),
+                                      static_cast<unsigned short>(opts.port)));
+  const int32_t id = p.Request("/ping", "hello");
+  auto& st = p.streams_[id];
+  std::string out;
+  const uint8_t* data = nullptr;
+  for (ssize_t n; (n = nghttp2_session_mem_send(p.client_, &data)) > 0;) {
+    out.append(reinterpret_cast<const char*>(data), static_cast<size_t>(n));
+  }
+  net::write(sock, net::buffer(out));
+  char buf[16384];
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  while (!st.closed && std::chrono::steady_clock::now() < until) {
+    boost::system::error_code ec;
+    const size_t n = sock.read_some(net::buffer(buf), ec);
+    if (ec) break;
+    nghttp2_session_mem_recv(p.client_, reinterpret_cast<const uint8_t*>(buf), n);
+    std::string more;
+    for (ssize_t m; (m = nghttp2_session_mem_send(p.client_, &data)) > 0;) {
+      more.append(reinterpret_cast<const char*>(data), static_cast<size_t>(m));
+    }
+    if (!more.empty()) net::write(sock, net::buffer(more));
+  }
+  EXPECT_TRUE(st.closed);
+  EXPECT_EQ(st.headers[":status"], "200");
+  EXPECT_EQ(st.body, "pong");
+  EXPECT_EQ(st.trailers["x-done"], "yes");
+  EXPECT_EQ(seen_path, "/ping");
+  EXPECT_EQ(seen_body, "hello");
+  EXPECT_TRUE(seen_http2);
+  sock.close();
+  server.Stop();
+  server.WaitStopped(std::chrono::seconds(2));
 }
 
 TEST(ConnectionServerAlpn, GatewayOffersH2AdmissionOnlyHttp11) {
