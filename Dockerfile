@@ -26,10 +26,11 @@ RUN --mount=type=cache,id=aw-apt-archives,target=/var/cache/apt,sharing=locked \
  && apt-get install -y --no-install-recommends \
       build-essential cmake ninja-build pkg-config ca-certificates \
       libboost1.81-dev libssl-dev rapidjson-dev libfmt-dev \
-      prometheus-cpp-dev libyaml-cpp-dev python3-minimal
+      prometheus-cpp-dev libyaml-cpp-dev libnghttp2-dev libprotobuf-dev protobuf-compiler python3-minimal
 WORKDIR /src
 COPY CMakeLists.txt VERSION ./
 COPY cmake/ cmake/
+COPY proto/ proto/
 # The layering map: CMakeLists.txt asks it which folders make up each library (python3-minimal).
 COPY scripts/check-layering scripts/check-layering
 COPY webhook/ webhook/

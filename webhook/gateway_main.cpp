@@ -41,6 +41,7 @@
 #include "contract/keys.h"
 #include "gateway/io/allocator_client.h"
 #include "gateway/io/gateway.h"
+#include "gateway/io/grpc_service.h"
 #include "gateway/io/waiters.h"
 #include "kube/client.h"
 #include "kube/config.h"
@@ -263,9 +264,20 @@ int main(int argc, char** argv) {
   co.limits.max_body_bytes = f.max_body_bytes;
   co.read_timeout = f.read_timeout;
   co.idle_timeout = f.idle_timeout;
+  // gRPC (allocation.AllocationService, grpc.health.v1.Health) on the same port as REST, over
+  // HTTP/2 (ALPN h2); everything else is REST.
+  co.http2 = true;
+  co.h2.max_concurrent_streams = 1000;  // a matchmaker's connection holds one stream per wait
+  gateway::GrpcService grpc(
+      {.max_deadline = f.gateway.max_deadline},
+      [&gw](const server::HttpRequest& req, server::Responder r) { gw.Handle(req, r); },
+      [&gw] { return !gw.Draining(); }, *registry);
   server::ConnectionServer listener(
-      co, [&gw](const server::HttpRequest& req, server::Responder r) { gw.Handle(req, r); }, &certs,
-      client_ca.get(), *registry);
+      co,
+      [&gw, &grpc](const server::HttpRequest& req, server::Responder r) {
+        if (!grpc.Handle(req, r)) gw.Handle(req, r);
+      },
+      &certs, client_ca.get(), *registry);
 
   server::HealthServer health(f.bind_address, f.health_port, *registry);
   health.AddReadinessCheck("informer", [&informer]() -> std::optional<std::string> {

@@ -30,6 +30,7 @@
 #include "resolver/service.h"
 #include "runtime/manager.h"
 #include "runtime/process.h"
+#include "runtime/service.h"
 #include "server/admission_metrics.h"
 #include "server/admission_pipeline.h"
 #include "server/cert_reloader.h"

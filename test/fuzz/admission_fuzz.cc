@@ -1,5 +1,7 @@
-// libFuzzer target: any bytes on any admission route, on the autoscaling endpoint, and through the
-// allocation gateway's parsers (request, allocator answer, metadata refresh, error body).
+// libFuzzer target: any bytes on any admission route, on the autoscaling endpoint, through the
+// allocation gateway's parsers (request, allocator answer, metadata refresh, error body), as an
+// HTTP/2 client's bytes into H2Session (server/h2_session.h) whose requests go to the gateway's
+// GrpcService, and as a gRPC request body into GrpcService (gateway/io/grpc_service.h).
 // Handle must answer 200 (a JSON
 // AdmissionReview echoing a uid) or 400, never crash, hang, leak or answer 500. Oracle for
 // duplicate keys: every body that parses as JSON is also checked by an independent SAX pass (a
@@ -12,6 +14,7 @@
 //   build-fuzz/admission_fuzz -max_len=65536 -dict=test/fuzz/admission.dict CORPUS_DIR
 // With another compiler AW_FUZZ builds the same target with a small driver (standalone_main.cc)
 // that replays files, e.g. a corpus or crash reproducers.
+#include <prometheus/registry.h>
 #include <rapidjson/document.h>
 #include <rapidjson/reader.h>
 
@@ -29,6 +32,9 @@
 #include "gateway/allocation.h"
 #include "json/duplicate_keys.h"
 #include "json/nesting_depth.h"
+#include "gateway/grpc_wire.h"
+#include "gateway/io/grpc_service.h"
+#include "server/h2_session.h"
 
 namespace {
 
@@ -73,6 +79,67 @@ class OneFleet final : public aw::autoscale::CountsView {
     return {};
   }
 };
+
+}  // namespace
+
+namespace {
+
+// The gRPC front-end with a REST stand-in that answers every allocation with a fixed body.
+aw::gateway::GrpcService& Grpc() {
+  static prometheus::Registry registry;
+  static aw::gateway::GrpcService service(
+      {},
+      [](const aw::server::HttpRequest& req, aw::server::Responder r) {
+        (void)req.header("X-Allocating-Deadline");
+        r({200,
+           "application/json",
+           R"({"gameServerName":"gs","ports":[{"name":"p","port":7000}],"source":"local"})",
+           {}});
+      },
+      [] { return true; }, registry);
+  return service;
+}
+
+// Every gRPC answer is trailers-only (grpc-status in the headers) or has grpc-status trailers; an
+// HTTP answer (415, 505) has a plain-text body.
+void CheckGrpcAnswer(const aw::server::HttpResponse& r) {
+  bool status = false;
+  for (auto* fields : {&r.headers, &r.trailers}) {
+    for (auto& [n, v] : *fields) status = status || n == "grpc-status";
+  }
+  if (!status && r.status == 200) std::abort();
+}
+
+// `bytes` as what an HTTP/2 client sent (after the preface when `preface`), in two reads split
+// at `split`; each request is answered by GrpcService (or 404), the output taken and "written".
+void DriveH2(std::string_view bytes, bool preface, size_t split) {
+  std::vector<std::pair<int32_t, aw::server::HttpResponse>> answers;
+  aw::server::H2Options o;
+  o.max_body_bytes = 4096;
+  o.max_concurrent_streams = 8;
+  aw::server::H2Session s(o, [&answers](int32_t id, aw::server::HttpRequest& req) {
+    req.on_abandoned([] {});
+    std::optional<aw::server::HttpResponse> out;
+    if (!Grpc().Handle(req, [&out](aw::server::HttpResponse r) { out = std::move(r); })) {
+      out = aw::server::HttpResponse{404, "text/plain", "not found\n", {}};
+    }
+    if (!out) std::abort();  // GrpcService answers synchronously with this stand-in
+    answers.emplace_back(id, std::move(*out));
+  });
+  if (!s.Start().ok()) std::abort();
+  std::string input = preface ? std::string("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n") : std::string();
+  input.append(bytes);
+  split = std::min(split, input.size());
+  for (std::string_view part :
+       {std::string_view(input).substr(0, split), std::string_view(input).substr(split)}) {
+    if (!s.Receive(part).ok()) break;
+    for (auto& [id, r] : answers) s.Respond(id, std::move(r));
+    answers.clear();
+    (void)s.TakeOutput(1 << 20);
+    s.Flushed(true);
+  }
+  (void)s.WantsIo();
+}
 
 }  // namespace
 
@@ -131,6 +198,35 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       d.Parse<rapidjson::kParseIterativeFlag>(body.data(), body.size());
       if (d.HasParseError() || !d.IsObject()) std::abort();
       if (aw::json::FirstTooDeep(body, aw::gateway::kMaxNestingDepth)) std::abort();
+    }
+  }
+
+  // The same bytes as an HTTP/2 client's (with and without the preface), and as the body of a
+  // gRPC call to each method: an answer, never a crash or a hang.
+  DriveH2(body, (data[0] & 1) != 0, data[0] * 7u);
+  {
+    std::string_view payload;
+    (void)aw::gateway::ReadUnaryMessage(body, &payload);
+    for (std::string_view path : {"/allocation.AllocationService/Allocate",
+                                  "/grpc.health.v1.Health/Check", "/grpc.health.v1.Health/Watch"}) {
+      for (const std::string& framed : {std::string(body), aw::gateway::FrameMessage(body)}) {
+        aw::server::HttpRequest req;
+        req.method = "POST";
+        req.path = path;
+        req.content_type = "application/grpc";
+        req.body = framed;
+        req.http2 = true;
+        req.header = [&body](std::string_view name) -> std::string_view {
+          return name == "grpc-timeout" ? body.substr(0, std::min<size_t>(body.size(), 4))
+                                        : std::string_view();
+        };
+        bool answered = false;
+        Grpc().Handle(req, [&answered](aw::server::HttpResponse r) {
+          answered = true;
+          CheckGrpcAnswer(r);
+        });
+        if (!answered) std::abort();
+      }
     }
   }
 

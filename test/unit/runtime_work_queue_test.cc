@@ -2,7 +2,6 @@
 #include <gtest/gtest.h>
 
 #include "runtime/core/work_queue_state.h"
-#include "runtime/work_queue.h"
 
 namespace aw::runtime {
 namespace {

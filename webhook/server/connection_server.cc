@@ -16,6 +16,7 @@
 
 #include "server/bounded_body.h"
 #include "server/connection_registry.h"
+#include "server/h2_session.h"
 #include "server/handshake_gate.h"
 #include "server/tls_stream.h"
 #include "util/io/log.h"
@@ -41,6 +42,9 @@ constexpr size_t kMaxLingerBytes = 4 * 1024 * 1024;
 // While draining, how long a connection that has not sent its first request yet may take to.
 constexpr auto kDrainFirstRequestWait = std::chrono::seconds(1);
 constexpr std::string_view k100Continue = "HTTP/1.1 100 Continue\r\n\r\n";
+// The start of the HTTP/2 connection preface (RFC 9113 3.4): a plain listener with http2 set takes
+// a connection that opens with it as HTTP/2 with prior knowledge.
+constexpr std::string_view kH2PrefaceStart = "PRI * HTTP/2.0";
 
 Clock::duration ToClock(std::chrono::nanoseconds d) {
   return std::chrono::duration_cast<Clock::duration>(d);
@@ -62,7 +66,17 @@ struct ListenerMetrics {
         evicted_waiting(Evictions(registry).Add({{"listener", listener}, {"kind", "waiting"}})),
         timeout_handshake(Timeouts(registry).Add({{"listener", listener}, {"phase", "handshake"}})),
         timeout_request(Timeouts(registry).Add({{"listener", listener}, {"phase", "request"}})),
-        timeout_write(Timeouts(registry).Add({{"listener", listener}, {"phase", "write"}})) {}
+        timeout_write(Timeouts(registry).Add({{"listener", listener}, {"phase", "write"}})),
+        h2_connections(prometheus::BuildCounter()
+                           .Name("allocating_webhook_http2_connections_total")
+                           .Help("HTTP/2 connections served (ALPN h2 or prior knowledge)")
+                           .Register(registry)
+                           .Add({{"listener", listener}})),
+        h2_streams(prometheus::BuildCounter()
+                       .Name("allocating_webhook_http2_streams_total")
+                       .Help("Requests received on HTTP/2 streams")
+                       .Register(registry)
+                       .Add({{"listener", listener}})) {}
 
   static prometheus::Family<prometheus::Counter>& Evictions(prometheus::Registry& r) {
     return prometheus::BuildCounter()
@@ -89,6 +103,8 @@ struct ListenerMetrics {
   prometheus::Counter& timeout_handshake;
   prometheus::Counter& timeout_request;
   prometheus::Counter& timeout_write;
+  prometheus::Counter& h2_connections;
+  prometheus::Counter& h2_streams;
 };
 
 }  // namespace
@@ -233,6 +249,12 @@ class Session final : public Connection, public std::enable_shared_from_this<Ses
       if (ec == beast::error::timeout) srv_.metrics.timeout_handshake.Increment();
       return Close();
     }
+    if constexpr (kTls) {
+      const unsigned char* alpn = nullptr;
+      unsigned int alpn_len = 0;
+      SSL_get0_alpn_selected(stream_.native_handle(), &alpn, &alpn_len);
+      if (opts_.http2 && alpn_len == 2 && alpn[0] == 'h' && alpn[1] == '2') return H2Begin();
+    }
     WaitRequest();
   }
 
@@ -265,7 +287,187 @@ class Session final : public Connection, public std::enable_shared_from_this<Ses
     }
     if (ec) return Close();
     buffer_.commit(n);
+    if (!kTls && opts_.http2 && served_ == 0 && LooksLikeH2Preface()) return H2Begin();
     StartRequest();
+  }
+
+  bool LooksLikeH2Preface() const {
+    auto data = buffer_.cdata();
+    std::string_view got(static_cast<const char*>(data.data()), data.size());
+    const size_t n = std::min(got.size(), kH2PrefaceStart.size());
+    return n >= 3 && got.substr(0, n) == kH2PrefaceStart.substr(0, n);
+  }
+
+  // ---- HTTP/2 (ConnectionOptions::http2): H2Session drives the protocol; this loop moves its
+  // bytes, one socket operation at a time (TlsStream allows no overlap): a write whenever the
+  // session has output (cancelling the read that waits for the client), else a read whose
+  // deadline is read_timeout from the first byte of any request still being received,
+  // idle_timeout when no stream is open, none while every open stream waits for its answer. ----
+
+  // The answer state of one stream, shared by the Responder's copies.
+  struct H2Answer {
+    std::shared_ptr<Session> session;
+    int32_t stream = 0;
+    std::atomic<bool> answered{false};
+    ~H2Answer() {
+      if (answered.load()) return;
+      net::post(session->stream_.get_executor(), [s = session, id = stream] {
+        if (s->h2_) s->h2_->Reset(id);  // the handler dropped the request without an answer
+        s->H2Pump();
+      });
+    }
+  };
+
+  void H2Begin() {
+    H2Options o = opts_.h2;
+    o.max_body_bytes = opts_.limits.max_body_bytes;
+    o.max_header_bytes = opts_.limits.max_header_bytes;
+    o.max_header_count = opts_.limits.max_header_count;
+    o.max_requests = std::min(o.max_requests, opts_.keep_alive_max_requests);
+    h2_ =
+        std::make_unique<H2Session>(o, [this](int32_t id, HttpRequest& in) { H2Dispatch(id, in); });
+    if (!h2_->Start().ok()) return Close();
+    srv_.metrics.h2_connections.Increment();
+    if (buffer_.size() > 0) {  // prior knowledge: the preface is already read
+      H2Feed();
+      if (closed_) return;
+    }
+    H2Pump();
+  }
+
+  void H2Feed() {
+    auto data = buffer_.cdata();
+    const Status st =
+        h2_->Receive(std::string_view(static_cast<const char*>(data.data()), data.size()));
+    buffer_.consume(buffer_.size());
+    if (!st.ok()) {
+      h2_failed_ = true;  // GOAWAY is queued: written, then the connection closes
+      if (opts_.on_error) opts_.on_error(400);
+    }
+  }
+
+  void H2Dispatch(int32_t id, HttpRequest& in) {
+    ++served_;
+    srv_.metrics.h2_streams.Increment();
+    auto state = std::make_shared<H2Answer>();
+    state->session = self();
+    state->stream = id;
+    Responder respond = [state](HttpResponse out) {
+      if (state->answered.exchange(true)) return;
+      auto s = state->session;
+      net::post(s->stream_.get_executor(), [s, id = state->stream, out = std::move(out)]() mutable {
+        s->H2Deliver(id, std::move(out));
+      });
+    };
+    std::optional<std::string> failure;
+    try {
+      if (srv_.async_handler) {
+        srv_.async_handler(in, respond);
+      } else {
+        respond(srv_.handler(in));
+      }
+    } catch (const std::exception& e) {
+      failure = e.what();
+    } catch (...) {
+      failure = "unknown exception";
+    }
+    if (failure && !state->answered.load()) {
+      if (opts_.on_error) opts_.on_error(500);
+      log::error("internal error serving request",
+                 {{"listener", opts_.name}, {"path", std::string(in.path)}, {"error", *failure}});
+      respond(HttpResponse{
+          500, "text/plain; charset=utf-8", fmt::format("internal error: {}\n", *failure), {}});
+    }
+  }
+
+  void H2Deliver(int32_t id, HttpResponse out) {
+    if (closed_ || !h2_) {
+      if (out.on_written) out.on_written(false);
+      return;
+    }
+    h2_->Respond(id, std::move(out));
+    H2Pump();
+  }
+
+  void H2UpdatePhase() {
+    const size_t receiving = h2_->Receiving();
+    if (receiving == 0) {
+      h2_request_since_.reset();
+    } else if (!h2_request_since_) {
+      h2_request_since_ = Clock::now();
+    }
+    const ConnPhase phase = receiving > 0            ? ConnPhase::kRequest
+                            : h2_->Waiting() > 0     ? ConnPhase::kWaiting
+                            : h2_->OpenStreams() > 0 ? ConnPhase::kResponse
+                                                     : ConnPhase::kIdle;
+    if (phase != phase_) SetPhase(phase);
+  }
+
+  void H2Pump() {
+    if (closed_ || !h2_) return;
+    // Draining: a connection with streams open keeps taking new ones (answered by the handler,
+    // e.g. 503 / UNAVAILABLE, a health check NOT_SERVING) until none is open; then GOAWAY.
+    if (srv_.draining.load() && h2_->OpenStreams() == 0) h2_->Shutdown();
+    H2UpdatePhase();
+    if (h2_io_) {
+      if (h2_reading_ && h2_->WantsWrite()) lowest().cancel();  // write first, then read again
+      return;
+    }
+    if (h2_->WantsWrite()) {
+      h2_out_ = h2_->TakeOutput();
+      if (!h2_out_.empty()) {
+        h2_io_ = true;
+        h2_reading_ = false;
+        lowest().expires_after(ToClock(opts_.write_timeout));
+        net::async_write(stream_, net::buffer(h2_out_),
+                         beast::bind_front_handler(&Session::OnH2Written, self()));
+        return;
+      }
+    }
+    if (h2_failed_ || !h2_->WantsIo()) return Close();
+    if (h2_request_since_) {
+      lowest().expires_at(*h2_request_since_ + ToClock(opts_.read_timeout));
+    } else if (h2_->OpenStreams() == 0) {
+      auto wait = ToClock(opts_.idle_timeout);
+      if (served_ == 0) wait = std::min(wait, ToClock(opts_.read_timeout));
+      lowest().expires_after(wait);
+    } else {
+      lowest().expires_never();
+    }
+    h2_io_ = true;
+    h2_reading_ = true;
+    buffer_.clear();
+    stream_.async_read_some(buffer_.prepare(kReadChunk),
+                            beast::bind_front_handler(&Session::OnH2Read, self()));
+  }
+
+  void OnH2Read(beast::error_code ec, size_t n) {
+    h2_io_ = h2_reading_ = false;
+    if (closed_ || !h2_) return;
+    if (ec == net::error::operation_aborted) return H2Pump();  // cancelled to write
+    if (ec) {
+      if (ec == beast::error::timeout && h2_request_since_)
+        srv_.metrics.timeout_request.Increment();
+      return Close();
+    }
+    buffer_.commit(n);
+    H2Feed();
+    buffer_.shrink_to_fit();
+    H2Pump();
+  }
+
+  void OnH2Written(beast::error_code ec, size_t) {
+    h2_io_ = false;
+    h2_out_.clear();
+    h2_out_.shrink_to_fit();
+    if (closed_ || !h2_) return;
+    if (ec) {
+      if (ec == beast::error::timeout) srv_.metrics.timeout_write.Increment();
+      h2_->Flushed(false);
+      return Close();
+    }
+    h2_->Flushed(true);
+    H2Pump();
   }
 
   void StartRequest() {
@@ -569,7 +771,9 @@ class Session final : public Connection, public std::enable_shared_from_this<Ses
   }
 
   void OnDrain() {
-    if (closed_ || phase_ != ConnPhase::kIdle) return;
+    if (closed_) return;
+    if (h2_) return H2Pump();  // GOAWAY once no stream is open (H2Pump)
+    if (phase_ != ConnPhase::kIdle) return;
     if (BytesPending()) return;  // a request is arriving: it is read and answered
     if (served_ > 0) return Close();
     // A new connection that has not sent its request yet: give it a short while.
@@ -583,6 +787,11 @@ class Session final : public Connection, public std::enable_shared_from_this<Ses
     closed_ = true;
     lowest().close();
     srv_.conns.Remove(id_);
+    if (h2_) {  // every stream not answered yet is abandoned; unwritten answers are not delivered
+      auto h2 = std::move(h2_);
+      h2->Flushed(false);
+      h2.reset();
+    }
     if (awaiting_) {  // closed before its answer: the client left, or the connection was evicted
       awaiting_ = false;
       if (auto fn = std::move(on_abandoned_)) {
@@ -615,6 +824,13 @@ class Session final : public Connection, public std::enable_shared_from_this<Ses
   bool watching_ = false;  // WatchClient's read is outstanding
   std::function<void()> on_abandoned_;
   std::optional<std::pair<HttpResponse, unsigned>> pending_;  // an answer waiting for the read
+  // HTTP/2
+  std::unique_ptr<H2Session> h2_;
+  std::string h2_out_;       // being written
+  bool h2_io_ = false;       // a read or write is outstanding
+  bool h2_reading_ = false;  // ... and it is the read
+  bool h2_failed_ = false;   // protocol error: write the GOAWAY, then close
+  std::optional<Clock::time_point> h2_request_since_;  // a request is being received since
 };
 
 }  // namespace
@@ -708,7 +924,7 @@ Status ConnectionServer::Start() {
   Impl& s = *impl_;
   if (s.tls_source != nullptr) {
     s.ssl_ctx.emplace(ssl::context::tls_server);
-    if (!ConfigureServerContext(s.ssl_ctx->native_handle(), s.tls_source)) {
+    if (!ConfigureServerContext(s.ssl_ctx->native_handle(), s.tls_source, s.opts.http2)) {
       return Status::InvalidArgument("TLS context setup failed");
     }
     if (s.client_ca != nullptr &&

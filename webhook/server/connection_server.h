@@ -1,5 +1,6 @@
-// ConnectionServer: one HTTP/1.1 listener (TLS or plain) on Boost.Beast/Asio that no client can
-// hold hostage. Both the admission port (TLS) and the health port (plain) are one of these.
+// ConnectionServer: one HTTP/1.1 (and, opted in, HTTP/2) listener (TLS or plain) on
+// Boost.Beast/Asio that no client can hold hostage. Both the admission port (TLS) and the health
+// port (plain) are one of these; so is the gateway's port, the one that serves HTTP/2.
 //
 // Promise:
 //   - a small fixed set of io threads (`io_threads`) runs every connection asynchronously: no
@@ -34,12 +35,23 @@
 //     connection chosen by ChooseVictim (eviction.h) is closed: idle keep-alive ones first, else
 //     the one whose current handshake/request/response started earliest, and a request waiting
 //     for an asynchronous handler's answer only when nothing else is left;
+//   - HTTP/2 (only with ConnectionOptions::http2: ALPN "h2" on TLS, the preface on a plain
+//     listener): H2Session (h2_session.h) frames it; each stream's request goes to the same
+//     handler as an HTTP/1.1 request (HttpRequest::http2 set), many at once per connection, each
+//     answered on its stream (HttpResponse::trailers); a stream reset by the client, or the
+//     connection's end, runs that request's on_abandoned; on_written tells whether the answer was
+//     written. The connection is read and written one operation at a time (the answer cancels the
+//     read that waits for the client); read_timeout bounds a request from its stream's first
+//     byte, idle_timeout a connection with no stream open, write_timeout each write; on Stop() a
+//     connection gets GOAWAY once it has no stream open (until then new streams are still
+//     handed to the handler, which may refuse them) and closes;
 //   - Stop(): stop accepting, close idle connections (those with no request bytes pending), answer
 //     every request being read (each within its deadline) with `Connection: close`, then close;
 //     WaitStopped() waits for that (or gives up at its timeout and stops the io threads).
 // Metrics (labelled listener=<name>): allocating_webhook_connections_open,
 // allocating_webhook_connections_evicted_total{kind=idle|oldest|waiting},
-// allocating_webhook_connection_timeouts_total{phase=handshake|request|write}.
+// allocating_webhook_connection_timeouts_total{phase=handshake|request|write},
+// allocating_webhook_http2_connections_total, allocating_webhook_http2_streams_total.
 #pragma once
 
 #include <prometheus/registry.h>
@@ -74,6 +86,8 @@ struct HttpRequest {
   // given: the client closed or reset it, or it was evicted at the connection cap. Not run once
   // the Responder has been called. Empty for synchronous handlers.
   std::function<void(std::function<void()>)> on_abandoned;
+  // The request came on an HTTP/2 stream (H2Session, on a listener with `http2` set).
+  bool http2 = false;
 };
 
 struct HttpResponse {
@@ -81,12 +95,34 @@ struct HttpResponse {
   std::string content_type = "text/plain; charset=utf-8";
   std::string body;
   std::vector<std::pair<std::string, std::string>> headers;
+  // HTTP/2 only (ignored on HTTP/1.1): fields sent after the body in a trailing HEADERS frame
+  // (gRPC's grpc-status); with an empty body and no trailers the answer is one HEADERS frame.
+  std::vector<std::pair<std::string, std::string>> trailers;
+  // Called exactly once by the transport after the response has been fully written to the socket
+  // (true) or could not be (false: the client left, the stream was reset, the connection failed).
+  std::function<void(bool written)> on_written;
 };
 
 using HttpHandler = std::function<HttpResponse(const HttpRequest&)>;
 // Answers the request it was made for; callable from any thread, the first call wins.
 using Responder = std::function<void(HttpResponse)>;
 using AsyncHttpHandler = std::function<void(const HttpRequest&, Responder)>;
+
+// HTTP/2 limits per connection (H2Session, h2_session.h); the body and head limits are the
+// listener's RequestLimits.
+struct H2Options {
+  // Streams open at once (SETTINGS_MAX_CONCURRENT_STREAMS). A waiting allocation holds its stream
+  // for as long as it waits, so the gateway sets this to 1,000.
+  uint32_t max_concurrent_streams = 100;
+  size_t max_requests = 1'000'000;  // streams over a connection's life, then GOAWAY
+  // Request bodies buffered at once over all the streams still being received; the stream whose
+  // DATA would pass it is reset (ENHANCE_YOUR_CALM). Bounds a connection's memory as the body
+  // limit bounds one HTTP/1.1 request's.
+  size_t max_buffered_bytes = 4 << 20;
+  size_t max_body_bytes = 1 << 20;
+  size_t max_header_bytes = 32 * 1024;
+  size_t max_header_count = 100;
+};
 
 struct ConnectionOptions {
   std::string name = "admission";  // for logs and metric labels
@@ -108,6 +144,13 @@ struct ConnectionOptions {
   // destroys the answer).
   std::chrono::nanoseconds linger_timeout = std::chrono::seconds(2);
   size_t keep_alive_max_requests = 1'000'000;
+  // TLS listeners: offer ALPN "h2" as well as "http/1.1" and serve HTTP/2 (H2Session, h2_session.h)
+  // to clients that pick it; a plain listener also takes HTTP/2 with prior knowledge (the client
+  // opens with the HTTP/2 preface). Off for the admission listener: kube-apiserver would switch to
+  // HTTP/2. The deadlines above apply per connection: `read_timeout` to a stream's request,
+  // `idle_timeout` while no stream is open, `write_timeout` to each write.
+  bool http2 = false;
+  H2Options h2;
   // Counts the answers the connection layer makes itself (400, 414, 431, 413 on chunked).
   std::function<void(int status)> on_error;
 };

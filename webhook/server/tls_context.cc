@@ -24,12 +24,16 @@ int CertCallback(SSL* ssl, void* arg) {
 }
 
 constexpr unsigned char kHttp11[] = {8, 'h', 't', 't', 'p', '/', '1', '.', '1'};
+constexpr unsigned char kH2Http11[] = {2, 'h', '2', 8, 'h', 't', 't', 'p', '/', '1', '.', '1'};
 
+// `arg` non-null: the listener serves HTTP/2 too ("h2" preferred).
 int AlpnSelect(SSL* /*ssl*/, const unsigned char** out, unsigned char* outlen,
-               const unsigned char* in, unsigned int inlen, void* /*arg*/) {
+               const unsigned char* in, unsigned int inlen, void* arg) {
   unsigned char* selected = nullptr;
-  if (SSL_select_next_proto(&selected, outlen, kHttp11, sizeof(kHttp11), in, inlen) ==
-      OPENSSL_NPN_NEGOTIATED) {
+  const bool h2 = arg != nullptr;
+  if (SSL_select_next_proto(&selected, outlen, h2 ? kH2Http11 : kHttp11,
+                            h2 ? sizeof(kH2Http11) : sizeof(kHttp11), in,
+                            inlen) == OPENSSL_NPN_NEGOTIATED) {
     *out = selected;
     return SSL_TLSEXT_ERR_OK;
   }
@@ -97,7 +101,7 @@ bool ConfigureClientVerification(SSL_CTX* ctx, const ClientCaSource* source) {
   return true;
 }
 
-bool ConfigureServerContext(SSL_CTX* ctx, const KeyPairSource* source) {
+bool ConfigureServerContext(SSL_CTX* ctx, const KeyPairSource* source, bool http2) {
   if (SSL_CTX_set_min_proto_version(ctx, TLS1_2_VERSION) != 1) return false;
   SSL_CTX_set_options(ctx, SSL_OP_NO_COMPRESSION | SSL_OP_NO_RENEGOTIATION |
                                SSL_OP_CIPHER_SERVER_PREFERENCE |
@@ -112,7 +116,8 @@ bool ConfigureServerContext(SSL_CTX* ctx, const KeyPairSource* source) {
   static const unsigned char kSidCtx[] = "allocating-webhook";
   SSL_CTX_set_session_id_context(ctx, kSidCtx, sizeof(kSidCtx) - 1);
   SSL_CTX_set_verify(ctx, SSL_VERIFY_NONE, nullptr);
-  SSL_CTX_set_alpn_select_cb(ctx, AlpnSelect, nullptr);
+  static int h2_marker = 0;
+  SSL_CTX_set_alpn_select_cb(ctx, AlpnSelect, http2 ? &h2_marker : nullptr);
   // The source is only read through its const interface; OpenSSL's callback argument is void*.
   SSL_CTX_set_cert_cb(ctx, CertCallback, const_cast<KeyPairSource*>(source));
   return true;

@@ -2,8 +2,8 @@
 //
 // Promise: ConfigureServerContext turns an SSL_CTX into one that accepts only TLS 1.2 and 1.3,
 // with forward-secret AEAD ciphers for TLS 1.2 (ECDHE + AES-GCM/ChaCha20-Poly1305), no
-// renegotiation or compression, ALPN answering "http/1.1" (the only protocol served; a client
-// that offers only other protocols proceeds without ALPN), and a certificate callback that
+// renegotiation or compression, ALPN answering "http/1.1" (or "h2" first, then "http/1.1", on a
+// listener that serves HTTP/2; a client that offers only other protocols proceeds without ALPN), and a certificate callback that
 // picks the current key pair from `source` at every full handshake. Swapping the pair in the
 // source therefore takes effect for the next handshake without touching the SSL_CTX; handshakes
 // already in progress keep the pair they picked.
@@ -40,7 +40,9 @@ inline constexpr const char* kTls12Ciphers =
     "ECDHE-ECDSA-AES256-GCM-SHA384:ECDHE-RSA-AES256-GCM-SHA384:"
     "ECDHE-ECDSA-CHACHA20-POLY1305:ECDHE-RSA-CHACHA20-POLY1305";
 
-bool ConfigureServerContext(SSL_CTX* ctx, const KeyPairSource* source);
+// `http2`: ALPN offers "h2" as well (preferred when the client offers it), for a listener that
+// serves HTTP/2 (ConnectionOptions::http2).
+bool ConfigureServerContext(SSL_CTX* ctx, const KeyPairSource* source, bool http2 = false);
 
 // Trusted CA certificates for client verification. Immutable; share through shared_ptr.
 class CaBundle {
