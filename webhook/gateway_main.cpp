@@ -187,7 +187,8 @@ int main(int argc, char** argv) {
   Flags f;
   flags::FlagSet fs("allocation-gateway", kSummary);
   Register(fs, &f);
-  if (std::optional<int> exit_code = runtime::ParseCommandLine(fs, argc, argv, "allocation-gateway")) {
+  if (std::optional<int> exit_code =
+          runtime::ParseCommandLine(fs, argc, argv, "allocation-gateway")) {
     return *exit_code;
   }
   if (f.gateway.default_deadline > f.gateway.max_deadline) {

@@ -156,7 +156,8 @@ int main(int argc, char** argv) {
   autoscale::AutoscaleFlags autoscale_flags;
   autoscale::RegisterAutoscaleFlags(fs, &autoscale_flags);
 
-  if (std::optional<int> exit_code = runtime::ParseCommandLine(fs, argc, argv, "allocating-webhook")) {
+  if (std::optional<int> exit_code =
+          runtime::ParseCommandLine(fs, argc, argv, "allocating-webhook")) {
     return *exit_code;
   }
   for (const Status& st : {server::Validate(server_cfg, policy),

@@ -30,10 +30,10 @@
 #include "admission/handler.h"
 #include "autoscale/endpoint.h"
 #include "gateway/allocation.h"
-#include "json/duplicate_keys.h"
-#include "json/nesting_depth.h"
 #include "gateway/grpc_wire.h"
 #include "gateway/io/grpc_service.h"
+#include "json/duplicate_keys.h"
+#include "json/nesting_depth.h"
 #include "server/h2_session.h"
 
 namespace {

@@ -2,12 +2,11 @@
 // (test/e2e/kube). One scenario per run; results as lines on stdout; exit 0 only on success.
 //
 //   kube-smoke --kubeconfig F [--context C] verbs NS
-//   kube-smoke ... paginate NS LIMIT            lists configmaps labelled page=yes, prints
-//   items/pages kube-smoke ... watch-expired NS             a watch from resourceVersion 1 must end
-//   with 410 kube-smoke ... informer NS                  GameServer cache events as JSON lines
-//   until stdin closes kube-smoke ... get-loop CRD                 GET the named CRD every 100ms:
-//   "ok" / "err CODE" lines kube-smoke ... events NS GAMESERVER         records 3 identical + 1
-//   different Event, then waits
+//   kube-smoke ... paginate NS LIMIT       lists configmaps labelled page=yes, prints items/pages
+//   kube-smoke ... watch-expired NS        a watch from resourceVersion 1 must end with 410
+//   kube-smoke ... informer NS             GameServer cache events as JSON lines until stdin closes
+//   kube-smoke ... get-loop CRD            GET the named CRD every 100ms: "ok" / "err CODE" lines
+//   kube-smoke ... events NS GAMESERVER    records 3 identical + 1 different Event, then waits
 #include <fmt/format.h>
 #include <poll.h>
 #include <rapidjson/document.h>

@@ -35,12 +35,16 @@ TEST(ClassifyPatchError, MapsApiErrors) {
                 ClassifyPatchError(Err(400, "BadRequest", "admission webhook denied the request"))),
             PatchStatus::kRejected);
   EXPECT_EQ(PatchStatusOf(ClassifyPatchError(Err(403, "Forbidden", "no"))), PatchStatus::kRejected);
-  EXPECT_EQ(PatchStatusOf(ClassifyPatchError(Err(500, "InternalError", "etcd"))), PatchStatus::kRetry);
-  EXPECT_EQ(PatchStatusOf(ClassifyPatchError(Err(429, "TooManyRequests", "slow down"))), PatchStatus::kRetry);
-  EXPECT_EQ(PatchStatusOf(ClassifyPatchError(kube::TransportError("connection refused"))), PatchStatus::kRetry);
+  EXPECT_EQ(PatchStatusOf(ClassifyPatchError(Err(500, "InternalError", "etcd"))),
+            PatchStatus::kRetry);
+  EXPECT_EQ(PatchStatusOf(ClassifyPatchError(Err(429, "TooManyRequests", "slow down"))),
+            PatchStatus::kRetry);
+  EXPECT_EQ(PatchStatusOf(ClassifyPatchError(kube::TransportError("connection refused"))),
+            PatchStatus::kRetry);
   // The one mapping's other rows (kube::ApiError::ToStatus, as client-go reads them): 409
   // AlreadyExists is a refusal, not a conflict; 408 is worth retrying.
-  EXPECT_EQ(PatchStatusOf(ClassifyPatchError(Err(409, "AlreadyExists", "exists"))), PatchStatus::kRejected);
+  EXPECT_EQ(PatchStatusOf(ClassifyPatchError(Err(409, "AlreadyExists", "exists"))),
+            PatchStatus::kRejected);
   EXPECT_EQ(PatchStatusOf(ClassifyPatchError(Err(408, "Timeout", "slow"))), PatchStatus::kRetry);
   EXPECT_EQ(ClassifyPatchError(Err(409, "Conflict", "modified")).code(),
             Err(409, "Conflict", "modified").ToStatus().code());

@@ -3,17 +3,14 @@
 #include <gtest/gtest.h>
 #include <prometheus/text_serializer.h>
 
+#include <atomic>
 #include <condition_variable>
 #include <mutex>
 #include <thread>
 
-#include <gtest/gtest.h>
-
-#include <atomic>
-
 #include "resolver/resolver.h"
-#include "runtime/manager.h"
 #include "resolver_test_util.h"
+#include "runtime/manager.h"
 
 namespace aw::resolver {
 namespace {
@@ -716,10 +713,10 @@ TEST(ResolverLiveness, AWedgedLoopIsReportedAndAHealthyOneIsNot) {
   EXPECT_EQ(r.Stalled(), std::nullopt);  // not running: not expected to make progress
   // As the process runs it: a leader-only runnable of runtime::Manager.
   runtime::Manager m({"controllers"}, 5s);
-  ASSERT_TRUE(m.Add(runtime::MakeRunnable("resolver",
-                                          [&](runtime::RunContext& ctx) { return r.Run(ctx); }),
-                    {"controllers", true})
-                  .ok());
+  ASSERT_TRUE(
+      m.Add(runtime::MakeRunnable("resolver", [&](runtime::RunContext& ctx) { return r.Run(ctx); }),
+            {"controllers", true})
+          .ok());
   Status result;
   std::jthread runner([&](std::stop_token st) { result = m.Run(st); });
   m.SetLeader(true);

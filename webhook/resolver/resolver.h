@@ -81,7 +81,6 @@ class Resolver {
   // notifications); returns OK. Not concurrently with another Run().
   Status Run(runtime::RunContext& ctx);
 
-
   // Step mode (tests): enables notifications without a thread, then Step() runs one pass
   // (inbox, resync when due, due timers) and returns when the loop next wants to run.
   void EnableStepMode();

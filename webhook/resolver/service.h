@@ -5,11 +5,11 @@
 // --udp-probe-payload, --resolver-workers and --resolver-namespace; ValidateResolverFlags reports
 // an inconsistent setting (e.g. a probe timeout not below the default probe period) as one
 // message. ResolverService provides a runtime::Service and a runtime::Runnable (manager.h):
-// CacheRunnable() runs the GameServer cache on every replica (a standby keeps a warm cache); LoopRunnable() runs the
-// resolver loop, to be added with needs_leader so it runs only while this replica leads (it first
-// waits up to 2 s for the cache's first list, so its first pass sees every server).
-// AddCacheHandler lets another reader of the same GameServers (the autoscale counts) share the
-// cache's one LIST+WATCH. The service must outlive the manager that runs them.
+// CacheRunnable() runs the GameServer cache on every replica (a standby keeps a warm cache);
+// LoopRunnable() runs the resolver loop, to be added with needs_leader so it runs only while this
+// replica leads (it first waits up to 2 s for the cache's first list, so its first pass sees every
+// server). AddCacheHandler lets another reader of the same GameServers (the autoscale counts) share
+// the cache's one LIST+WATCH. The service must outlive the manager that runs them.
 #pragma once
 
 #include <chrono>

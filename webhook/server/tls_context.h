@@ -3,10 +3,10 @@
 // Promise: ConfigureServerContext turns an SSL_CTX into one that accepts only TLS 1.2 and 1.3,
 // with forward-secret AEAD ciphers for TLS 1.2 (ECDHE + AES-GCM/ChaCha20-Poly1305), no
 // renegotiation or compression, ALPN answering "http/1.1" (or "h2" first, then "http/1.1", on a
-// listener that serves HTTP/2; a client that offers only other protocols proceeds without ALPN), and a certificate callback that
-// picks the current key pair from `source` at every full handshake. Swapping the pair in the
-// source therefore takes effect for the next handshake without touching the SSL_CTX; handshakes
-// already in progress keep the pair they picked.
+// listener that serves HTTP/2; a client that offers only other protocols proceeds without ALPN),
+// and a certificate callback that picks the current key pair from `source` at every full handshake.
+// Swapping the pair in the source therefore takes effect for the next handshake without touching
+// the SSL_CTX; handshakes already in progress keep the pair they picked.
 //
 // ConfigureClientVerification (mutual TLS) makes a server context require a client certificate
 // and verify it, at every handshake, against the CA bundle `source` holds at that moment (chain

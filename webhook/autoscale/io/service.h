@@ -19,12 +19,12 @@
 //     outlive the informer it is added to.
 //   - GameServerCountsWatch (when the resolver's cache cannot serve: no resolver, or
 //     --resolver-namespace set) is a runtime::Runnable ("autoscale-gameservers") that runs an
-//     Informer of its own over the opted-in GameServers of every namespace (the resolver's selector,
-//     `allocating.agones.dev/enabled=true`; metric label informer="autoscale-gameservers") and
-//     keeps the endpoint's FleetCounts equal to it: every upsert and delete, MarkSynced at the
-//     first full list. It runs on every replica (not leader-only) and reports Ready once the
-//     informer is started (reviews get 503 until the list arrives). Run returns OK when asked to
-//     stop.
+//     Informer of its own over the opted-in GameServers of every namespace (the resolver's
+//     selector, `allocating.agones.dev/enabled=true`; metric label
+//     informer="autoscale-gameservers") and keeps the endpoint's FleetCounts equal to it: every
+//     upsert and delete, MarkSynced at the first full list. It runs on every replica (not
+//     leader-only) and reports Ready once the informer is started (reviews get 503 until the list
+//     arrives). Run returns OK when asked to stop.
 #pragma once
 
 #include <prometheus/counter.h>
