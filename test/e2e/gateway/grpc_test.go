@@ -41,7 +41,7 @@ func setupGRPC(t *testing.T) *env {
 		e := &env{cp: cp}
 		e.wh = startWebhook(t, cp)
 		cp.RegisterWebhooks(t, e.wh, harness.RegisterOptions{})
-		waitLeader(t, e.wh)
+		e.wh.WaitLeader(t, 20*time.Second)
 		e.alloc = cp.StartAllocatorStandin(t)
 		e.clientCA = harness.NewTestCA(t, filepath.Join(cp.Dir, "gateway-grpc-clients"), "matchmaker-ca")
 		e.gw = startGateway(t, cp, e.alloc, e.clientCA.CAFile, "--shutdown-grace=20s")
