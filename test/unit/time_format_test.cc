@@ -92,6 +92,15 @@ TEST(Base64, EncodesAndDecodes) {
   EXPECT_FALSE(Base64Decode("Zm9*"));
 }
 
+TEST(Text, EqualsIgnoreCaseFoldsAsciiLettersOnly) {
+  EXPECT_TRUE(EqualsIgnoreCase("Content-Length", "content-LENGTH"));
+  EXPECT_TRUE(EqualsIgnoreCase("", ""));
+  EXPECT_FALSE(EqualsIgnoreCase("true", "tru"));
+  EXPECT_FALSE(EqualsIgnoreCase("a-b", "a_b"));
+  EXPECT_FALSE(EqualsIgnoreCase("\xC3\xA9", "\xC3\x89"));  // not ASCII: bytes compared as they are
+  EXPECT_FALSE(EqualsIgnoreCase("@", "`"));                // 0x40 / 0x60 are not letters
+}
+
 TEST(Text, ClipKeepsUtf8Sequences) {
   EXPECT_EQ(Clip("short", 10), "short");
   EXPECT_EQ(Clip("abcdef", 3), "abc...");

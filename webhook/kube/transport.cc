@@ -32,6 +32,7 @@
 #include "util/io/log.h"
 #include "util/io/mutex.h"
 #include "util/io/openssl_errors.h"
+#include "util/text.h"
 
 namespace aw::kube {
 namespace {
@@ -514,12 +515,6 @@ class Conn {
   size_t received_ = 0;  // plaintext bytes read since ResetReceived()
 };
 
-bool IEquals(std::string_view a, std::string_view b) {
-  return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin(), [](char x, char y) {
-           return std::tolower(x) == std::tolower(y);
-         });
-}
-
 bool IContains(std::string_view hay, std::string_view needle) {
   auto it = std::search(hay.begin(), hay.end(), needle.begin(), needle.end(),
                         [](char x, char y) { return std::tolower(x) == std::tolower(y); });
@@ -593,15 +588,15 @@ class ResponseReader {
           return Malformed("bad header line \"" + Printable(line) + "\"");
         std::string_view name = TrimWs(std::string_view(line).substr(0, colon));
         std::string_view value = TrimWs(std::string_view(line).substr(colon + 1));
-        if (IEquals(name, "Content-Length")) {
+        if (util::EqualsIgnoreCase(name, "Content-Length")) {
           auto n = ParseUnsigned(value, 10);
           if (!n) return Malformed("bad Content-Length \"" + Printable(std::string(value)) + "\"");
           h->content_length = n;
-        } else if (IEquals(name, "Transfer-Encoding")) {
+        } else if (util::EqualsIgnoreCase(name, "Transfer-Encoding")) {
           if (IContains(value, "chunked")) h->chunked = true;
-        } else if (IEquals(name, "Connection")) {
+        } else if (util::EqualsIgnoreCase(name, "Connection")) {
           if (IContains(value, "close")) h->close = true;
-        } else if (IEquals(name, "Retry-After")) {
+        } else if (util::EqualsIgnoreCase(name, "Retry-After")) {
           h->retry_after = std::string(value);
         }
       }

@@ -7,6 +7,7 @@
 #include <exception>
 
 #include "util/io/log.h"
+#include "util/text.h"
 
 namespace aw::server {
 namespace {
@@ -17,16 +18,7 @@ std::string_view Trim(std::string_view s) {
   return s;
 }
 
-bool EqualsIgnoreCase(std::string_view a, std::string_view b) {
-  if (a.size() != b.size()) return false;
-  for (size_t i = 0; i < a.size(); ++i) {
-    if (std::tolower(static_cast<unsigned char>(a[i])) !=
-        std::tolower(static_cast<unsigned char>(b[i]))) {
-      return false;
-    }
-  }
-  return true;
-}
+using util::EqualsIgnoreCase;
 
 std::string Millis(std::chrono::nanoseconds d) {
   return fmt::format("{:.3f}", std::chrono::duration<double, std::milli>(d).count());

@@ -9,19 +9,10 @@
 #include <utility>
 #include <vector>
 
+#include "util/text.h"
+
 namespace aw::server {
 namespace {
-
-bool IEquals(std::string_view a, std::string_view b) {
-  if (a.size() != b.size()) return false;
-  for (size_t i = 0; i < a.size(); ++i) {
-    char x = a[i], y = b[i];
-    if (x >= 'A' && x <= 'Z') x = static_cast<char>(x - 'A' + 'a');
-    if (y >= 'A' && y <= 'Z') y = static_cast<char>(y - 'A' + 'a');
-    if (x != y) return false;
-  }
-  return true;
-}
 
 std::string Lower(std::string_view s) {
   std::string out(s);
@@ -263,9 +254,9 @@ void H2Session::Impl::DispatchStream(const std::shared_ptr<H2Stream>& st) {
   in.http2 = true;
   H2Stream* raw = st.get();
   in.header = [raw](std::string_view name) -> std::string_view {
-    if (IEquals(name, "host")) return raw->authority;
+    if (util::EqualsIgnoreCase(name, "host")) return raw->authority;
     for (const auto& [n, v] : raw->fields) {
-      if (IEquals(n, name)) return v;
+      if (util::EqualsIgnoreCase(n, name)) return v;
     }
     return {};
   };

@@ -12,6 +12,7 @@
 #include "proto/allocation/allocation.pb.h"
 #include "proto/grpc/health/v1/health.pb.h"
 #include "util/duration.h"
+#include "util/text.h"
 
 namespace aw::gateway {
 namespace {
@@ -38,15 +39,6 @@ server::HttpResponse GrpcOk(std::string_view payload) {
   r.body = FrameMessage(payload);
   r.trailers.emplace_back("grpc-status", "0");
   return r;
-}
-
-bool IEquals(std::string_view a, std::string_view b) {
-  if (a.size() != b.size()) return false;
-  for (size_t i = 0; i < a.size(); ++i) {
-    const auto lower = [](char c) { return c >= 'A' && c <= 'Z' ? static_cast<char>(c + 32) : c; };
-    if (lower(a[i]) != lower(b[i])) return false;
-  }
-  return true;
 }
 
 // What the gateway's REST handler is given for one Allocate call; lives until the call's answer.
@@ -219,7 +211,8 @@ void GrpcService::Allocate(const server::HttpRequest& req, std::string_view payl
   // The metadata, for header(): the deadline from grpc-timeout unless given explicitly.
   auto original = req.header;
   call->metadata = [original, raw = call.get()](std::string_view name) -> std::string_view {
-    if (IEquals(name, kDeadlineHeader) && !raw->deadline.empty()) return raw->deadline;
+    if (util::EqualsIgnoreCase(name, kDeadlineHeader) && !raw->deadline.empty())
+      return raw->deadline;
     return original ? original(name) : std::string_view();
   };
   server::HttpRequest& out = call->request;
