@@ -25,6 +25,7 @@ std::string_view VerdictName(Verdict v) {
     case Verdict::kRecordBypass: return "record-bypass";
     case Verdict::kConfirmBypass: return "confirm-bypass";
     case Verdict::kBypassDeadline: return "bypass-deadline";
+    case Verdict::kRelease: return "release";
   }
   return "unknown";
 }
@@ -90,8 +91,23 @@ std::optional<probe::Target> ResolveProbeTarget(const GameServerView& gs,
   return t;
 }
 
+gate::Delivery DeliveryOf(const GameServerView& gs, TimePoint now,
+                          std::chrono::nanoseconds grace, TimePoint* release_at) {
+  auto answer_by = gs.Annotation(keys::kAnswerBy);
+  if (!answer_by || gs.Annotation(keys::kDelivered)) return gate::Delivery::kNone;
+  if (gs.Annotation(keys::kOutcome) == keys::kOutcomeUndelivered) return gate::Delivery::kNone;
+  auto t = util::ParseRfc3339(*answer_by);
+  if (!t) return gate::Delivery::kOverdue;
+  TimePoint due = std::chrono::time_point_cast<Clock::duration>(*t) +
+                  std::chrono::duration_cast<Clock::duration>(grace);
+  if (now >= due) return gate::Delivery::kOverdue;
+  if (release_at) *release_at = due;
+  return gate::Delivery::kPending;
+}
+
 Evaluation Evaluate(const GameServerView& gs, const gate::GateConfig& config,
-                    const ProbeObservation* last_probe, TimePoint now, TimePoint first_seen) {
+                    const ProbeObservation* last_probe, TimePoint now, TimePoint first_seen,
+                    std::chrono::nanoseconds undelivered_grace) {
   Evaluation ev;
   gate::ResolveInput in;
   in.opted_in = gs.OptedIn();
@@ -100,7 +116,25 @@ Evaluation Evaluate(const GameServerView& gs, const gate::GateConfig& config,
   in.scaled_down = gs.Annotation(keys::kOutcome) == keys::kOutcomeScaledDown;
   in.bypass = gate::BypassOf(gs);
   ev.bypass = in.bypass;
+  TimePoint release_at{};
+  in.delivery = DeliveryOf(gs, now, undelivered_grace, &release_at);
+  ev.delivery = in.delivery;
+  if (in.delivery == gate::Delivery::kPending) ev.release_at = release_at;
+  ev.release_action = config.on_undelivered;
   const gate::ResolveRule& pre = gate::DecideResolve(in);
+  if (pre.verdict == gate::ResolveVerdict::kRelease) {
+    ev.verdict = Verdict::kRelease;
+    ev.reason = "allocated by the gateway and never delivered";
+    return ev;
+  }
+  if (pre.verdict == gate::ResolveVerdict::kWait && in.phase == gate::Phase::kAllocated &&
+      in.bypass == gate::Bypass::kNone) {
+    // Allocated through the gate, waiting only for the gateway's delivery mark.
+    ev.verdict = Verdict::kWait;
+    ev.deadline = release_at;
+    ev.reason = "waiting for the gateway's delivery";
+    return ev;
+  }
   if (pre.verdict == gate::ResolveVerdict::kRecord) {
     ev.verdict = Verdict::kScaledDown;
     ev.reason = "scaled down while Allocating";
@@ -169,6 +203,7 @@ Evaluation Evaluate(const GameServerView& gs, const gate::GateConfig& config,
     case gate::ResolveVerdict::kRecordBypass: ev.verdict = Verdict::kRecordBypass; break;
     case gate::ResolveVerdict::kConfirmBypass: ev.verdict = Verdict::kConfirmBypass; break;
     case gate::ResolveVerdict::kBypassDeadline: ev.verdict = Verdict::kBypassDeadline; break;
+    case gate::ResolveVerdict::kRelease: ev.verdict = Verdict::kRelease; break;
   }
   return ev;
 }

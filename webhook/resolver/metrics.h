@@ -16,6 +16,11 @@
 //       bypass the leader is recording or checking now (exists from start-up)
 //   allocating_webhook_bypass_resolutions_total{outcome}       counter: bypassed allocations
 //       confirmed after the fact (Confirmed) or not by their deadline (Unconfirmed, TimedOut)
+//   allocating_webhook_undelivered_total{namespace,fleet}      counter: servers the allocation
+//       gateway allocated and never delivered, released by the resolver (outcome Undelivered);
+//       its series appear with the first release of a fleet
+//   allocating_webhook_undelivered_releases_total              counter: the same, all fleets
+//       (exists from start-up, for alerts and the dashboard)
 #pragma once
 
 #include <string_view>
@@ -43,6 +48,7 @@ class Metrics {
   void CountBypass(std::string_view ns, std::string_view fleet);
   void CountBypassResolved(std::string_view outcome);
   void SetBypassed(size_t n) { bypassed_servers_->Set(static_cast<double>(n)); }
+  void CountUndelivered(std::string_view ns, std::string_view fleet);
 
  private:
   prometheus::Gauge* allocating_;
@@ -56,6 +62,8 @@ class Metrics {
   prometheus::Family<prometheus::Counter>* bypassed_;
   prometheus::Family<prometheus::Counter>* bypass_resolved_;
   prometheus::Gauge* bypassed_servers_;
+  prometheus::Family<prometheus::Counter>* undelivered_;
+  prometheus::Counter* undelivered_all_;
 };
 
 }  // namespace aw::resolver

@@ -55,6 +55,9 @@ struct ResolverOptions {
   std::chrono::milliseconds retry_max{5000};
   // Per-probe timeout; each probe also ends within 3/4 of its server's probe period.
   std::chrono::milliseconds probe_timeout{200};
+  // How long after a gated server's answer-by the gateway's delivery mark may still come before
+  // the server is released as undelivered (evaluate.h, DeliveryOf).
+  std::chrono::nanoseconds undelivered_grace = kDefaultUndeliveredGrace;
 };
 
 class Resolver {

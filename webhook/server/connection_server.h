@@ -81,6 +81,10 @@ struct HttpResponse {
   std::string content_type = "text/plain; charset=utf-8";
   std::string body;
   std::vector<std::pair<std::string, std::string>> headers;
+  // Called exactly once by the transport after the response has been fully written to the
+  // socket (true) or could not be (false: the client left, the stream was reset, the connection
+  // failed). Optional.
+  std::function<void(bool written)> on_written;
 };
 
 using HttpHandler = std::function<HttpResponse(const HttpRequest&)>;
