@@ -42,6 +42,7 @@
 #include "gateway/io/allocator_client.h"
 #include "gateway/io/gateway.h"
 #include "gateway/io/grpc_service.h"
+#include "gateway/io/marks.h"
 #include "gateway/io/waiters.h"
 #include "kube/client.h"
 #include "kube/config.h"
@@ -254,7 +255,32 @@ int main(int argc, char** argv) {
   gateway::WaiterRegistry waiters(lookup);
   informer.AddHandler(&waiters);
 
-  gateway::Gateway gw(f.gateway, allocator, waiters, lookup, *registry);
+  // "No server lost" (docs/gateway.md): the gateway's writes on the servers it allocated, and
+  // idempotent retries found in the informer's cache. Destroyed (its queued writes sent) before
+  // the gateway, whose calls its callbacks reach.
+  auto marks = std::make_unique<gateway::GameServerMarks>(**client, 4);
+  gateway::GatewayOptions gopts = f.gateway;
+  gopts.mark_delivered = [&marks](const std::string& ns, const std::string& name,
+                                  std::function<void(Status)> done) {
+    marks->MarkDelivered(ns, name, std::move(done));
+  };
+  gopts.undeliver = [&marks](const std::string& ns, const std::string& name) {
+    marks->Undeliver(ns, name);
+  };
+  gopts.release_now = [&marks](const std::string& ns, const std::string& name) {
+    marks->ReleaseNow(ns, name);
+  };
+  gopts.extend_answer_by = [&marks](const std::string& ns, const std::string& name,
+                                    const std::string& answer_by) {
+    marks->ExtendAnswerBy(ns, name, answer_by);
+  };
+  gopts.on_abandoned = [&marks](const gateway::AbandonedAllocation& a) {
+    marks->ReleaseNow(a.namespace_, a.name);
+  };
+  gopts.find_by_key = [&informer](const std::string& ns, const std::string& key) {
+    return gateway::FindByRequestKey(informer.Snapshot(), ns, key);
+  };
+  gateway::Gateway gw(gopts, allocator, waiters, lookup, *registry);
 
   server::ConnectionOptions co;
   co.name = "gateway";
@@ -390,6 +416,7 @@ int main(int argc, char** argv) {
   const runtime::RunEnd end = runtime::RunUntilSignal(manager, signals);
   const Status& result = end.result;
   if (end.by_signal) {
+    marks.reset();  // the releases of the servers left waiting are sent before the exit
     if (undrained || !result.ok()) {
       log::warn("requests or components still running after --shutdown-grace; exiting",
                 {{"error", result.ToString()}});

@@ -696,7 +696,10 @@ class Session final : public Connection, public std::enable_shared_from_this<Ses
   }
 
   void Deliver(HttpResponse out, unsigned version) {
-    if (closed_) return;
+    if (closed_) {
+      if (out.on_written) out.on_written(false);
+      return;
+    }
     awaiting_ = false;
     on_abandoned_ = nullptr;
     if (watching_) {
@@ -714,6 +717,7 @@ class Session final : public Connection, public std::enable_shared_from_this<Ses
     res_.set(http::field::content_type, out.content_type);
     for (auto& [name, value] : out.headers) res_.set(name, value);
     res_.body() = std::move(out.body);
+    on_written_ = std::move(out.on_written);
     const bool keep = keep_alive_ && !close_after_ && !srv_.draining.load() &&
                       served_ + 1 < opts_.keep_alive_max_requests;
     res_.keep_alive(keep);
@@ -728,8 +732,9 @@ class Session final : public Connection, public std::enable_shared_from_this<Ses
     if (closed_) return;
     if (ec) {
       if (ec == beast::error::timeout) srv_.metrics.timeout_write.Increment();
-      return Close();
+      return Close();  // reports on_written(false)
     }
+    ReportWritten(true);
     res_ = {};
     if (!keep) return Linger();
     if (discard_after_) {  // the refused body: read and drop it, within the request's deadline
@@ -781,12 +786,26 @@ class Session final : public Connection, public std::enable_shared_from_this<Ses
     lowest().cancel();
   }
 
+  // Calls the response being written's on_written once (HttpResponse::on_written).
+  void ReportWritten(bool written) {
+    if (auto fn = std::move(on_written_)) {
+      on_written_ = nullptr;
+      fn(written);
+    }
+  }
+
   void Close() {
     ReleaseHandshakeSlot();
     if (closed_) return;
     closed_ = true;
     lowest().close();
     srv_.conns.Remove(id_);
+    ReportWritten(false);  // a response was being written: it did not reach the client
+    if (pending_) {        // an answer that waited for the client watch's read: never written
+      auto fn = std::move(pending_->first.on_written);
+      pending_.reset();
+      if (fn) fn(false);
+    }
     if (h2_) {  // every stream not answered yet is abandoned; unwritten answers are not delivered
       auto h2 = std::move(h2_);
       h2->Flushed(false);
@@ -823,6 +842,7 @@ class Session final : public Connection, public std::enable_shared_from_this<Ses
   bool awaiting_ = false;
   bool watching_ = false;  // WatchClient's read is outstanding
   std::function<void()> on_abandoned_;
+  std::function<void(bool)> on_written_;  // the response being written (HttpResponse::on_written)
   std::optional<std::pair<HttpResponse, unsigned>> pending_;  // an answer waiting for the read
   // HTTP/2
   std::unique_ptr<H2Session> h2_;

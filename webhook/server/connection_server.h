@@ -98,9 +98,9 @@ struct HttpResponse {
   // HTTP/2 only (ignored on HTTP/1.1): fields sent after the body in a trailing HEADERS frame
   // (gRPC's grpc-status); with an empty body and no trailers the answer is one HEADERS frame.
   std::vector<std::pair<std::string, std::string>> trailers;
-  // HTTP/2 only for now: called exactly once after the response has been fully written to the
+  // Called exactly once by the transport after the response has been fully written to the
   // socket (true) or could not be (false: the client left, the stream was reset, the connection
-  // failed). An HTTP/1.1 connection never calls it yet (issue 23's delivery mark will need it).
+  // failed), on HTTP/1.1 and HTTP/2. Optional.
   std::function<void(bool written)> on_written;
 };
 

@@ -9,9 +9,13 @@
 #include <mutex>
 #include <vector>
 
+#include "policy/gameserver.h"
+#include "contract/keys.h"
 #include "gateway/allocation.h"
+#include "gateway/delivery.h"
 #include "util/duration.h"
 #include "util/io/log.h"
+#include "util/time_format.h"
 
 namespace aw::gateway {
 
@@ -81,6 +85,12 @@ struct Gateway::Call {
   Clock::time_point deadline;
   std::chrono::nanoseconds deadline_length{};
   int attempts = 0;
+  bool counted = false;  // in in_flight_
+  std::string key;       // the idempotency key ("" when none)
+  std::string ns_key;    // "<ns>/<key>" in by_key_
+  std::string answer_by;  // the deadline as written in allocating.agones.dev/answer-by
+  std::atomic<int> clients{1};  // the first client and those that joined it
+  std::vector<server::Responder> joined;  // guarded by mu
   std::vector<std::string> history;  // "gs-a: timed out ..." per lost attempt
   server::Responder respond;
   std::atomic<bool> finished{false};
@@ -191,14 +201,115 @@ void Gateway::Handle(const server::HttpRequest& req, server::Responder respond) 
   }
   call->deadline_length = length;
   call->deadline = call->start + std::chrono::duration_cast<Clock::duration>(length);
+  if (req.header) call->key = std::string(req.header(kIdempotencyKeyHeader));
+  if (!call->key.empty()) {
+    if (Status s = ValidateIdempotencyKey(call->key); !s.ok()) {
+      return Finish(call, ErrorAnswer(GrpcCode::kInvalidArgument, s.message()));
+    }
+    call->ns_key = call->ns + "/" + call->key;
+    if (Join(call->ns_key, req, call->respond)) return;
+  }
+  call->answer_by = util::FormatRfc3339Nano(std::chrono::time_point_cast<std::chrono::nanoseconds>(
+      std::chrono::system_clock::now() + std::chrono::duration_cast<std::chrono::nanoseconds>(length)));
+  std::string forwarded;
+  if (Status s = WithGatewayAnnotations(call->body, call->answer_by, call->key, &forwarded);
+      !s.ok()) {
+    return Finish(call, ErrorAnswer(GrpcCode::kInvalidArgument, s.message()));
+  }
+  call->body = std::move(forwarded);
   in_flight_.fetch_add(1);
+  call->counted = true;
+  if (!call->ns_key.empty()) {
+    std::lock_guard lock(keys_mu_);
+    by_key_[call->ns_key] = call;
+  }
   if (req.on_abandoned) {
     std::weak_ptr<Call> weak = call;
     req.on_abandoned([this, weak] {
       if (auto c = weak.lock()) OnClientGone(c);
     });
   }
+  if (!call->key.empty() && Resume(call)) return;
   Attempt(call);
+}
+
+bool Gateway::Join(const std::string& ns_key, const server::HttpRequest& req,
+                   server::Responder& respond) {
+  std::shared_ptr<Call> call;
+  {
+    std::lock_guard lock(keys_mu_);
+    auto it = by_key_.find(ns_key);
+    if (it == by_key_.end()) return false;
+    call = it->second.lock();
+    if (!call) {
+      by_key_.erase(it);
+      return false;
+    }
+  }
+  {
+    std::lock_guard lock(call->mu);
+    if (call->finished.load() || call->abandoned.load()) return false;
+    call->joined.push_back(std::move(respond));
+    call->clients.fetch_add(1);
+  }
+  metrics_->Attempt("joined");
+  log::info("idempotent retry joins the request in flight with its key",
+            {{"key", ns_key}});
+  if (req.on_abandoned) {
+    std::weak_ptr<Call> weak = call;
+    req.on_abandoned([this, weak] {
+      if (auto c = weak.lock()) OnClientGone(c);
+    });
+  }
+  return true;
+}
+
+bool Gateway::Resume(const std::shared_ptr<Call>& call) {
+  if (!options_.find_by_key) return false;
+  kube::ObjectPtr obj = options_.find_by_key(call->ns, call->key);
+  if (!obj || !obj->doc) return false;
+  const policy::GameServerView gs = policy::ParseGameServer(*obj->doc);
+  std::string body;
+  if (!AnswerFromGameServer(*obj->doc, &body).ok()) return false;
+  metrics_->Attempt("idempotent");
+  log::info("idempotent retry: waiting on the GameServer an earlier attempt allocated",
+            {{"gameserver", gs.namespace_ + "/" + gs.name},
+             {"key", call->key},
+             {"state", gs.state}});
+  // The earlier attempt's answer-by may be near: this request's deadline holds the server now.
+  if (options_.extend_answer_by) options_.extend_answer_by(gs.namespace_, gs.name, call->answer_by);
+  ++call->attempts;
+  std::string last(gs.Annotation(keys::kLastAllocated).value_or(""));
+  WaitFor(call, std::move(body), gs.name, last);
+  return true;
+}
+
+void Gateway::Release(const std::string& ns, const std::string& name) {
+  if (options_.release_now && !name.empty()) options_.release_now(ns, name);
+}
+
+void Gateway::Deliver(const std::shared_ptr<Call>& call, const std::string& ns,
+                      const std::string& name, server::HttpResponse res) {
+  if (!options_.mark_delivered) return Finish(call, std::move(res));
+  auto shared = std::make_shared<server::HttpResponse>(std::move(res));
+  options_.mark_delivered(ns, name, [this, call, ns, name, shared](Status s) {
+    if (!s.ok()) {
+      metrics_->Retry("delivery_mark");
+      log::warn("could not mark the GameServer delivered; releasing it and allocating again",
+                {{"gameserver", ns + "/" + name}, {"error", s.ToString()}});
+      Release(ns, name);
+      return Retry(call, fmt::format("{}: could not be marked delivered ({})", name,
+                                     s.message()));
+    }
+    // Not written to any client of the call: take the mark back so the resolver releases it.
+    shared->on_written = [this, ns, name](bool written) {
+      if (written || !options_.undeliver) return;
+      log::warn("the answer naming the GameServer was not written; releasing it",
+                {{"gameserver", ns + "/" + name}});
+      options_.undeliver(ns, name);
+    };
+    Finish(call, std::move(*shared));
+  });
 }
 
 void Gateway::Attempt(const std::shared_ptr<Call>& call) {
@@ -212,6 +323,12 @@ server::HttpResponse Gateway::NoServer(std::string_view message) const {
 }
 
 void Gateway::OnClientGone(const std::shared_ptr<Call>& call) {
+  {
+    // The call is abandoned only when every client of it (the first and those that joined with
+    // the same key) is gone.
+    std::lock_guard lock(call->mu);
+    if (call->clients.fetch_sub(1) != 1) return;
+  }
   if (call->finished.load() || call->abandoned.exchange(true)) return;
   WaiterRegistry::Ticket ticket;
   {
@@ -293,17 +410,20 @@ void Gateway::OnAllocated(const std::shared_ptr<Call>& call, AllocatorAnswer a) 
   }
   metrics_->Attempt("allocated");
   if (!parsed.gated) return Finish(call, JsonAnswer(200, std::move(a.body)));
+  WaitFor(call, std::move(a.body), parsed.game_server_name, parsed.last_allocated);
+}
+
+void Gateway::WaitFor(const std::shared_ptr<Call>& call, std::string response_body,
+                      const std::string& name, const std::string& last) {
   metrics_->waiting.Increment();
-  auto body = std::make_shared<std::string>(std::move(a.body));
-  const std::string name = parsed.game_server_name;
-  const std::string last = parsed.last_allocated;
-  WaiterRegistry::Ticket ticket =
-      waiters_.Wait(call->ns, name, last, call->deadline,
-                    [this, call, body, name, last](const Decision& d, const kube::ObjectPtr& obj,
-                                                   const std::string& ns) {
-                      metrics_->waiting.Decrement();
-                      OnDecided(call, *body, name, last, ns, d, obj);
-                    });
+  auto body = std::make_shared<std::string>(std::move(response_body));
+  WaiterRegistry::Ticket ticket = waiters_.Wait(
+      call->ns, name, last, call->deadline,
+      [this, call, body, name, last](const Decision& d, const kube::ObjectPtr& obj,
+                                     const std::string& ns) {
+        metrics_->waiting.Decrement();
+        OnDecided(call, *body, name, last, ns, d, obj);
+      });
   {
     std::lock_guard lock(call->mu);
     call->ticket = ticket;
@@ -327,9 +447,9 @@ void Gateway::OnDecided(const std::shared_ptr<Call>& call, const std::string& re
     case Verdict::kAnswer: {
       std::string out;
       if (obj && RefreshMetadata(response_body, *obj->doc, &out).ok()) {
-        return Finish(call, JsonAnswer(200, std::move(out)));
+        return Deliver(call, ns, gs_name, JsonAnswer(200, std::move(out)));
       }
-      return Finish(call, JsonAnswer(200, response_body));
+      return Deliver(call, ns, gs_name, JsonAnswer(200, response_body));
     }
     case Verdict::kRetry:
       metrics_->Retry(ReasonLabel(d.reason));
@@ -339,6 +459,8 @@ void Gateway::OnDecided(const std::shared_ptr<Call>& call, const std::string& re
                  {"attempt", std::to_string(call->attempts)}});
       return Retry(call, fmt::format("{}: {}", gs_name, d.reason));
     case Verdict::kWait:
+      // Nobody is told this server's address: the resolver releases it at once (answer-by now).
+      Release(ns, gs_name);
       if (d.reason == "stopped") {
         return Finish(call, ErrorAnswer(GrpcCode::kUnavailable, "the gateway is shutting down"));
       }
@@ -369,8 +491,44 @@ void Gateway::Retry(const std::shared_ptr<Call>& call, const std::string& what) 
 void Gateway::Finish(const std::shared_ptr<Call>& call, server::HttpResponse res) {
   if (call->finished.exchange(true)) return;
   if (!call->abandoned.load()) metrics_->Request(res.status);
-  metrics_->duration.Observe(std::chrono::duration<double>(Clock::now() - call->start).count());
-  if (call->attempts > 0) in_flight_.fetch_sub(1);
+  metrics_->duration.Observe(
+      std::chrono::duration<double>(Clock::now() - call->start).count());
+  if (call->counted) in_flight_.fetch_sub(1);
+  if (!call->ns_key.empty()) {
+    std::lock_guard lock(keys_mu_);
+    auto it = by_key_.find(call->ns_key);
+    if (it != by_key_.end() && it->second.lock() == call) by_key_.erase(it);
+  }
+  std::vector<server::Responder> joined;
+  {
+    std::lock_guard lock(call->mu);
+    joined.swap(call->joined);
+  }
+  if (res.on_written && !joined.empty()) {
+    // One answer to every client of the call: the mark is undone only when none received it.
+    struct Tally {
+      std::mutex mu;
+      size_t left;
+      bool any = false;
+      std::function<void(bool)> then;
+    };
+    auto tally = std::make_shared<Tally>();
+    tally->left = joined.size() + 1;
+    tally->then = std::move(res.on_written);
+    res.on_written = [tally](bool written) {
+      std::function<void(bool)> then;
+      bool any = false;
+      {
+        std::lock_guard lock(tally->mu);
+        tally->any = tally->any || written;
+        if (--tally->left != 0) return;
+        then = std::move(tally->then);
+        any = tally->any;
+      }
+      then(any);
+    };
+  }
+  for (auto& r : joined) r(res);
   call->respond(std::move(res));
 }
 

@@ -28,6 +28,20 @@
 //     {"code":14,"message":"the gateway is shutting down"}; requests already accepted go on
 //     (waiting, and re-allocating) until answered;
 //   - every answer is given exactly once, from whatever thread decided it; no thread waits.
+//   No server lost (docs/gateway.md; gateway/delivery.h): every forwarded request carries
+//   metadata.annotations allocating.agones.dev/answer-by (the request's deadline, RFC 3339) and,
+//   with a key, allocating.agones.dev/request-key; a request setting those (or `delivered`)
+//   itself gets 400. Before a 200 naming a gated server, `mark_delivered` writes `delivered`;
+//   when that fails the server is released (`release_now`) and another is allocated while
+//   attempts and time remain. If the answer is then not written (HttpResponse::on_written
+//   false for every client of the call), `undeliver` removes the mark. A client gone, the
+//   deadline passing or the shutdown's 503 release the call's server (`release_now`; the
+//   abandoned case through `on_abandoned`).
+//   Idempotency (header X-Allocating-Idempotency-Key, 1..128 of [A-Za-z0-9._~:-], else 400): a
+//   request whose key is in flight on this replica joins that call (one allocation, every client
+//   gets the answer; the call is abandoned only when all of them are gone); else a cached
+//   GameServer holding the key (`find_by_key`) is waited on (answer-by extended to this
+//   request's deadline) or, already playable, answered at once; else a new allocation.
 // Metrics: allocating_gateway_requests_total{code}, allocating_gateway_retries_total{reason},
 // allocating_gateway_waiting, allocating_gateway_request_duration_seconds,
 // allocating_gateway_attempts_total{result}, allocating_gateway_abandoned_total{phase}.
@@ -38,7 +52,9 @@
 #include <atomic>
 #include <chrono>
 #include <functional>
+#include <map>
 #include <memory>
+#include <mutex>
 #include <string>
 
 #include "gateway/io/allocator_client.h"
@@ -70,6 +86,15 @@ struct GatewayOptions {
   int unallocated_status = 429;  // HTTP status of the gateway's own "no server" answers
   // Called (quickly, from any thread) for each abandoned allocation that holds a GameServer.
   std::function<void(const AbandonedAllocation&)> on_abandoned;
+  // "No server lost" (gateway/io/marks.h); each unset = that write is skipped (unit tests).
+  std::function<void(const std::string& ns, const std::string& name, std::function<void(Status)>)>
+      mark_delivered;
+  std::function<void(const std::string& ns, const std::string& name)> undeliver;
+  std::function<void(const std::string& ns, const std::string& name)> release_now;
+  std::function<void(const std::string& ns, const std::string& name, const std::string& answer_by)>
+      extend_answer_by;
+  // The cached GameServer in `ns` holding the request with idempotency key `key`, or nullptr.
+  std::function<kube::ObjectPtr(const std::string& ns, const std::string& key)> find_by_key;
 };
 
 class Gateway {
@@ -91,6 +116,16 @@ class Gateway {
   struct Call;
   struct Metrics;
   void Attempt(const std::shared_ptr<Call>& call);
+  // Joins a call in flight with the same key on this replica; false when there is none.
+  bool Join(const std::string& ns_key, const server::HttpRequest& req, server::Responder& respond);
+  // Waits on (or answers from) a cached server that holds the call's key; false when none.
+  bool Resume(const std::shared_ptr<Call>& call);
+  void WaitFor(const std::shared_ptr<Call>& call, std::string body, const std::string& name,
+               const std::string& last_allocated);
+  // Marks the server delivered, then answers (or, when the mark fails, allocates again).
+  void Deliver(const std::shared_ptr<Call>& call, const std::string& ns, const std::string& name,
+               server::HttpResponse res);
+  void Release(const std::string& ns, const std::string& name);
   void OnAllocated(const std::shared_ptr<Call>& call, AllocatorAnswer answer);
   void OnDecided(const std::shared_ptr<Call>& call, const std::string& response_body,
                  const std::string& gs_name, const std::string& last_allocated,
@@ -108,6 +143,8 @@ class Gateway {
   std::unique_ptr<Metrics> metrics_;
   std::atomic<size_t> in_flight_{0};
   std::atomic<bool> draining_{false};
+  std::mutex keys_mu_;
+  std::map<std::string, std::weak_ptr<Call>> by_key_;  // "<ns>/<key>" -> the call in flight
 };
 
 }  // namespace aw::gateway

@@ -1,0 +1,60 @@
+// GameServerMarks: the allocation gateway's writes on the GameServers it allocated
+// (docs/gateway.md, "No server lost"), as JSON patches by the gateway's own ServiceAccount.
+//
+// Promise:
+//   - MarkDelivered(ns, name, done): writes allocating.agones.dev/delivered = now if the server is
+//     still Allocated (gateway/delivery.h, DeliveredPatch); `done` gets Ok, or the error (then the
+//     server was released meanwhile, or the API server could not be reached: the caller must not
+//     send the server to its client). Runs on a worker; `done` is called on that worker.
+//   - ReleaseNow(ns, name): answer-by = now (the client is gone, or the gateway is shutting down):
+//     the resolver releases the server after its grace instead of at the request's deadline.
+//   - Undeliver(ns, name): removes `delivered` and sets answer-by = now (the answer was not
+//     written to the client).
+//   - ExtendAnswerBy(ns, name, answer_by): answer-by = `answer_by` (a retry with the same
+//     idempotency key now waits on the server).
+//   The three fire-and-forget writes are tried up to 3 times on a retryable error and logged when
+//   they fail; if one is lost, the resolver still releases the server at its earlier answer-by
+//   + grace (or never, once `delivered` is written and Undeliver fails: logged as an error).
+//   Thread-safe. The destructor waits for the writes already queued (bounded by the kube
+//   client's per-call timeout), so a SIGTERM's releases are sent before the process exits.
+#pragma once
+
+#include <functional>
+#include <string>
+
+#include "kube/client.h"
+#include "kube/informer.h"
+#include "runtime/thread_pool.h"
+#include "util/status.h"
+
+namespace aw::gateway {
+
+// Among cached GameServers, the one in `ns` carrying allocating.agones.dev/request-key `key` that
+// still holds its request (gateway/delivery.h, HoldsRequest); the latest allocation when several
+// do; nullptr when none. A linear scan of `servers` (the opted-in GameServers of the gateway's
+// informer).
+kube::ObjectPtr FindByRequestKey(const std::vector<kube::ObjectPtr>& servers,
+                                 const std::string& ns, const std::string& key);
+
+class GameServerMarks {
+ public:
+  GameServerMarks(kube::Client& client, size_t workers);
+  ~GameServerMarks();
+  GameServerMarks(const GameServerMarks&) = delete;
+  GameServerMarks& operator=(const GameServerMarks&) = delete;
+
+  void MarkDelivered(const std::string& ns, const std::string& name,
+                     std::function<void(Status)> done);
+  void ReleaseNow(const std::string& ns, const std::string& name);
+  void Undeliver(const std::string& ns, const std::string& name);
+  void ExtendAnswerBy(const std::string& ns, const std::string& name, const std::string& answer_by);
+
+ private:
+  void Write(const std::string& what, const std::string& ns, const std::string& name,
+             std::string patch);
+
+  kube::Client& client_;
+  runtime::ThreadPool pool_;  // last member: joined first, while the client is still there
+};
+
+}  // namespace aw::gateway
