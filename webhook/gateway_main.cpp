@@ -1,8 +1,8 @@
 // allocation-gateway: agones-allocator's REST API in front of agones-allocator that answers an
 // allocation only once its GameServer is confirmed playable (docs/gateway.md). A binary of its
 // own, shipped in the same image as allocating-webhook: it is its own Deployment with its own
-// service account and RBAC (read-only on gameservers), scales with matchmaker traffic rather than
-// with admission, and never takes part in the webhook's leader election.
+// service account and RBAC (get, list, watch and patch on gameservers), scales with matchmaker
+// traffic rather than with admission, and never takes part in the webhook's leader election.
 //
 // Composition (runtime::Manager groups, started in order, stopped in reverse, all within
 // --shutdown-grace + 5s):
@@ -275,6 +275,9 @@ int main(int argc, char** argv) {
     marks->ExtendAnswerBy(ns, name, answer_by);
   };
   gopts.on_abandoned = [&marks](const gateway::AbandonedAllocation& a) {
+    // With an idempotency key the client is expected to retry: the server stays for that retry
+    // until its answer-by (+ the resolver's grace), then it is released.
+    if (!a.request_key.empty()) return;
     marks->ReleaseNow(a.namespace_, a.name);
   };
   gopts.find_by_key = [&informer](const std::string& ns, const std::string& key) {

@@ -7,10 +7,10 @@
 #include <string>
 #include <vector>
 
-#include "policy/config.h"
-#include "policy/decision_table.h"
 #include "contract/keys.h"
 #include "gateway/delivery.h"
+#include "policy/config.h"
+#include "policy/decision_table.h"
 #include "resolver/core/evaluate.h"
 #include "resolver/core/patches.h"
 #include "resolver_test_util.h"
@@ -45,7 +45,8 @@ TEST(IdempotencyKey, BoundedLengthAndCharset) {
   EXPECT_FALSE(empty.ok());
   EXPECT_NE(empty.message().find("1 to 128"), std::string::npos) << empty.message();
   EXPECT_FALSE(gateway::ValidateIdempotencyKey(std::string(129, 'k')).ok());
-  for (const std::string& bad : std::vector<std::string>{"a b", "a/b", "é", "a\"b", "a\nb", std::string("a\0b", 3)}) {
+  for (const std::string& bad :
+       std::vector<std::string>{"a b", "a/b", "é", "a\"b", "a\nb", std::string("a\0b", 3)}) {
     Status s = gateway::ValidateIdempotencyKey(bad);
     EXPECT_FALSE(s.ok()) << bad;
     EXPECT_NE(s.message().find("X-Allocating-Idempotency-Key"), std::string::npos);
@@ -129,14 +130,17 @@ TEST(GatewayAnswer, HoldsRequest) {
 }
 
 TEST(GatewayPatches, DeliveredOnlyWhileAllocated) {
-  EXPECT_EQ(gateway::DeliveredPatch("T"),
-            R"([{"op":"test","path":"/status/state","value":"Allocated"},)"
-            R"({"op":"add","path":"/metadata/annotations/allocating.agones.dev~1delivered","value":"T"}])");
-  EXPECT_EQ(gateway::UndeliveredPatch("N"),
-            R"([{"op":"remove","path":"/metadata/annotations/allocating.agones.dev~1delivered"},)"
-            R"({"op":"add","path":"/metadata/annotations/allocating.agones.dev~1answer-by","value":"N"}])");
-  EXPECT_EQ(gateway::AnswerByPatch("N"),
-            R"([{"op":"add","path":"/metadata/annotations/allocating.agones.dev~1answer-by","value":"N"}])");
+  EXPECT_EQ(
+      gateway::DeliveredPatch("T"),
+      R"([{"op":"test","path":"/status/state","value":"Allocated"},)"
+      R"({"op":"add","path":"/metadata/annotations/allocating.agones.dev~1delivered","value":"T"}])");
+  EXPECT_EQ(
+      gateway::UndeliveredPatch("N"),
+      R"([{"op":"remove","path":"/metadata/annotations/allocating.agones.dev~1delivered"},)"
+      R"({"op":"add","path":"/metadata/annotations/allocating.agones.dev~1answer-by","value":"N"}])");
+  EXPECT_EQ(
+      gateway::AnswerByPatch("N"),
+      R"([{"op":"add","path":"/metadata/annotations/allocating.agones.dev~1answer-by","value":"N"}])");
 }
 
 // ---- The resolver's release ----
@@ -156,8 +160,9 @@ GsSpec FromGateway(std::string state, resolver::TimePoint answer_by) {
 }
 
 TEST(ResolverRelease, TableRows) {
-  policy::ResolveInput in{.opted_in = true, .phase = policy::Phase::kAllocating,
-                        .delivery = policy::Delivery::kOverdue};
+  policy::ResolveInput in{.opted_in = true,
+                          .phase = policy::Phase::kAllocating,
+                          .delivery = policy::Delivery::kOverdue};
   EXPECT_EQ(policy::DecideResolve(in).verdict, policy::ResolveVerdict::kRelease);
   in.ready = true;  // released even when playable: nobody was told its address
   EXPECT_EQ(policy::DecideResolve(in).verdict, policy::ResolveVerdict::kRelease);
@@ -230,14 +235,16 @@ TEST(ResolverRelease, Evaluate) {
 TEST(ResolverRelease, Patch) {
   GsSpec s = FromGateway("Allocated", T0());
   std::string alloc = s.annotations[std::string(keys::kAllocation)];
-  EXPECT_EQ(resolver::ReleasePatch(View(s), policy::OnUndelivered::kShutdown),
-            R"([{"op":"test","path":"/metadata/resourceVersion","value":"100"},)"
-            R"({"op":"test","path":"/metadata/annotations/allocating.agones.dev~1allocation","value":")" +
-                alloc +
-                R"("},{"op":"replace","path":"/status/state","value":"Shutdown"},)"
-                R"({"op":"add","path":"/metadata/annotations/allocating.agones.dev~1outcome","value":"Undelivered"}])");
-  EXPECT_NE(resolver::ReleasePatch(View(s), policy::OnUndelivered::kUnhealthy).find("\"Unhealthy\""),
-            std::string::npos);
+  EXPECT_EQ(
+      resolver::ReleasePatch(View(s), policy::OnUndelivered::kShutdown),
+      R"([{"op":"test","path":"/metadata/resourceVersion","value":"100"},)"
+      R"({"op":"test","path":"/metadata/annotations/allocating.agones.dev~1allocation","value":")" +
+          alloc +
+          R"("},{"op":"replace","path":"/status/state","value":"Shutdown"},)"
+          R"({"op":"add","path":"/metadata/annotations/allocating.agones.dev~1outcome","value":"Undelivered"}])");
+  EXPECT_NE(
+      resolver::ReleasePatch(View(s), policy::OnUndelivered::kUnhealthy).find("\"Unhealthy\""),
+      std::string::npos);
 }
 
 TEST(ResolverRelease, OnUndeliveredParsed) {

@@ -6,8 +6,8 @@
 
 #include <array>
 
-#include "policy/json_patch.h"
 #include "contract/keys.h"
+#include "policy/json_patch.h"
 
 namespace aw::gateway {
 namespace {
@@ -15,8 +15,8 @@ namespace {
 using Json = rapidjson::Value;
 
 bool KeyChar(char c) {
-  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-         c == '.' || c == '_' || c == '~' || c == ':' || c == '-';
+  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' ||
+         c == '_' || c == '~' || c == ':' || c == '-';
 }
 
 const Json* Member(const Json& obj, std::string_view key) {
@@ -150,8 +150,8 @@ Status AnswerFromGameServer(const rapidjson::Value& gs, std::string* out) {
     if (const Json* src = meta ? Member(*meta, k) : nullptr; src && src->IsObject()) {
       m.CopyFrom(*src, a);
     }
-    metadata.AddMember(Json(k.data(), static_cast<rapidjson::SizeType>(k.size()), a),
-                       std::move(m), a);
+    metadata.AddMember(Json(k.data(), static_cast<rapidjson::SizeType>(k.size()), a), std::move(m),
+                       a);
   }
   doc.AddMember("metadata", std::move(metadata), a);
   // Counters and lists as agones-allocator answers them: {name: {count, capacity}},
@@ -161,8 +161,7 @@ Status AnswerFromGameServer(const rapidjson::Value& gs, std::string* out) {
     if (const Json* src = status ? Member(*status, k) : nullptr; src && src->IsObject()) {
       m.CopyFrom(*src, a);
     }
-    doc.AddMember(Json(k.data(), static_cast<rapidjson::SizeType>(k.size()), a), std::move(m),
-                  a);
+    doc.AddMember(Json(k.data(), static_cast<rapidjson::SizeType>(k.size()), a), std::move(m), a);
   }
   *out = Write(doc);
   return Status::Ok();

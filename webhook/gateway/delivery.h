@@ -27,11 +27,11 @@
 //     deadline when a retry waits on the server).
 #pragma once
 
+#include <rapidjson/document.h>
+
 #include <cstddef>
 #include <string>
 #include <string_view>
-
-#include <rapidjson/document.h>
 
 #include "policy/gameserver.h"
 #include "util/status.h"

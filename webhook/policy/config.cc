@@ -126,9 +126,9 @@ std::string CanNeverConfirmMessage() {
 
 const std::vector<std::string_view>& ConfigAnnotationKeys() {
   static const std::vector<std::string_view> k = {
-      keys::kTimeout,   keys::kOnTimeout, keys::kMode,      keys::kOnScaleDown,
-      keys::kOnUndelivered, keys::kRequireAnnotation, keys::kProbePort, keys::kProbeType, keys::kProbePath,
-      keys::kProbePeriod};
+      keys::kTimeout,       keys::kOnTimeout,         keys::kMode,      keys::kOnScaleDown,
+      keys::kOnUndelivered, keys::kRequireAnnotation, keys::kProbePort, keys::kProbeType,
+      keys::kProbePath,     keys::kProbePeriod};
   return k;
 }
 

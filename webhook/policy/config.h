@@ -35,10 +35,10 @@ enum class ProbeType { kHttp, kTcp, kUdp };
 // release exists to prevent.
 enum class OnUndelivered { kShutdown, kUnhealthy };
 
-std::string_view OnTimeoutName(OnTimeout v);      // "Unhealthy" | "Allocated" | "Shutdown"
-std::string_view GateModeName(GateMode v);        // "rewrite" | "reject"
-std::string_view OnScaleDownName(OnScaleDown v);  // "Shutdown" | "Hold"
-std::string_view ProbeTypeName(ProbeType v);  // "http" | "tcp" | "udp"
+std::string_view OnTimeoutName(OnTimeout v);          // "Unhealthy" | "Allocated" | "Shutdown"
+std::string_view GateModeName(GateMode v);            // "rewrite" | "reject"
+std::string_view OnScaleDownName(OnScaleDown v);      // "Shutdown" | "Hold"
+std::string_view ProbeTypeName(ProbeType v);          // "http" | "tcp" | "udp"
 std::string_view OnUndeliveredName(OnUndelivered v);  // "Shutdown" | "Unhealthy"
 
 // The probe-port annotation: a GameServer port name (resolved through status.ports) or a number.

@@ -192,11 +192,15 @@ constexpr std::array kResolveRules = {
                 .verdict = ResolveVerdict::kRecord,
                 .what = "scale-down let through by the webhook: record the outcome once"},
     ResolveRule{.opted_in = Cond::kNo, .verdict = ResolveVerdict::kIgnore, .what = "not opted in"},
-    ResolveRule{.deleting = Cond::kYes, .verdict = ResolveVerdict::kIgnore,
-                .what = "being deleted"},
-    ResolveRule{.phase = kInCycle, .delivery = kOverdue, .verdict = ResolveVerdict::kRelease,
+    ResolveRule{
+        .deleting = Cond::kYes, .verdict = ResolveVerdict::kIgnore, .what = "being deleted"},
+    ResolveRule{.phase = kInCycle,
+                .delivery = kOverdue,
+                .verdict = ResolveVerdict::kRelease,
                 .what = "allocated by the gateway, never delivered: release (on-undelivered)"},
-    ResolveRule{.phase = kAllocated, .bypass = kUnseen, .verdict = ResolveVerdict::kRecordBypass,
+    ResolveRule{.phase = kAllocated,
+                .bypass = kUnseen,
+                .verdict = ResolveVerdict::kRecordBypass,
                 .what = "Allocated without the gate's marks: record the bypass"},
     ResolveRule{.phase = kAllocated,
                 .bypass = kOpen,
@@ -212,11 +216,14 @@ constexpr std::array kResolveRules = {
                 .bypass = kOpen,
                 .verdict = ResolveVerdict::kWait,
                 .what = "bypassed: probe on its period, re-check"},
-    ResolveRule{.phase = kAllocated, .delivery = kPending, .verdict = ResolveVerdict::kWait,
+    ResolveRule{.phase = kAllocated,
+                .delivery = kPending,
+                .verdict = ResolveVerdict::kWait,
                 .what = "allocated by the gateway: re-check at answer-by + grace"},
-    ResolveRule{.phase = kNotAllocating, .verdict = ResolveVerdict::kIgnore,
-                .what = "not Allocating"},
-    ResolveRule{.ready = Cond::kYes, .verdict = ResolveVerdict::kPromote,
+    ResolveRule{
+        .phase = kNotAllocating, .verdict = ResolveVerdict::kIgnore, .what = "not Allocating"},
+    ResolveRule{.ready = Cond::kYes,
+                .verdict = ResolveVerdict::kPromote,
                 .what = "readiness wins over a deadline that passed at the same moment"},
     ResolveRule{.past_deadline = Cond::kYes,
                 .verdict = ResolveVerdict::kTimeOut,
@@ -362,15 +369,24 @@ std::string_view OwnedVerdictText(OwnedVerdict v) {
 
 std::string_view ResolveVerdictText(ResolveVerdict v) {
   switch (v) {
-    case ResolveVerdict::kIgnore: return "ignore";
-    case ResolveVerdict::kWait: return "wait";
-    case ResolveVerdict::kPromote: return "promote";
-    case ResolveVerdict::kTimeOut: return "time out";
-    case ResolveVerdict::kRecord: return "record";
-    case ResolveVerdict::kRecordBypass: return "record bypass";
-    case ResolveVerdict::kRelease: return "release";
-    case ResolveVerdict::kConfirmBypass: return "confirm";
-    case ResolveVerdict::kBypassDeadline: return "bypass deadline";
+    case ResolveVerdict::kIgnore:
+      return "ignore";
+    case ResolveVerdict::kWait:
+      return "wait";
+    case ResolveVerdict::kPromote:
+      return "promote";
+    case ResolveVerdict::kTimeOut:
+      return "time out";
+    case ResolveVerdict::kRecord:
+      return "record";
+    case ResolveVerdict::kRecordBypass:
+      return "record bypass";
+    case ResolveVerdict::kRelease:
+      return "release";
+    case ResolveVerdict::kConfirmBypass:
+      return "confirm";
+    case ResolveVerdict::kBypassDeadline:
+      return "bypass deadline";
   }
   return "wait";
 }
@@ -390,10 +406,14 @@ std::string BypassesText(Bypasses b) {
 
 std::string DeliveriesText(Deliveries d) {
   switch (d) {
-    case kAnyDelivery: return "any";
-    case kPending: return "pending";
-    case kOverdue: return "overdue";
-    default: return "other";
+    case kAnyDelivery:
+      return "any";
+    case kPending:
+      return "pending";
+    case kOverdue:
+      return "overdue";
+    default:
+      return "other";
   }
 }
 
@@ -547,9 +567,9 @@ std::string RenderResolveTable() {
   for (const ResolveRule& r : kResolveRules) {
     out += fmt::format("| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |\n", ++i,
                        CondText(r.scaled_down), CondText(r.opted_in), CondText(r.deleting),
-                       PhasesText(r.phase), BypassesText(r.bypass),
-                       DeliveriesText(r.delivery), CondText(r.ready),
-                       CondText(r.past_deadline), ResolveVerdictText(r.verdict), r.what);
+                       PhasesText(r.phase), BypassesText(r.bypass), DeliveriesText(r.delivery),
+                       CondText(r.ready), CondText(r.past_deadline), ResolveVerdictText(r.verdict),
+                       r.what);
   }
   out += "\n| on-timeout | shutdown-requested | writes |\n|---|---|---|\n";
   for (const TimeoutRule& r : kTimeoutRules) {

@@ -118,14 +118,16 @@ Metrics::Metrics(prometheus::Registry& registry) {
                          .Add(controller, reconcile_buckets);
   undelivered_ = &prometheus::BuildCounter()
                       .Name("allocating_webhook_undelivered_total")
-                      .Help("GameServers the allocation gateway allocated and never delivered, "
-                            "released by the resolver (outcome Undelivered), by namespace and "
-                            "fleet")
+                      .Help(
+                          "GameServers the allocation gateway allocated and never delivered, "
+                          "released by the resolver (outcome Undelivered), by namespace and "
+                          "fleet")
                       .Register(registry);
   undelivered_all_ = &prometheus::BuildCounter()
                           .Name("allocating_webhook_undelivered_releases_total")
-                          .Help("GameServers the allocation gateway allocated and never "
-                                "delivered, released by the resolver (outcome Undelivered)")
+                          .Help(
+                              "GameServers the allocation gateway allocated and never "
+                              "delivered, released by the resolver (outcome Undelivered)")
                           .Register(registry)
                           .Add({});
   // Every label value known in advance exists from start-up at 0, so rate() and the dashboard see

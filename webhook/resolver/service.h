@@ -41,8 +41,8 @@ struct ResolverFlags {
   size_t probe_concurrency = 256;
   std::chrono::nanoseconds resync_period = std::chrono::seconds(30);
   std::string udp_probe_payload = "ping";
-  size_t workers = 32;           // concurrent patches
-  std::string namespace_;        // "" = all namespaces
+  size_t workers = 32;     // concurrent patches
+  std::string namespace_;  // "" = all namespaces
   std::chrono::nanoseconds undelivered_grace = std::chrono::seconds(3);
 };
 

@@ -9,10 +9,10 @@
 #include <mutex>
 #include <vector>
 
-#include "policy/gameserver.h"
 #include "contract/keys.h"
 #include "gateway/allocation.h"
 #include "gateway/delivery.h"
+#include "policy/gameserver.h"
 #include "util/duration.h"
 #include "util/io/log.h"
 #include "util/time_format.h"
@@ -85,13 +85,13 @@ struct Gateway::Call {
   Clock::time_point deadline;
   std::chrono::nanoseconds deadline_length{};
   int attempts = 0;
-  bool counted = false;  // in in_flight_
-  std::string key;       // the idempotency key ("" when none)
-  std::string ns_key;    // "<ns>/<key>" in by_key_
-  std::string answer_by;  // the deadline as written in allocating.agones.dev/answer-by
+  bool counted = false;         // in in_flight_
+  std::string key;              // the idempotency key ("" when none)
+  std::string ns_key;           // "<ns>/<key>" in by_key_
+  std::string answer_by;        // the deadline as written in allocating.agones.dev/answer-by
   std::atomic<int> clients{1};  // the first client and those that joined it
   std::vector<server::Responder> joined;  // guarded by mu
-  std::vector<std::string> history;  // "gs-a: timed out ..." per lost attempt
+  std::vector<std::string> history;       // "gs-a: timed out ..." per lost attempt
   server::Responder respond;
   std::atomic<bool> finished{false};
   std::atomic<bool> abandoned{false};  // the client went away
@@ -210,7 +210,8 @@ void Gateway::Handle(const server::HttpRequest& req, server::Responder respond) 
     if (Join(call->ns_key, req, call->respond)) return;
   }
   call->answer_by = util::FormatRfc3339Nano(std::chrono::time_point_cast<std::chrono::nanoseconds>(
-      std::chrono::system_clock::now() + std::chrono::duration_cast<std::chrono::nanoseconds>(length)));
+      std::chrono::system_clock::now() +
+      std::chrono::duration_cast<std::chrono::nanoseconds>(length)));
   std::string forwarded;
   if (Status s = WithGatewayAnnotations(call->body, call->answer_by, call->key, &forwarded);
       !s.ok()) {
@@ -253,8 +254,7 @@ bool Gateway::Join(const std::string& ns_key, const server::HttpRequest& req,
     call->clients.fetch_add(1);
   }
   metrics_->Attempt("joined");
-  log::info("idempotent retry joins the request in flight with its key",
-            {{"key", ns_key}});
+  log::info("idempotent retry joins the request in flight with its key", {{"key", ns_key}});
   if (req.on_abandoned) {
     std::weak_ptr<Call> weak = call;
     req.on_abandoned([this, weak] {
@@ -272,10 +272,9 @@ bool Gateway::Resume(const std::shared_ptr<Call>& call) {
   std::string body;
   if (!AnswerFromGameServer(*obj->doc, &body).ok()) return false;
   metrics_->Attempt("idempotent");
-  log::info("idempotent retry: waiting on the GameServer an earlier attempt allocated",
-            {{"gameserver", gs.namespace_ + "/" + gs.name},
-             {"key", call->key},
-             {"state", gs.state}});
+  log::info(
+      "idempotent retry: waiting on the GameServer an earlier attempt allocated",
+      {{"gameserver", gs.namespace_ + "/" + gs.name}, {"key", call->key}, {"state", gs.state}});
   // The earlier attempt's answer-by may be near: this request's deadline holds the server now.
   if (options_.extend_answer_by) options_.extend_answer_by(gs.namespace_, gs.name, call->answer_by);
   ++call->attempts;
@@ -298,8 +297,7 @@ void Gateway::Deliver(const std::shared_ptr<Call>& call, const std::string& ns,
       log::warn("could not mark the GameServer delivered; releasing it and allocating again",
                 {{"gameserver", ns + "/" + name}, {"error", s.ToString()}});
       Release(ns, name);
-      return Retry(call, fmt::format("{}: could not be marked delivered ({})", name,
-                                     s.message()));
+      return Retry(call, fmt::format("{}: could not be marked delivered ({})", name, s.message()));
     }
     // Not written to any client of the call: take the mark back so the resolver releases it.
     shared->on_written = [this, ns, name](bool written) {
@@ -342,13 +340,16 @@ void Gateway::OnClientGone(const std::shared_ptr<Call>& call) {
 
 void Gateway::ReportAbandoned(const std::shared_ptr<Call>& call, AbandonedAllocation a) {
   metrics_->Abandoned(a.phase);
-  log::warn(
-      "the client went away before its answer; the allocated GameServer is left for "
-      "nobody",
-      {{"gameserver", a.namespace_ + "/" + a.name},
-       {"allocation", a.last_allocated},
-       {"phase", a.phase},
-       {"waited", util::FormatDuration(Clock::now() - call->start)}});
+  log::warn(a.request_key.empty()
+                ? "the client went away before its answer; its GameServer is released"
+                : "the client went away before its answer; its GameServer waits for a retry "
+                  "with the request's idempotency key until the request's deadline, then it is "
+                  "released",
+            {{"gameserver", a.namespace_ + "/" + a.name},
+             {"allocation", a.last_allocated},
+             {"phase", a.phase},
+             {"key", a.request_key},
+             {"waited", util::FormatDuration(Clock::now() - call->start)}});
   if (options_.on_abandoned) options_.on_abandoned(a);
 }
 
@@ -357,8 +358,8 @@ void Gateway::OnAllocated(const std::shared_ptr<Call>& call, AllocatorAnswer a) 
     AllocationResponse parsed;
     if (a.status.ok() && a.http_status == 200 && ParseAllocationResponse(a.body, &parsed).ok()) {
       metrics_->Attempt("allocated");
-      ReportAbandoned(call,
-                      {call->ns, parsed.game_server_name, parsed.last_allocated, "allocating"});
+      ReportAbandoned(call, {call->ns, parsed.game_server_name, parsed.last_allocated, "allocating",
+                             call->key});
     } else {
       metrics_->Abandoned("allocating");
       log::info("the client went away before the allocator answered; nothing was allocated",
@@ -410,20 +411,46 @@ void Gateway::OnAllocated(const std::shared_ptr<Call>& call, AllocatorAnswer a) 
   }
   metrics_->Attempt("allocated");
   if (!parsed.gated) return Finish(call, JsonAnswer(200, std::move(a.body)));
+  if (!call->key.empty() && Converge(call, parsed.game_server_name)) return;
   WaitFor(call, std::move(a.body), parsed.game_server_name, parsed.last_allocated);
+}
+
+bool Gateway::Converge(const std::shared_ptr<Call>& call, const std::string& allocated) {
+  // A retry that reached this replica before the earlier attempt's server was in its cache has
+  // allocated a second server for the key. Every replica keeps the earliest server holding the
+  // key (FindByRequestKey), so this one is released and the call waits on that one.
+  if (!options_.find_by_key) return false;
+  kube::ObjectPtr obj = options_.find_by_key(call->ns, call->key);
+  if (!obj || !obj->doc) return false;
+  const policy::GameServerView gs = policy::ParseGameServer(*obj->doc);
+  if (gs.name == allocated) return false;
+  std::string body;
+  if (!AnswerFromGameServer(*obj->doc, &body).ok()) return false;
+  metrics_->Retry("duplicate_key");
+  log::info(
+      "a second server was allocated for an idempotency key; releasing it and waiting on "
+      "the earlier one",
+      {{"released", call->ns + "/" + allocated},
+       {"gameserver", gs.namespace_ + "/" + gs.name},
+       {"key", call->key}});
+  Release(call->ns, allocated);
+  if (options_.extend_answer_by) options_.extend_answer_by(gs.namespace_, gs.name, call->answer_by);
+  std::string last(gs.Annotation(keys::kLastAllocated).value_or(""));
+  WaitFor(call, std::move(body), gs.name, last);
+  return true;
 }
 
 void Gateway::WaitFor(const std::shared_ptr<Call>& call, std::string response_body,
                       const std::string& name, const std::string& last) {
   metrics_->waiting.Increment();
   auto body = std::make_shared<std::string>(std::move(response_body));
-  WaiterRegistry::Ticket ticket = waiters_.Wait(
-      call->ns, name, last, call->deadline,
-      [this, call, body, name, last](const Decision& d, const kube::ObjectPtr& obj,
-                                     const std::string& ns) {
-        metrics_->waiting.Decrement();
-        OnDecided(call, *body, name, last, ns, d, obj);
-      });
+  WaiterRegistry::Ticket ticket =
+      waiters_.Wait(call->ns, name, last, call->deadline,
+                    [this, call, body, name, last](const Decision& d, const kube::ObjectPtr& obj,
+                                                   const std::string& ns) {
+                      metrics_->waiting.Decrement();
+                      OnDecided(call, *body, name, last, ns, d, obj);
+                    });
   {
     std::lock_guard lock(call->mu);
     call->ticket = ticket;
@@ -440,7 +467,7 @@ void Gateway::OnDecided(const std::shared_ptr<Call>& call, const std::string& re
     call->ticket.reset();
   }
   if (d.verdict == Verdict::kWait && d.reason == "abandoned") {
-    ReportAbandoned(call, {ns, gs_name, last_allocated, "waiting"});
+    ReportAbandoned(call, {ns, gs_name, last_allocated, "waiting", call->key});
     return Finish(call, ErrorAnswer(GrpcCode::kUnavailable, "abandoned"));
   }
   switch (d.verdict) {
@@ -491,8 +518,7 @@ void Gateway::Retry(const std::shared_ptr<Call>& call, const std::string& what) 
 void Gateway::Finish(const std::shared_ptr<Call>& call, server::HttpResponse res) {
   if (call->finished.exchange(true)) return;
   if (!call->abandoned.load()) metrics_->Request(res.status);
-  metrics_->duration.Observe(
-      std::chrono::duration<double>(Clock::now() - call->start).count());
+  metrics_->duration.Observe(std::chrono::duration<double>(Clock::now() - call->start).count());
   if (call->counted) in_flight_.fetch_sub(1);
   if (!call->ns_key.empty()) {
     std::lock_guard lock(keys_mu_);

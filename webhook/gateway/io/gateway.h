@@ -77,6 +77,8 @@ struct AbandonedAllocation {
   std::string name;
   std::string last_allocated;  // the allocation's agones.dev/last-allocated (its id)
   std::string phase;           // "waiting" (for confirmation) or "allocating" (answer came late)
+  std::string request_key;     // the request's idempotency key ("" when none): a retry may
+                               // still come for the server, so it is not released at once
 };
 
 struct GatewayOptions {
@@ -120,6 +122,9 @@ class Gateway {
   bool Join(const std::string& ns_key, const server::HttpRequest& req, server::Responder& respond);
   // Waits on (or answers from) a cached server that holds the call's key; false when none.
   bool Resume(const std::shared_ptr<Call>& call);
+  // After an allocation for a keyed call: when another server already holds the key, releases
+  // the new one and waits on that one (true).
+  bool Converge(const std::shared_ptr<Call>& call, const std::string& allocated);
   void WaitFor(const std::shared_ptr<Call>& call, std::string body, const std::string& name,
                const std::string& last_allocated);
   // Marks the server delivered, then answers (or, when the mark fails, allocates again).

@@ -2,9 +2,9 @@
 
 #include <chrono>
 
-#include "policy/gameserver.h"
 #include "contract/keys.h"
 #include "gateway/delivery.h"
+#include "policy/gameserver.h"
 #include "util/io/log.h"
 #include "util/time_format.h"
 
@@ -12,14 +12,14 @@ namespace aw::gateway {
 namespace {
 
 std::string NowText() {
-  return util::FormatRfc3339Nano(std::chrono::time_point_cast<std::chrono::nanoseconds>(
-      std::chrono::system_clock::now()));
+  return util::FormatRfc3339Nano(
+      std::chrono::time_point_cast<std::chrono::nanoseconds>(std::chrono::system_clock::now()));
 }
 
 }  // namespace
 
-kube::ObjectPtr FindByRequestKey(const std::vector<kube::ObjectPtr>& servers,
-                                 const std::string& ns, const std::string& key) {
+kube::ObjectPtr FindByRequestKey(const std::vector<kube::ObjectPtr>& servers, const std::string& ns,
+                                 const std::string& key) {
   kube::ObjectPtr best;
   std::string best_at;
   for (const kube::ObjectPtr& obj : servers) {
@@ -29,8 +29,8 @@ kube::ObjectPtr FindByRequestKey(const std::vector<kube::ObjectPtr>& servers,
     if (meta == doc.MemberEnd() || !meta->value.IsObject()) continue;
     auto ann = meta->value.FindMember("annotations");
     if (ann == meta->value.MemberEnd() || !ann->value.IsObject()) continue;
-    auto k = ann->value.FindMember(rapidjson::StringRef(keys::kRequestKey.data(),
-                                                        keys::kRequestKey.size()));
+    auto k = ann->value.FindMember(
+        rapidjson::StringRef(keys::kRequestKey.data(), keys::kRequestKey.size()));
     if (k == ann->value.MemberEnd() || !k->value.IsString() ||
         std::string_view(k->value.GetString(), k->value.GetStringLength()) != key) {
       continue;
@@ -38,7 +38,7 @@ kube::ObjectPtr FindByRequestKey(const std::vector<kube::ObjectPtr>& servers,
     const policy::GameServerView gs = policy::ParseGameServer(doc);
     if (!HoldsRequest(gs)) continue;
     std::string at(gs.Annotation(keys::kLastAllocated).value_or(""));
-    if (!best || at > best_at) {  // RFC 3339 UTC times of one writer compare as text
+    if (!best || at < best_at) {  // RFC 3339 UTC times of one writer compare as text
       best = obj;
       best_at = std::move(at);
     }
@@ -73,8 +73,8 @@ void GameServerMarks::ExtendAnswerBy(const std::string& ns, const std::string& n
   Write("extend", ns, name, AnswerByPatch(answer_by));
 }
 
-void GameServerMarks::Write(const std::string& what, const std::string& ns,
-                            const std::string& name, std::string patch) {
+void GameServerMarks::Write(const std::string& what, const std::string& ns, const std::string& name,
+                            std::string patch) {
   pool_.Post([this, what, ns, name, patch = std::move(patch)] {
     Status last;
     for (int attempt = 0; attempt < 3; ++attempt) {
@@ -83,9 +83,10 @@ void GameServerMarks::Write(const std::string& what, const std::string& ns,
       last = r.status();
       if (!r.error().IsRetryable()) break;
     }
-    log::warn("gateway: could not write the GameServer's delivery annotations; the resolver "
-              "releases it at its earlier answer-by",
-              {{"gameserver", ns + "/" + name}, {"write", what}, {"error", last.ToString()}});
+    log::warn(
+        "gateway: could not write the GameServer's delivery annotations; the resolver "
+        "releases it at its earlier answer-by",
+        {{"gameserver", ns + "/" + name}, {"write", what}, {"error", last.ToString()}});
   });
 }
 

@@ -30,11 +30,11 @@
 namespace aw::gateway {
 
 // Among cached GameServers, the one in `ns` carrying allocating.agones.dev/request-key `key` that
-// still holds its request (gateway/delivery.h, HoldsRequest); the latest allocation when several
-// do; nullptr when none. A linear scan of `servers` (the opted-in GameServers of the gateway's
-// informer).
-kube::ObjectPtr FindByRequestKey(const std::vector<kube::ObjectPtr>& servers,
-                                 const std::string& ns, const std::string& key);
+// still holds its request (gateway/delivery.h, HoldsRequest); the earliest allocation when several
+// do (so every replica settles on the same one); nullptr when none. A linear scan of `servers` (the
+// opted-in GameServers of the gateway's informer).
+kube::ObjectPtr FindByRequestKey(const std::vector<kube::ObjectPtr>& servers, const std::string& ns,
+                                 const std::string& key);
 
 class GameServerMarks {
  public:

@@ -17,15 +17,24 @@ bool IsScaledDown(const GameServerView& gs) {
 
 std::string_view VerdictName(Verdict v) {
   switch (v) {
-    case Verdict::kIgnore: return "ignore";
-    case Verdict::kWait: return "wait";
-    case Verdict::kPromote: return "promote";
-    case Verdict::kTimeOut: return "timeout";
-    case Verdict::kScaledDown: return "scaled_down";
-    case Verdict::kRecordBypass: return "record-bypass";
-    case Verdict::kConfirmBypass: return "confirm-bypass";
-    case Verdict::kBypassDeadline: return "bypass-deadline";
-    case Verdict::kRelease: return "release";
+    case Verdict::kIgnore:
+      return "ignore";
+    case Verdict::kWait:
+      return "wait";
+    case Verdict::kPromote:
+      return "promote";
+    case Verdict::kTimeOut:
+      return "timeout";
+    case Verdict::kScaledDown:
+      return "scaled_down";
+    case Verdict::kRecordBypass:
+      return "record-bypass";
+    case Verdict::kConfirmBypass:
+      return "confirm-bypass";
+    case Verdict::kBypassDeadline:
+      return "bypass-deadline";
+    case Verdict::kRelease:
+      return "release";
   }
   return "unknown";
 }
@@ -93,8 +102,8 @@ std::optional<probe::Target> ResolveProbeTarget(const GameServerView& gs,
   return t;
 }
 
-policy::Delivery DeliveryOf(const GameServerView& gs, TimePoint now,
-                          std::chrono::nanoseconds grace, TimePoint* release_at) {
+policy::Delivery DeliveryOf(const GameServerView& gs, TimePoint now, std::chrono::nanoseconds grace,
+                            TimePoint* release_at) {
   auto answer_by = gs.Annotation(keys::kAnswerBy);
   if (!answer_by || gs.Annotation(keys::kDelivered)) return policy::Delivery::kNone;
   if (gs.Annotation(keys::kOutcome) == keys::kOutcomeUndelivered) return policy::Delivery::kNone;
@@ -198,15 +207,33 @@ Evaluation Evaluate(const GameServerView& gs, const policy::GateConfig& config,
   in.ready = ev.failed.empty();
   in.past_deadline = now >= ev.deadline;
   switch (policy::DecideResolve(in).verdict) {
-    case policy::ResolveVerdict::kPromote: ev.verdict = Verdict::kPromote; break;
-    case policy::ResolveVerdict::kTimeOut: ev.verdict = Verdict::kTimeOut; break;
-    case policy::ResolveVerdict::kWait: ev.verdict = Verdict::kWait; break;
-    case policy::ResolveVerdict::kIgnore: ev.verdict = Verdict::kIgnore; break;
-    case policy::ResolveVerdict::kRecord: ev.verdict = Verdict::kScaledDown; break;
-    case policy::ResolveVerdict::kRecordBypass: ev.verdict = Verdict::kRecordBypass; break;
-    case policy::ResolveVerdict::kConfirmBypass: ev.verdict = Verdict::kConfirmBypass; break;
-    case policy::ResolveVerdict::kBypassDeadline: ev.verdict = Verdict::kBypassDeadline; break;
-    case policy::ResolveVerdict::kRelease: ev.verdict = Verdict::kRelease; break;
+    case policy::ResolveVerdict::kPromote:
+      ev.verdict = Verdict::kPromote;
+      break;
+    case policy::ResolveVerdict::kTimeOut:
+      ev.verdict = Verdict::kTimeOut;
+      break;
+    case policy::ResolveVerdict::kWait:
+      ev.verdict = Verdict::kWait;
+      break;
+    case policy::ResolveVerdict::kIgnore:
+      ev.verdict = Verdict::kIgnore;
+      break;
+    case policy::ResolveVerdict::kRecord:
+      ev.verdict = Verdict::kScaledDown;
+      break;
+    case policy::ResolveVerdict::kRecordBypass:
+      ev.verdict = Verdict::kRecordBypass;
+      break;
+    case policy::ResolveVerdict::kConfirmBypass:
+      ev.verdict = Verdict::kConfirmBypass;
+      break;
+    case policy::ResolveVerdict::kBypassDeadline:
+      ev.verdict = Verdict::kBypassDeadline;
+      break;
+    case policy::ResolveVerdict::kRelease:
+      ev.verdict = Verdict::kRelease;
+      break;
   }
   return ev;
 }

@@ -49,8 +49,17 @@
 
 namespace aw::resolver {
 
-enum class Verdict { kIgnore, kWait, kPromote, kTimeOut, kScaledDown, kRecordBypass,
-                     kConfirmBypass, kBypassDeadline, kRelease };
+enum class Verdict {
+  kIgnore,
+  kWait,
+  kPromote,
+  kTimeOut,
+  kScaledDown,
+  kRecordBypass,
+  kConfirmBypass,
+  kBypassDeadline,
+  kRelease
+};
 std::string_view VerdictName(Verdict v);
 
 // A probe result remembered by the resolver, with what it was for.
@@ -68,9 +77,9 @@ struct Evaluation {
   std::vector<std::string> failed;     // checks that do not pass (empty for kPromote)
   std::string reason;                  // for kIgnore: why
   policy::Bypass bypass = policy::Bypass::kNone;
-  std::string bypass_allocation;       // for kRecordBypass
-  TimePoint bypass_since{};            // for kRecordBypass
-  std::string bypass_since_text;       // for kRecordBypass: bypass_since as written in `since`
+  std::string bypass_allocation;  // for kRecordBypass
+  TimePoint bypass_since{};       // for kRecordBypass
+  std::string bypass_since_text;  // for kRecordBypass: bypass_since as written in `since`
   const policy::BypassTimeoutRule* bypass_action = nullptr;  // for kBypassDeadline
   policy::Delivery delivery = policy::Delivery::kNone;
   std::optional<TimePoint> release_at;  // answer-by + grace, while the delivery is pending
@@ -80,8 +89,8 @@ struct Evaluation {
 // Where the server stands towards the gateway's answer at `now` (policy::Delivery); `release_at`
 // (when not null) receives answer-by + grace for a pending one. An answer-by that does not parse
 // as RFC 3339 counts as passed (a forged or broken value never keeps a server for nobody).
-policy::Delivery DeliveryOf(const GameServerView& gs, TimePoint now,
-                          std::chrono::nanoseconds grace, TimePoint* release_at);
+policy::Delivery DeliveryOf(const GameServerView& gs, TimePoint now, std::chrono::nanoseconds grace,
+                            TimePoint* release_at);
 
 // The scale-down row of the resolver's table alone (Evaluate() would answer kScaledDown).
 bool IsScaledDown(const GameServerView& gs);
