@@ -91,6 +91,14 @@ func TestGateway(t *testing.T) {
 	t.Run("RemoteSourcePassedThrough", testRemoteSourcePassedThrough)
 	t.Run("VariantGateway", testVariantGateway)
 	t.Run("ShutdownKeepsAnsweringWaiters", testShutdownKeepsAnsweringWaiters)
+	// Issue 23, no server lost (delivery_test.go).
+	t.Run("DeliveredStaysAllocated", testDeliveredStaysAllocated)
+	t.Run("ClientGoneReleased", testClientGoneReleased)
+	t.Run("DeadlineReleased", testDeadlineReleased)
+	t.Run("KilledReplicaReleased", testKilledReplicaReleased)
+	t.Run("IdempotentRetryAfterKill", testIdempotentRetryAfterKill)
+	t.Run("BadIdempotencyKey400", testBadIdempotencyKey)
+	t.Run("ShutdownReleasesLeftovers", testShutdownReleasesLeftovers)
 	// Last: it stops the stand-in allocator.
 	t.Run("AllocatorDown503", testAllocatorDown)
 }
@@ -105,6 +113,10 @@ func startWebhook(t *testing.T, cp *harness.ControlPlane) *harness.Webhook {
 }
 
 func startGateway(t *testing.T, cp *harness.ControlPlane, a *harness.AllocatorStandin, clientCA string, extra ...string) *harness.Webhook {
+	return startGatewayNamed(t, cp, "gateway", a, clientCA, extra...)
+}
+
+func startGatewayNamed(t *testing.T, cp *harness.ControlPlane, name string, a *harness.AllocatorStandin, clientCA string, extra ...string) *harness.Webhook {
 	args := append([]string{
 		"--kubeconfig=" + cp.Kubeconfig, "--context=" + harness.Resolver,
 		"--client-ca-file=" + clientCA,
@@ -115,7 +127,7 @@ func startGateway(t *testing.T, cp *harness.ControlPlane, a *harness.AllocatorSt
 		"--deadline=20s", "--max-body-bytes=65536", "--log-level=debug",
 	}, extra...)
 	return cp.StartWebhook(t, harness.WebhookOptions{
-		Name: "gateway", Binary: harness.GatewayBinary(), Args: args, Wait: "readyz",
+		Name: name, Binary: harness.GatewayBinary(), Args: args, Wait: "readyz",
 		NoDefaults: []string{"trusted-users", "agones-controller-users"},
 	})
 }
