@@ -116,9 +116,11 @@ func startGateway(t *testing.T, cp *harness.ControlPlane, a *harness.AllocatorSt
 	return startGatewayNamed(t, cp, "gateway", a, clientCA, extra...)
 }
 
+// startGatewayNamed runs a gateway as an ordinary untrusted identity ("alice"), as its own
+// ServiceAccount is in a cluster: its delivery marks must pass both webhooks as untrusted writes.
 func startGatewayNamed(t *testing.T, cp *harness.ControlPlane, name string, a *harness.AllocatorStandin, clientCA string, extra ...string) *harness.Webhook {
 	args := append([]string{
-		"--kubeconfig=" + cp.Kubeconfig, "--context=" + harness.Resolver,
+		"--kubeconfig=" + cp.Kubeconfig, "--context=" + harness.User,
 		"--client-ca-file=" + clientCA,
 		"--allocator-address=" + a.URL,
 		"--allocator-ca-file=" + a.CAFile,
