@@ -19,6 +19,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
 	pb "github.com/agones-allocating-webhook/e2e/grpcapi/allocation"
@@ -109,6 +110,7 @@ func TestGatewayGRPC(t *testing.T) {
 	t.Run("UnknownMethodUnimplemented", testGRPCUnknownMethod)
 	t.Run("RESTAndGRPCOnOnePort", testRESTAndGRPCTogether)
 	t.Run("RESTOverHTTP2", testRESTOverHTTP2)
+	t.Run("IdempotentRetryOverGRPC", testGRPCIdempotentRetry)
 	// Last: it stops the gateway.
 	t.Run("HealthServingThenNotServingOnSIGTERM", testGRPCHealthDrain)
 }
@@ -195,6 +197,39 @@ func testGRPCCancel(t *testing.T) {
 		t.Fatalf("cancellation not counted as abandoned:\n%s", e.gw.LogTail(30))
 	}
 	t.Logf("noticed within %v of the cancel", time.Since(cancelled))
+	took := e.released(t, "gs-left", cancelled, 10*time.Second)
+	t.Logf("released %v after the cancel", took)
+}
+
+// A cancelled call with an idempotency key (gRPC metadata x-allocating-idempotency-key) leaves its
+// server for the retry: the retry with the key waits on it and gets it, with one allocation.
+func testGRPCIdempotentRetry(t *testing.T) {
+	e := setupGRPC(t)
+	conn := e.dial(t)
+	e.readyGameServer(t, "gs-k", true, harness.TimeoutKey, "20s")
+	e.readyGameServer(t, "gs-k2", true, harness.TimeoutKey, "20s")
+	calls := e.alloc.Calls.Load()
+	md := metadata.Pairs(strings.ToLower(harness.IdempotencyHeader), "grpc-"+e.ns)
+	ctx, cancel := context.WithCancel(metadata.NewOutgoingContext(harness.Ctx(t), md))
+	ch := allocateGRPC(ctx, conn, e.ns)
+	e.waitState(t, "gs-k", "Allocating", 10*time.Second)
+	cancel()
+	receiveGRPC(t, ch, 5*time.Second)
+	ctx2, cancel2 := context.WithTimeout(metadata.NewOutgoingContext(harness.Ctx(t), md), 15*time.Second)
+	defer cancel2()
+	retry := allocateGRPC(ctx2, conn, e.ns)
+	time.Sleep(time.Second)
+	e.confirm(t, "gs-k")
+	a := receiveGRPC(t, retry, 10*time.Second)
+	if a.err != nil || a.res.GameServerName != "gs-k" {
+		t.Fatalf("retry with the key: want gs-k, got %v %v\n%s", a.res, a.err, e.gw.LogTail(20))
+	}
+	if n := e.alloc.Calls.Load() - calls; n != 1 {
+		t.Errorf("want 1 allocator call for the key, got %d", n)
+	}
+	if s := harness.State(e.cp.GetGameServer(t, e.ns, "gs-k2")); s != "Ready" {
+		t.Errorf("a second server was allocated for the key: gs-k2 is %s", s)
+	}
 }
 
 func testGRPCUnknownMethod(t *testing.T) {
