@@ -65,8 +65,9 @@ const (
 	allocatorWorkers = 8
 	// gateway_main.cpp's count besides those two: the health listener, the informer, the
 	// waiters' timers, the client CA poller, the manager's supervisor and runner threads (2),
-	// plus main and its runner: 8, whatever the number of requests.
-	fixedThreads = 8
+	// plus main and its runner, and the 4 writers of the delivery marks (gateway/io/marks.h):
+	// 12, whatever the number of requests.
+	fixedThreads = 12
 )
 
 // Per-namespace behaviour of the game servers (driven by the bench's watch).
