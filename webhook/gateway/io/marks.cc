@@ -56,6 +56,9 @@ void GameServerMarks::MarkDelivered(const std::string& ns, const std::string& na
   pool_.Post([this, ns, name, done = std::move(done)] {
     auto r = client_.Patch(kube::kGameServers, ns, name, kube::PatchType::kJson,
                            DeliveredPatch(NowText()));
+    log::debug("gateway: delivery mark written",
+               {{"gameserver", ns + "/" + name},
+                {"result", r.ok() ? std::string("ok") : r.status().ToString()}});
     done(r.ok() ? Status::Ok() : r.status());
   });
 }
@@ -79,7 +82,11 @@ void GameServerMarks::Write(const std::string& what, const std::string& ns, cons
     Status last;
     for (int attempt = 0; attempt < 3; ++attempt) {
       auto r = client_.Patch(kube::kGameServers, ns, name, kube::PatchType::kJson, patch);
-      if (r.ok()) return;
+      if (r.ok()) {
+        log::debug("gateway: delivery annotations written",
+                   {{"gameserver", ns + "/" + name}, {"write", what}});
+        return;
+      }
       last = r.status();
       if (!r.error().IsRetryable()) break;
     }
