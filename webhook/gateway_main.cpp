@@ -261,14 +261,14 @@ int main(int argc, char** argv) {
   auto marks = std::make_unique<gateway::GameServerMarks>(**client, 4);
   gateway::GatewayOptions gopts = f.gateway;
   gopts.mark_delivered = [&marks](const std::string& ns, const std::string& name,
-                                  std::function<void(Status)> done) {
-    marks->MarkDelivered(ns, name, std::move(done));
+                                  const std::string& at, std::function<void(Status)> done) {
+    marks->MarkDelivered(ns, name, at, std::move(done));
   };
-  gopts.undeliver = [&marks](const std::string& ns, const std::string& name) {
-    marks->Undeliver(ns, name);
-  };
-  gopts.release_now = [&marks](const std::string& ns, const std::string& name) {
-    marks->ReleaseNow(ns, name);
+  gopts.undeliver = [&marks](const std::string& ns, const std::string& name,
+                             const std::string& at) { marks->Undeliver(ns, name, at); };
+  gopts.release_now = [&marks](const std::string& ns, const std::string& name,
+                               const std::string& expected) {
+    marks->ReleaseNow(ns, name, expected);
   };
   gopts.extend_answer_by = [&marks](const std::string& ns, const std::string& name,
                                     const std::string& answer_by) {
@@ -278,7 +278,7 @@ int main(int argc, char** argv) {
     // With an idempotency key the client is expected to retry: the server stays for that retry
     // until its answer-by (+ the resolver's grace), then it is released.
     if (!a.request_key.empty()) return;
-    marks->ReleaseNow(a.namespace_, a.name);
+    marks->ReleaseNow(a.namespace_, a.name, a.answer_by);
   };
   gopts.find_by_key = [&informer](const std::string& ns, const std::string& key) {
     return gateway::FindByRequestKey(informer.Snapshot(), ns, key);

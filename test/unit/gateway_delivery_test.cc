@@ -135,12 +135,17 @@ TEST(GatewayPatches, DeliveredOnlyWhileAllocated) {
       R"([{"op":"test","path":"/status/state","value":"Allocated"},)"
       R"({"op":"add","path":"/metadata/annotations/allocating.agones.dev~1delivered","value":"T"}])");
   EXPECT_EQ(
-      gateway::UndeliveredPatch("N"),
-      R"([{"op":"remove","path":"/metadata/annotations/allocating.agones.dev~1delivered"},)"
+      gateway::UndeliveredPatch("T", "N"),
+      R"([{"op":"test","path":"/metadata/annotations/allocating.agones.dev~1delivered","value":"T"},)"
+      R"({"op":"remove","path":"/metadata/annotations/allocating.agones.dev~1delivered"},)"
       R"({"op":"add","path":"/metadata/annotations/allocating.agones.dev~1answer-by","value":"N"}])");
   EXPECT_EQ(
       gateway::AnswerByPatch("N"),
       R"([{"op":"add","path":"/metadata/annotations/allocating.agones.dev~1answer-by","value":"N"}])");
+  EXPECT_EQ(
+      gateway::AnswerByPatch("N", "D"),
+      R"([{"op":"test","path":"/metadata/annotations/allocating.agones.dev~1answer-by","value":"D"},)"
+      R"({"op":"add","path":"/metadata/annotations/allocating.agones.dev~1answer-by","value":"N"}])");
 }
 
 // ---- The resolver's release ----

@@ -174,15 +174,17 @@ std::string DeliveredPatch(std::string_view delivered_at) {
   return patch.ToJson();
 }
 
-std::string UndeliveredPatch(std::string_view answer_by) {
+std::string UndeliveredPatch(std::string_view delivered_at, std::string_view answer_by) {
   policy::JsonPatch patch;
+  patch.Test(AnnotationPath(keys::kDelivered), std::string(delivered_at));
   patch.Remove(AnnotationPath(keys::kDelivered));
   patch.AddString(AnnotationPath(keys::kAnswerBy), std::string(answer_by));
   return patch.ToJson();
 }
 
-std::string AnswerByPatch(std::string_view answer_by) {
+std::string AnswerByPatch(std::string_view answer_by, std::string_view expected) {
   policy::JsonPatch patch;
+  if (!expected.empty()) patch.Test(AnnotationPath(keys::kAnswerBy), std::string(expected));
   patch.AddString(AnnotationPath(keys::kAnswerBy), std::string(answer_by));
   return patch.ToJson();
 }

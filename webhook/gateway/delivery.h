@@ -18,13 +18,16 @@
 //   - AnswerFromGameServer: an AllocationResponse JSON (agones-allocator's REST answer, every
 //     field present as EmitUnpopulated writes it) built from the GameServer object, for a retried
 //     request answered from the server an earlier attempt allocated.
-//   - DeliveredPatch / UndeliveredPatch / AnswerByPatch: the gateway's writes (RFC 6902):
-//     DeliveredPatch tests status.state == Allocated, then adds `delivered` (so a server the
-//     resolver already released is never marked, and a release decided before the mark fails
-//     on the resolver's resourceVersion test); UndeliveredPatch removes
-//     `delivered` and sets answer-by (the answer was not written: release at once);
-//     AnswerByPatch sets answer-by (moved to now when the client is gone, or to a retry's
-//     deadline when a retry waits on the server).
+//   - DeliveredPatch / UndeliveredPatch / AnswerByPatch: the gateway's writes (RFC 6902).
+//     DeliveredPatch tests status.state == Allocated, then adds `delivered` = `delivered_at` (so
+//     a server the resolver already released is never marked, and a release decided before the
+//     mark fails on the resolver's resourceVersion test). UndeliveredPatch tests that `delivered`
+//     is still `delivered_at` (the mark of the answer that was not written: a later call's mark
+//     on the same server, e.g. an idempotent retry's, is never taken back), removes it and sets
+//     answer-by. AnswerByPatch sets answer-by (moved to now when nobody will get the server, or
+//     to a retry's deadline when a retry waits on it); with `expected`, only while answer-by is
+//     still that value (the releasing call's own: a retry that has since taken the server over
+//     with its own deadline keeps it).
 #pragma once
 
 #include <rapidjson/document.h>
@@ -52,7 +55,7 @@ bool HoldsRequest(const policy::GameServerView& gs);
 Status AnswerFromGameServer(const rapidjson::Value& gameserver, std::string* out);
 
 std::string DeliveredPatch(std::string_view delivered_at);
-std::string UndeliveredPatch(std::string_view answer_by);
-std::string AnswerByPatch(std::string_view answer_by);
+std::string UndeliveredPatch(std::string_view delivered_at, std::string_view answer_by);
+std::string AnswerByPatch(std::string_view answer_by, std::string_view expected = {});
 
 }  // namespace aw::gateway

@@ -283,28 +283,31 @@ bool Gateway::Resume(const std::shared_ptr<Call>& call) {
   return true;
 }
 
-void Gateway::Release(const std::string& ns, const std::string& name) {
-  if (options_.release_now && !name.empty()) options_.release_now(ns, name);
+void Gateway::Release(const std::shared_ptr<Call>& call, const std::string& ns,
+                      const std::string& name) {
+  if (options_.release_now && !name.empty()) options_.release_now(ns, name, call->answer_by);
 }
 
 void Gateway::Deliver(const std::shared_ptr<Call>& call, const std::string& ns,
                       const std::string& name, server::HttpResponse res) {
   if (!options_.mark_delivered) return Finish(call, std::move(res));
   auto shared = std::make_shared<server::HttpResponse>(std::move(res));
-  options_.mark_delivered(ns, name, [this, call, ns, name, shared](Status s) {
+  const std::string at = util::FormatRfc3339Nano(
+      std::chrono::time_point_cast<std::chrono::nanoseconds>(std::chrono::system_clock::now()));
+  options_.mark_delivered(ns, name, at, [this, call, ns, name, at, shared](Status s) {
     if (!s.ok()) {
       metrics_->Retry("delivery_mark");
       log::warn("could not mark the GameServer delivered; releasing it and allocating again",
                 {{"gameserver", ns + "/" + name}, {"error", s.ToString()}});
-      Release(ns, name);
+      Release(call, ns, name);
       return Retry(call, fmt::format("{}: could not be marked delivered ({})", name, s.message()));
     }
     // Not written to any client of the call: take the mark back so the resolver releases it.
-    shared->on_written = [this, ns, name](bool written) {
+    shared->on_written = [this, ns, name, at](bool written) {
       if (written || !options_.undeliver) return;
       log::warn("the answer naming the GameServer was not written; releasing it",
                 {{"gameserver", ns + "/" + name}});
-      options_.undeliver(ns, name);
+      options_.undeliver(ns, name, at);
     };
     Finish(call, std::move(*shared));
   });
@@ -359,7 +362,7 @@ void Gateway::OnAllocated(const std::shared_ptr<Call>& call, AllocatorAnswer a) 
     if (a.status.ok() && a.http_status == 200 && ParseAllocationResponse(a.body, &parsed).ok()) {
       metrics_->Attempt("allocated");
       ReportAbandoned(call, {call->ns, parsed.game_server_name, parsed.last_allocated, "allocating",
-                             call->key});
+                             call->key, call->answer_by});
     } else {
       metrics_->Abandoned("allocating");
       log::info("the client went away before the allocator answered; nothing was allocated",
@@ -433,7 +436,7 @@ bool Gateway::Converge(const std::shared_ptr<Call>& call, const std::string& all
       {{"released", call->ns + "/" + allocated},
        {"gameserver", gs.namespace_ + "/" + gs.name},
        {"key", call->key}});
-  Release(call->ns, allocated);
+  Release(call, call->ns, allocated);
   if (options_.extend_answer_by) options_.extend_answer_by(gs.namespace_, gs.name, call->answer_by);
   std::string last(gs.Annotation(keys::kLastAllocated).value_or(""));
   WaitFor(call, std::move(body), gs.name, last);
@@ -467,7 +470,7 @@ void Gateway::OnDecided(const std::shared_ptr<Call>& call, const std::string& re
     call->ticket.reset();
   }
   if (d.verdict == Verdict::kWait && d.reason == "abandoned") {
-    ReportAbandoned(call, {ns, gs_name, last_allocated, "waiting", call->key});
+    ReportAbandoned(call, {ns, gs_name, last_allocated, "waiting", call->key, call->answer_by});
     return Finish(call, ErrorAnswer(GrpcCode::kUnavailable, "abandoned"));
   }
   switch (d.verdict) {
@@ -487,7 +490,7 @@ void Gateway::OnDecided(const std::shared_ptr<Call>& call, const std::string& re
       return Retry(call, fmt::format("{}: {}", gs_name, d.reason));
     case Verdict::kWait:
       // Nobody is told this server's address: the resolver releases it at once (answer-by now).
-      Release(ns, gs_name);
+      Release(call, ns, gs_name);
       if (d.reason == "stopped") {
         return Finish(call, ErrorAnswer(GrpcCode::kUnavailable, "the gateway is shutting down"));
       }

@@ -79,6 +79,7 @@ struct AbandonedAllocation {
   std::string phase;           // "waiting" (for confirmation) or "allocating" (answer came late)
   std::string request_key;     // the request's idempotency key ("" when none): a retry may
                                // still come for the server, so it is not released at once
+  std::string answer_by;       // the request's answer-by as written on the server
 };
 
 struct GatewayOptions {
@@ -89,10 +90,15 @@ struct GatewayOptions {
   // Called (quickly, from any thread) for each abandoned allocation that holds a GameServer.
   std::function<void(const AbandonedAllocation&)> on_abandoned;
   // "No server lost" (gateway/io/marks.h); each unset = that write is skipped (unit tests).
-  std::function<void(const std::string& ns, const std::string& name, std::function<void(Status)>)>
+  // `at`: the delivered time written (undeliver takes back only that mark); `expected`: the
+  // releasing call's answer-by (release_now moves it to now only while it is still that).
+  std::function<void(const std::string& ns, const std::string& name, const std::string& at,
+                     std::function<void(Status)>)>
       mark_delivered;
-  std::function<void(const std::string& ns, const std::string& name)> undeliver;
-  std::function<void(const std::string& ns, const std::string& name)> release_now;
+  std::function<void(const std::string& ns, const std::string& name, const std::string& at)>
+      undeliver;
+  std::function<void(const std::string& ns, const std::string& name, const std::string& expected)>
+      release_now;
   std::function<void(const std::string& ns, const std::string& name, const std::string& answer_by)>
       extend_answer_by;
   // The cached GameServer in `ns` holding the request with idempotency key `key`, or nullptr.
@@ -130,7 +136,8 @@ class Gateway {
   // Marks the server delivered, then answers (or, when the mark fails, allocates again).
   void Deliver(const std::shared_ptr<Call>& call, const std::string& ns, const std::string& name,
                server::HttpResponse res);
-  void Release(const std::string& ns, const std::string& name);
+  // Moves the server's answer-by to now while it is still the call's own (release_now).
+  void Release(const std::shared_ptr<Call>& call, const std::string& ns, const std::string& name);
   void OnAllocated(const std::shared_ptr<Call>& call, AllocatorAnswer answer);
   void OnDecided(const std::shared_ptr<Call>& call, const std::string& response_body,
                  const std::string& gs_name, const std::string& last_allocated,

@@ -52,10 +52,10 @@ GameServerMarks::GameServerMarks(kube::Client& client, size_t workers)
 GameServerMarks::~GameServerMarks() = default;
 
 void GameServerMarks::MarkDelivered(const std::string& ns, const std::string& name,
-                                    std::function<void(Status)> done) {
-  pool_.Post([this, ns, name, done = std::move(done)] {
-    auto r = client_.Patch(kube::kGameServers, ns, name, kube::PatchType::kJson,
-                           DeliveredPatch(NowText()));
+                                    const std::string& at, std::function<void(Status)> done) {
+  pool_.Post([this, ns, name, at, done = std::move(done)] {
+    auto r =
+        client_.Patch(kube::kGameServers, ns, name, kube::PatchType::kJson, DeliveredPatch(at));
     log::debug("gateway: delivery mark written",
                {{"gameserver", ns + "/" + name},
                 {"result", r.ok() ? std::string("ok") : r.status().ToString()}});
@@ -63,12 +63,14 @@ void GameServerMarks::MarkDelivered(const std::string& ns, const std::string& na
   });
 }
 
-void GameServerMarks::ReleaseNow(const std::string& ns, const std::string& name) {
-  Write("release", ns, name, AnswerByPatch(NowText()));
+void GameServerMarks::ReleaseNow(const std::string& ns, const std::string& name,
+                                 const std::string& expected) {
+  Write("release", ns, name, AnswerByPatch(NowText(), expected));
 }
 
-void GameServerMarks::Undeliver(const std::string& ns, const std::string& name) {
-  Write("undeliver", ns, name, UndeliveredPatch(NowText()));
+void GameServerMarks::Undeliver(const std::string& ns, const std::string& name,
+                                const std::string& at) {
+  Write("undeliver", ns, name, UndeliveredPatch(at, NowText()));
 }
 
 void GameServerMarks::ExtendAnswerBy(const std::string& ns, const std::string& name,
@@ -88,6 +90,13 @@ void GameServerMarks::Write(const std::string& what, const std::string& ns, cons
         return;
       }
       last = r.status();
+      if (r.error().IsInvalid() || r.error().IsNotFound()) {
+        // Its `test` failed (a later call owns the marks now) or the server is gone: nothing
+        // left to do.
+        log::debug("gateway: delivery annotations superseded",
+                   {{"gameserver", ns + "/" + name}, {"write", what}, {"error", last.ToString()}});
+        return;
+      }
       if (!r.error().IsRetryable()) break;
     }
     log::warn(

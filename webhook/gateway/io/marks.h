@@ -2,13 +2,17 @@
 // (docs/gateway.md, "No server lost"), as JSON patches by the gateway's own ServiceAccount.
 //
 // Promise:
-//   - MarkDelivered(ns, name, done): writes allocating.agones.dev/delivered = now if the server is
+//   - MarkDelivered(ns, name, at, done): writes allocating.agones.dev/delivered = `at` if the
+//   server is
 //     still Allocated (gateway/delivery.h, DeliveredPatch); `done` gets Ok, or the error (then the
 //     server was released meanwhile, or the API server could not be reached: the caller must not
 //     send the server to its client). Runs on a worker; `done` is called on that worker.
-//   - ReleaseNow(ns, name): answer-by = now (the client is gone, or the gateway is shutting down):
+//   - ReleaseNow(ns, name, expected): answer-by = now while it is still `expected` (the releasing
+//     call's own answer-by: a retry that took the server over keeps it), when the client is gone,
+//     the deadline passed or the gateway is shutting down:
 //     the resolver releases the server after its grace instead of at the request's deadline.
-//   - Undeliver(ns, name): removes `delivered` and sets answer-by = now (the answer was not
+//   - Undeliver(ns, name, at): removes `delivered` while it is still `at` (a later call's mark is
+//     kept: the writes run on a pool, out of order) and sets answer-by = now (the answer was not
 //     written to the client).
 //   - ExtendAnswerBy(ns, name, answer_by): answer-by = `answer_by` (a retry with the same
 //     idempotency key now waits on the server).
@@ -43,10 +47,10 @@ class GameServerMarks {
   GameServerMarks(const GameServerMarks&) = delete;
   GameServerMarks& operator=(const GameServerMarks&) = delete;
 
-  void MarkDelivered(const std::string& ns, const std::string& name,
+  void MarkDelivered(const std::string& ns, const std::string& name, const std::string& at,
                      std::function<void(Status)> done);
-  void ReleaseNow(const std::string& ns, const std::string& name);
-  void Undeliver(const std::string& ns, const std::string& name);
+  void ReleaseNow(const std::string& ns, const std::string& name, const std::string& expected);
+  void Undeliver(const std::string& ns, const std::string& name, const std::string& at);
   void ExtendAnswerBy(const std::string& ns, const std::string& name, const std::string& answer_by);
 
  private:
