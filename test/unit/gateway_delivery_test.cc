@@ -129,16 +129,30 @@ TEST(GatewayAnswer, HoldsRequest) {
   }
 }
 
-TEST(GatewayPatches, DeliveredOnlyWhileAllocated) {
+TEST(GatewayPatches, DeliveriesAreAListWrittenByCompareAndSwap) {
   EXPECT_EQ(
-      gateway::DeliveredPatch("T"),
-      R"([{"op":"test","path":"/status/state","value":"Allocated"},)"
-      R"({"op":"add","path":"/metadata/annotations/allocating.agones.dev~1delivered","value":"T"}])");
+      gateway::DeliveredPatch("7", "", "T1"),
+      R"([{"op":"test","path":"/metadata/resourceVersion","value":"7"},)"
+      R"({"op":"test","path":"/status/state","value":"Allocated"},)"
+      R"({"op":"add","path":"/metadata/annotations/allocating.agones.dev~1delivered","value":"T1"}])");
   EXPECT_EQ(
-      gateway::UndeliveredPatch("T", "N"),
-      R"([{"op":"test","path":"/metadata/annotations/allocating.agones.dev~1delivered","value":"T"},)"
+      gateway::DeliveredPatch("8", "T1", "T2"),
+      R"([{"op":"test","path":"/metadata/resourceVersion","value":"8"},)"
+      R"({"op":"test","path":"/status/state","value":"Allocated"},)"
+      R"({"op":"add","path":"/metadata/annotations/allocating.agones.dev~1delivered","value":"T1,T2"}])");
+  // Another delivery stays: only this one is taken back, and answer-by is left alone.
+  EXPECT_EQ(
+      gateway::UndeliveredPatch("9", "T1,T2", "T2", "N"),
+      R"([{"op":"test","path":"/metadata/resourceVersion","value":"9"},)"
+      R"({"op":"add","path":"/metadata/annotations/allocating.agones.dev~1delivered","value":"T1"}])");
+  // The last one: the mark goes and answer-by moves to now.
+  EXPECT_EQ(
+      gateway::UndeliveredPatch("9", "T1", "T1", "N"),
+      R"([{"op":"test","path":"/metadata/resourceVersion","value":"9"},)"
       R"({"op":"remove","path":"/metadata/annotations/allocating.agones.dev~1delivered"},)"
       R"({"op":"add","path":"/metadata/annotations/allocating.agones.dev~1answer-by","value":"N"}])");
+  EXPECT_EQ(gateway::DeliveriesOf("A,,B,"), (std::vector<std::string>{"A", "B"}));
+  EXPECT_TRUE(gateway::DeliveriesOf("").empty());
   EXPECT_EQ(
       gateway::AnswerByPatch("N"),
       R"([{"op":"add","path":"/metadata/annotations/allocating.agones.dev~1answer-by","value":"N"}])");

@@ -167,18 +167,51 @@ Status AnswerFromGameServer(const rapidjson::Value& gs, std::string* out) {
   return Status::Ok();
 }
 
-std::string DeliveredPatch(std::string_view delivered_at) {
+std::vector<std::string> DeliveriesOf(std::string_view value) {
+  std::vector<std::string> out;
+  size_t start = 0;
+  while (start <= value.size()) {
+    size_t end = value.find(',', start);
+    if (end == std::string_view::npos) end = value.size();
+    if (end > start) out.emplace_back(value.substr(start, end - start));
+    start = end + 1;
+  }
+  return out;
+}
+
+namespace {
+
+std::string Joined(const std::vector<std::string>& items) {
+  std::string out;
+  for (const auto& s : items) out += (out.empty() ? "" : ",") + s;
+  return out;
+}
+
+}  // namespace
+
+std::string DeliveredPatch(std::string_view resource_version, std::string_view current,
+                           std::string_view delivered_at) {
   policy::JsonPatch patch;
+  patch.Test("/metadata/resourceVersion", std::string(resource_version));
   patch.Test("/status/state", std::string(keys::kStateAllocated));
-  patch.AddString(AnnotationPath(keys::kDelivered), std::string(delivered_at));
+  std::vector<std::string> list = DeliveriesOf(current);
+  list.emplace_back(delivered_at);
+  patch.AddString(AnnotationPath(keys::kDelivered), Joined(list));
   return patch.ToJson();
 }
 
-std::string UndeliveredPatch(std::string_view delivered_at, std::string_view answer_by) {
+std::string UndeliveredPatch(std::string_view resource_version, std::string_view current,
+                             std::string_view delivered_at, std::string_view answer_by) {
+  std::vector<std::string> list = DeliveriesOf(current);
+  std::erase(list, std::string(delivered_at));
   policy::JsonPatch patch;
-  patch.Test(AnnotationPath(keys::kDelivered), std::string(delivered_at));
-  patch.Remove(AnnotationPath(keys::kDelivered));
-  patch.AddString(AnnotationPath(keys::kAnswerBy), std::string(answer_by));
+  patch.Test("/metadata/resourceVersion", std::string(resource_version));
+  if (list.empty()) {
+    patch.Remove(AnnotationPath(keys::kDelivered));
+    patch.AddString(AnnotationPath(keys::kAnswerBy), std::string(answer_by));
+  } else {
+    patch.AddString(AnnotationPath(keys::kDelivered), Joined(list));
+  }
   return patch.ToJson();
 }
 

@@ -18,16 +18,20 @@
 //   - AnswerFromGameServer: an AllocationResponse JSON (agones-allocator's REST answer, every
 //     field present as EmitUnpopulated writes it) built from the GameServer object, for a retried
 //     request answered from the server an earlier attempt allocated.
+//   - `delivered` holds the deliveries of the current allocation, comma-separated (each an RFC 3339
+//     time with nanoseconds, unique per answer): several calls may answer the same server (the
+//     attempts of one idempotency key), and one that could not write its answer takes back only
+//     its own delivery. DeliveriesOf splits the value.
 //   - DeliveredPatch / UndeliveredPatch / AnswerByPatch: the gateway's writes (RFC 6902).
-//     DeliveredPatch tests status.state == Allocated, then adds `delivered` = `delivered_at` (so
-//     a server the resolver already released is never marked, and a release decided before the
-//     mark fails on the resolver's resourceVersion test). UndeliveredPatch tests that `delivered`
-//     is still `delivered_at` (the mark of the answer that was not written: a later call's mark
-//     on the same server, e.g. an idempotent retry's, is never taken back), removes it and sets
-//     answer-by. AnswerByPatch sets answer-by (moved to now when nobody will get the server, or
-//     to a retry's deadline when a retry waits on it); with `expected`, only while answer-by is
-//     still that value (the releasing call's own: a retry that has since taken the server over
-//     with its own deadline keeps it).
+//     DeliveredPatch and UndeliveredPatch are compare-and-swap writes on the object read at
+//     `resource_version` (whose `delivered` was `current`): DeliveredPatch also tests status.state
+//     == Allocated (a server the resolver released is never marked, and a release decided before
+//     the mark fails on the resolver's own resourceVersion test), and appends `delivered_at`;
+//     UndeliveredPatch removes `delivered_at` from the list and, when none is left, removes
+//     `delivered` and sets answer-by (the resolver then releases the server after its grace).
+//     AnswerByPatch sets answer-by (moved to now when nobody will get the server, or to a retry's
+//     deadline when a retry waits on it); with `expected`, only while answer-by is still that
+//     value (the releasing call's own: a retry that has since taken the server over keeps it).
 #pragma once
 
 #include <rapidjson/document.h>
@@ -35,6 +39,7 @@
 #include <cstddef>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "policy/gameserver.h"
 #include "util/status.h"
@@ -54,8 +59,11 @@ bool HoldsRequest(const policy::GameServerView& gs);
 // `gameserver` is the GameServer object; InvalidArgument when it is not an object.
 Status AnswerFromGameServer(const rapidjson::Value& gameserver, std::string* out);
 
-std::string DeliveredPatch(std::string_view delivered_at);
-std::string UndeliveredPatch(std::string_view delivered_at, std::string_view answer_by);
+std::vector<std::string> DeliveriesOf(std::string_view value);
+std::string DeliveredPatch(std::string_view resource_version, std::string_view current,
+                           std::string_view delivered_at);
+std::string UndeliveredPatch(std::string_view resource_version, std::string_view current,
+                             std::string_view delivered_at, std::string_view answer_by);
 std::string AnswerByPatch(std::string_view answer_by, std::string_view expected = {});
 
 }  // namespace aw::gateway

@@ -302,7 +302,9 @@ void Gateway::Deliver(const std::shared_ptr<Call>& call, const std::string& ns,
       Release(call, ns, name);
       return Retry(call, fmt::format("{}: could not be marked delivered ({})", name, s.message()));
     }
-    // Not written to any client of the call: take the mark back so the resolver releases it.
+    // Not written to any client of the call: this delivery is taken back (another call's
+    // delivery of the same server, e.g. an idempotent retry's, stays), and with none left the
+    // resolver releases the server.
     shared->on_written = [this, ns, name, at](bool written) {
       if (written || !options_.undeliver) return;
       log::warn("the answer naming the GameServer was not written; releasing it",

@@ -33,8 +33,9 @@
 //   with a key, allocating.agones.dev/request-key; a request setting those (or `delivered`)
 //   itself gets 400. Before a 200 naming a gated server, `mark_delivered` writes `delivered`;
 //   when that fails the server is released (`release_now`) and another is allocated while
-//   attempts and time remain. If the answer is then not written (HttpResponse::on_written
-//   false for every client of the call), `undeliver` removes the mark. A client gone, the
+//   attempts and time remain. If the answer is then not written (HttpResponse::on_written false
+//   for every client of the call), `undeliver` takes back this call's delivery (the others of
+//   the same server stay: `delivered` lists every delivery, gateway/delivery.h). A client gone, the
 //   deadline passing or the shutdown's 503 release the call's server (`release_now`; the
 //   abandoned case through `on_abandoned`).
 //   Idempotency (header X-Allocating-Idempotency-Key, 1..128 of [A-Za-z0-9._~:-], else 400): a

@@ -1,5 +1,6 @@
 #include "gateway/io/marks.h"
 
+#include <algorithm>
 #include <chrono>
 
 #include "contract/keys.h"
@@ -51,15 +52,51 @@ GameServerMarks::GameServerMarks(kube::Client& client, size_t workers)
 
 GameServerMarks::~GameServerMarks() = default;
 
+// One compare-and-swap edit of `delivered`: read the object, build the patch from what it holds,
+// write it tested on that resourceVersion; a conflicting write in between (another delivery,
+// the resolver) makes it read again. `build` returns "" when there is nothing to write.
+Status GameServerMarks::Swap(
+    const std::string& ns, const std::string& name,
+    const std::function<std::string(const policy::GameServerView&)>& build) {
+  Status last = Status::Unavailable("no attempt made");
+  for (int attempt = 0; attempt < 5; ++attempt) {
+    auto got = client_.Get(kube::kGameServers, ns, name);
+    if (!got.ok()) {
+      last = got.status();
+      if (!got.error().IsRetryable()) return last;
+      continue;
+    }
+    const policy::GameServerView gs = policy::ParseGameServer(**got);
+    const std::string patch = build(gs);
+    if (patch.empty()) return Status::Ok();
+    auto r = client_.Patch(kube::kGameServers, ns, name, kube::PatchType::kJson, patch);
+    if (r.ok()) return Status::Ok();
+    last = r.status();
+    if (r.error().IsConflict() || r.error().IsInvalid()) {
+      // The object changed since it was read (or, for a mark, the server left Allocated: the
+      // next read says so).
+      continue;
+    }
+    if (!r.error().IsRetryable()) return last;
+  }
+  return last;
+}
+
 void GameServerMarks::MarkDelivered(const std::string& ns, const std::string& name,
                                     const std::string& at, std::function<void(Status)> done) {
   pool_.Post([this, ns, name, at, done = std::move(done)] {
-    auto r =
-        client_.Patch(kube::kGameServers, ns, name, kube::PatchType::kJson, DeliveredPatch(at));
+    bool not_allocated = false;
+    Status s = Swap(ns, name, [&](const policy::GameServerView& gs) -> std::string {
+      if (gs.state != keys::kStateAllocated) {
+        not_allocated = true;
+        return "";
+      }
+      return DeliveredPatch(gs.resource_version, gs.Annotation(keys::kDelivered).value_or(""), at);
+    });
+    if (s.ok() && not_allocated) s = Status::Conflict("the GameServer is no longer Allocated");
     log::debug("gateway: delivery mark written",
-               {{"gameserver", ns + "/" + name},
-                {"result", r.ok() ? std::string("ok") : r.status().ToString()}});
-    done(r.ok() ? Status::Ok() : r.status());
+               {{"gameserver", ns + "/" + name}, {"delivery", at}, {"result", s.ToString()}});
+    done(s);
   });
 }
 
@@ -70,7 +107,23 @@ void GameServerMarks::ReleaseNow(const std::string& ns, const std::string& name,
 
 void GameServerMarks::Undeliver(const std::string& ns, const std::string& name,
                                 const std::string& at) {
-  Write("undeliver", ns, name, UndeliveredPatch(at, NowText()));
+  pool_.Post([this, ns, name, at] {
+    Status s = Swap(ns, name, [&](const policy::GameServerView& gs) -> std::string {
+      const std::string current(gs.Annotation(keys::kDelivered).value_or(""));
+      const std::vector<std::string> list = DeliveriesOf(current);
+      if (std::find(list.begin(), list.end(), at) == list.end()) return "";  // not there
+      return UndeliveredPatch(gs.resource_version, current, at, NowText());
+    });
+    if (!s.ok() && s.code() != Status::Code::kNotFound) {
+      log::warn(
+          "gateway: could not take back the delivery mark of an answer that was not "
+          "written; the server stays marked delivered",
+          {{"gameserver", ns + "/" + name}, {"delivery", at}, {"error", s.ToString()}});
+    } else {
+      log::debug("gateway: delivery taken back",
+                 {{"gameserver", ns + "/" + name}, {"delivery", at}});
+    }
+  });
 }
 
 void GameServerMarks::ExtendAnswerBy(const std::string& ns, const std::string& name,

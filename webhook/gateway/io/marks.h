@@ -28,6 +28,7 @@
 
 #include "kube/client.h"
 #include "kube/informer.h"
+#include "policy/gameserver.h"
 #include "runtime/thread_pool.h"
 #include "util/status.h"
 
@@ -54,6 +55,8 @@ class GameServerMarks {
   void ExtendAnswerBy(const std::string& ns, const std::string& name, const std::string& answer_by);
 
  private:
+  Status Swap(const std::string& ns, const std::string& name,
+              const std::function<std::string(const policy::GameServerView&)>& build);
   void Write(const std::string& what, const std::string& ns, const std::string& name,
              std::string patch);
 
