@@ -104,15 +104,8 @@ func (c *standinClients) postREST(t *testing.T, client *http.Client, req *pb.All
 func readyServer(t *testing.T, cp *harness.ControlPlane, ns, name string, labels map[string]string) {
 	t.Helper()
 	c := cp.Dynamic(t, harness.Admin).Resource(harness.GameServerGVR).Namespace(ns)
-	gs := harness.NewGameServer(name, false)
-	l := gs.GetLabels()
-	if l == nil {
-		l = map[string]string{}
-	}
-	for k, v := range labels {
-		l[k] = v
-	}
-	gs.SetLabels(l)
+	gs := harness.NewGameServer(name, false) // not opted in: no labels of its own
+	gs.SetLabels(labels)
 	created, err := c.Create(harness.Ctx(t), gs, metav1.CreateOptions{})
 	if err != nil {
 		t.Fatalf("create %s: %v", name, err)
