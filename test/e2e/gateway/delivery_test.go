@@ -35,7 +35,7 @@ func (e *env) released(t *testing.T, name string, from time.Time, within time.Du
 // extraGateway starts a second gateway replica on the same allocator (the replica that is killed).
 func (e *env) extraGateway(t *testing.T, name string, extra ...string) (*harness.Webhook, *http.Client) {
 	t.Helper()
-	gw := startGatewayNamed(t, e.cp, name, e.alloc, e.clientCA.CAFile, extra...)
+	gw := e.cp.StartGatewayNamed(t, name, e.alloc, e.clientCA.CAFile, extra...)
 	crt, key := e.clientCA.Issue(t, name+"-client", "director", false)
 	return gw, harness.HTTPSClient(t, gw.CAFile, crt, key)
 }

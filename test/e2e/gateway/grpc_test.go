@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"path/filepath"
 	"strings"
 	"sync"
 	"syscall"
@@ -35,29 +34,7 @@ var (
 // setupGRPC: its own webhook+resolver, stand-in allocator and gateway (TestGateway's are stopped
 // when it ends), shared by the gRPC subtests; each subtest has its own namespace.
 func setupGRPC(t *testing.T) *env {
-	t.Helper()
-	cp := harness.Setup(t)
-	grpcOnce.Do(func() {
-		cp.AddAllocatingToEnum(t)
-		e := &env{cp: cp}
-		e.wh = startWebhook(t, cp)
-		cp.RegisterWebhooks(t, e.wh, harness.RegisterOptions{})
-		e.wh.WaitLeader(t, 20*time.Second)
-		e.alloc = cp.StartAllocatorStandin(t)
-		e.clientCA = harness.NewTestCA(t, filepath.Join(cp.Dir, "gateway-grpc-clients"), "matchmaker-ca")
-		e.gw = startGateway(t, cp, e.alloc, e.clientCA.CAFile, "--shutdown-grace=20s")
-		e.servingCA = e.gw.CAFile
-		crt, key := e.clientCA.Issue(t, "director", "director", false)
-		e.client = harness.HTTPSClient(t, e.servingCA, crt, key)
-		grpcShared = e
-	})
-	if grpcShared == nil {
-		t.Fatal("package setup failed in an earlier test")
-	}
-	e := *grpcShared
-	e.ns = cp.Namespace(t)
-	e.sdk = cp.SDK(t, e.ns)
-	return &e
+	return sharedEnv(t, &grpcOnce, &grpcShared, "gateway-grpc", "--shutdown-grace=20s")
 }
 
 // dial connects as examples/allocator-client does: TLS with the client certificate, the gateway's
