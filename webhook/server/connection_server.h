@@ -5,7 +5,8 @@
 // Promise:
 //   - a small fixed set of io threads (`io_threads`) runs every connection asynchronously: no
 //     thread is held by a slow or silent client, and a client costs only its socket, its TLS state
-//     and a read buffer bounded by the head limit;
+//     and a read buffer bounded by the head limit. Each io thread runs its own io_context; a
+//     connection is given one at accept (round robin) and all its work runs on that thread;
 //   - a TLS handshake must finish within `handshake_timeout` of the accept; at most
 //     `max_concurrent_handshakes` run at once (the others wait, in order, holding no TLS state),
 //     and a connection that has sent nothing holds no slot; a request, from its first byte to its
