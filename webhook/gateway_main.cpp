@@ -19,8 +19,8 @@
 // to --shutdown-grace; those still waiting then get 503 "the gateway is shutting down" (their
 // GameServers stay allocated: see docs/gateway.md), then the cache and the sources stop.
 // Threads, whatever the number of requests:
-// --io-threads + 1 (health) + --allocator-workers + informer 1 + timers 1 + client CA poller 1 +
-// the manager's supervisor and one per runnable (2).
+// --io-threads + 1 (health) + --allocator-workers + --delivery-workers + informer 1 + timers 1 +
+// client CA poller 1 + the manager's supervisor and one per runnable (2).
 //
 // Exit codes: 0 after SIGTERM/SIGINT or --help; 1 when start-up fails; 2 on a bad command line.
 
@@ -85,6 +85,7 @@ struct Flags {
   std::chrono::nanoseconds idle_timeout = std::chrono::seconds(120);
   gateway::AllocatorOptions allocator;
   gateway::GatewayOptions gateway;
+  size_t delivery_workers = 16;
   std::string kubeconfig;
   std::string context;
   std::string watch_namespace;
@@ -138,6 +139,10 @@ void Register(flags::FlagSet& fs, Flags* f) {
               std::chrono::milliseconds(10));
   fs.Size("allocator-workers", &f->allocator.workers,
           "threads calling agones-allocator (calls in flight at most)", 1, 256);
+  fs.Size("delivery-workers", &f->delivery_workers,
+          "threads writing the delivery marks (allocating.agones.dev/delivered, answer-by) on the "
+          "GameServers the gateway allocated: one Kubernetes API write before each answer",
+          1, 256);
   fs.Duration("deadline", &f->gateway.default_deadline,
               "default time budget of a request: allocation, waiting and re-allocations",
               std::chrono::milliseconds(1));
@@ -258,11 +263,11 @@ int main(int argc, char** argv) {
   // "No server lost" (docs/gateway.md): the gateway's writes on the servers it allocated, and
   // idempotent retries found in the informer's cache. Destroyed (its queued writes sent) before
   // the gateway, whose calls its callbacks reach.
-  auto marks = std::make_unique<gateway::GameServerMarks>(**client, 4);
+  auto marks = std::make_unique<gateway::GameServerMarks>(**client, f.delivery_workers);
   gateway::GatewayOptions gopts = f.gateway;
-  gopts.mark_delivered = [&marks](const std::string& ns, const std::string& name,
-                                  const std::string& at, std::function<void(Status)> done) {
-    marks->MarkDelivered(ns, name, at, std::move(done));
+  gopts.mark_delivered = [&marks](const gateway::DeliveryMark& m,
+                                  std::function<void(Status)> done) {
+    marks->MarkDelivered(m, std::move(done));
   };
   gopts.undeliver = [&marks](const std::string& ns, const std::string& name,
                              const std::string& at) { marks->Undeliver(ns, name, at); };

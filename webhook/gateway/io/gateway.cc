@@ -289,12 +289,22 @@ void Gateway::Release(const std::shared_ptr<Call>& call, const std::string& ns,
 }
 
 void Gateway::Deliver(const std::shared_ptr<Call>& call, const std::string& ns,
-                      const std::string& name, server::HttpResponse res) {
+                      const std::string& name, const kube::ObjectPtr& seen,
+                      server::HttpResponse res) {
   if (!options_.mark_delivered) return Finish(call, std::move(res));
   auto shared = std::make_shared<server::HttpResponse>(std::move(res));
-  const std::string at = util::FormatRfc3339Nano(
+  DeliveryMark mark;
+  mark.ns = ns;
+  mark.name = name;
+  mark.at = util::FormatRfc3339Nano(
       std::chrono::time_point_cast<std::chrono::nanoseconds>(std::chrono::system_clock::now()));
-  options_.mark_delivered(ns, name, at, [this, call, ns, name, at, shared](Status s) {
+  if (seen && seen->doc) {
+    const policy::GameServerView gs = policy::ParseGameServer(*seen->doc);
+    mark.resource_version = gs.resource_version;
+    mark.delivered = std::string(gs.Annotation(keys::kDelivered).value_or(""));
+  }
+  const std::string at = mark.at;
+  options_.mark_delivered(mark, [this, call, ns, name, at, shared](Status s) {
     if (!s.ok()) {
       metrics_->Retry("delivery_mark");
       log::warn("could not mark the GameServer delivered; releasing it and allocating again",
@@ -479,9 +489,9 @@ void Gateway::OnDecided(const std::shared_ptr<Call>& call, const std::string& re
     case Verdict::kAnswer: {
       std::string out;
       if (obj && RefreshMetadata(response_body, *obj->doc, &out).ok()) {
-        return Deliver(call, ns, gs_name, JsonAnswer(200, std::move(out)));
+        return Deliver(call, ns, gs_name, obj, JsonAnswer(200, std::move(out)));
       }
-      return Deliver(call, ns, gs_name, JsonAnswer(200, response_body));
+      return Deliver(call, ns, gs_name, obj, JsonAnswer(200, response_body));
     }
     case Verdict::kRetry:
       metrics_->Retry(ReasonLabel(d.reason));

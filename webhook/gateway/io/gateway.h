@@ -83,6 +83,17 @@ struct AbandonedAllocation {
   std::string answer_by;       // the request's answer-by as written on the server
 };
 
+// One answer's delivery mark: the server, the delivery (a unique RFC 3339 time) and the
+// server as the gateway last saw it (its resourceVersion and `delivered`), so that the mark is
+// usually one write; "" when unknown.
+struct DeliveryMark {
+  std::string ns;
+  std::string name;
+  std::string at;
+  std::string resource_version;
+  std::string delivered;
+};
+
 struct GatewayOptions {
   std::chrono::nanoseconds default_deadline = std::chrono::seconds(30);
   std::chrono::nanoseconds max_deadline = std::chrono::minutes(10);
@@ -93,9 +104,7 @@ struct GatewayOptions {
   // "No server lost" (gateway/io/marks.h); each unset = that write is skipped (unit tests).
   // `at`: the delivered time written (undeliver takes back only that mark); `expected`: the
   // releasing call's answer-by (release_now moves it to now only while it is still that).
-  std::function<void(const std::string& ns, const std::string& name, const std::string& at,
-                     std::function<void(Status)>)>
-      mark_delivered;
+  std::function<void(const DeliveryMark&, std::function<void(Status)>)> mark_delivered;
   std::function<void(const std::string& ns, const std::string& name, const std::string& at)>
       undeliver;
   std::function<void(const std::string& ns, const std::string& name, const std::string& expected)>
@@ -136,7 +145,7 @@ class Gateway {
                const std::string& last_allocated);
   // Marks the server delivered, then answers (or, when the mark fails, allocates again).
   void Deliver(const std::shared_ptr<Call>& call, const std::string& ns, const std::string& name,
-               server::HttpResponse res);
+               const kube::ObjectPtr& seen, server::HttpResponse res);
   // Moves the server's answer-by to now while it is still the call's own (release_now).
   void Release(const std::shared_ptr<Call>& call, const std::string& ns, const std::string& name);
   void OnAllocated(const std::shared_ptr<Call>& call, AllocatorAnswer answer);

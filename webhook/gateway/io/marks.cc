@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <optional>
 
 #include "contract/keys.h"
 #include "gateway/delivery.h"
@@ -55,18 +56,23 @@ GameServerMarks::~GameServerMarks() = default;
 // One compare-and-swap edit of `delivered`: read the object, build the patch from what it holds,
 // write it tested on that resourceVersion; a conflicting write in between (another delivery,
 // the resolver) makes it read again. `build` returns "" when there is nothing to write.
-Status GameServerMarks::Swap(
-    const std::string& ns, const std::string& name,
-    const std::function<std::string(const policy::GameServerView&)>& build) {
+Status GameServerMarks::Swap(const std::string& ns, const std::string& name,
+                             const std::function<std::string(const policy::GameServerView&)>& build,
+                             const policy::GameServerView* first) {
   Status last = Status::Unavailable("no attempt made");
   for (int attempt = 0; attempt < 5; ++attempt) {
-    auto got = client_.Get(kube::kGameServers, ns, name);
-    if (!got.ok()) {
-      last = got.status();
-      if (!got.error().IsRetryable()) return last;
-      continue;
+    policy::GameServerView gs;
+    if (attempt == 0 && first != nullptr) {
+      gs = *first;  // the caller's view: usually current, saving the read
+    } else {
+      auto got = client_.Get(kube::kGameServers, ns, name);
+      if (!got.ok()) {
+        last = got.status();
+        if (!got.error().IsRetryable()) return last;
+        continue;
+      }
+      gs = policy::ParseGameServer(**got);
     }
-    const policy::GameServerView gs = policy::ParseGameServer(**got);
     const std::string patch = build(gs);
     if (patch.empty()) return Status::Ok();
     auto r = client_.Patch(kube::kGameServers, ns, name, kube::PatchType::kJson, patch);
@@ -82,17 +88,32 @@ Status GameServerMarks::Swap(
   return last;
 }
 
-void GameServerMarks::MarkDelivered(const std::string& ns, const std::string& name,
-                                    const std::string& at, std::function<void(Status)> done) {
-  pool_.Post([this, ns, name, at, done = std::move(done)] {
+void GameServerMarks::MarkDelivered(const DeliveryMark& mark, std::function<void(Status)> done) {
+  pool_.Post([this, mark, done = std::move(done)] {
+    const std::string& ns = mark.ns;
+    const std::string& name = mark.name;
+    const std::string& at = mark.at;
+    std::optional<policy::GameServerView> seen;
+    if (!mark.resource_version.empty()) {
+      seen.emplace();
+      seen->state = std::string(keys::kStateAllocated);  // the gateway decided on it Allocated
+      seen->resource_version = mark.resource_version;
+      policy::StringMap::Map ann;
+      if (!mark.delivered.empty()) ann.emplace(std::string(keys::kDelivered), mark.delivered);
+      seen->annotations = policy::StringMap(std::move(ann));
+    }
     bool not_allocated = false;
-    Status s = Swap(ns, name, [&](const policy::GameServerView& gs) -> std::string {
-      if (gs.state != keys::kStateAllocated) {
-        not_allocated = true;
-        return "";
-      }
-      return DeliveredPatch(gs.resource_version, gs.Annotation(keys::kDelivered).value_or(""), at);
-    });
+    Status s = Swap(
+        ns, name,
+        [&](const policy::GameServerView& gs) -> std::string {
+          if (gs.state != keys::kStateAllocated) {
+            not_allocated = true;
+            return "";
+          }
+          return DeliveredPatch(gs.resource_version, gs.Annotation(keys::kDelivered).value_or(""),
+                                at);
+        },
+        seen ? &*seen : nullptr);
     if (s.ok() && not_allocated) s = Status::Conflict("the GameServer is no longer Allocated");
     log::debug("gateway: delivery mark written",
                {{"gameserver", ns + "/" + name}, {"delivery", at}, {"result", s.ToString()}});

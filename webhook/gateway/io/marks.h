@@ -26,6 +26,7 @@
 #include <functional>
 #include <string>
 
+#include "gateway/io/gateway.h"
 #include "kube/client.h"
 #include "kube/informer.h"
 #include "policy/gameserver.h"
@@ -48,15 +49,18 @@ class GameServerMarks {
   GameServerMarks(const GameServerMarks&) = delete;
   GameServerMarks& operator=(const GameServerMarks&) = delete;
 
-  void MarkDelivered(const std::string& ns, const std::string& name, const std::string& at,
-                     std::function<void(Status)> done);
+  // The first write uses the object as the caller saw it (mark.resource_version/delivered, one
+  // call); a conflict, or no view, reads the object first.
+  void MarkDelivered(const DeliveryMark& mark, std::function<void(Status)> done);
   void ReleaseNow(const std::string& ns, const std::string& name, const std::string& expected);
   void Undeliver(const std::string& ns, const std::string& name, const std::string& at);
   void ExtendAnswerBy(const std::string& ns, const std::string& name, const std::string& answer_by);
 
  private:
+  // `first`: the object as the caller saw it, used for the first attempt instead of a read.
   Status Swap(const std::string& ns, const std::string& name,
-              const std::function<std::string(const policy::GameServerView&)>& build);
+              const std::function<std::string(const policy::GameServerView&)>& build,
+              const policy::GameServerView* first = nullptr);
   void Write(const std::string& what, const std::string& ns, const std::string& name,
              std::string patch);
 
