@@ -39,11 +39,14 @@ func setupGRPC(t *testing.T) *env {
 
 // dial connects as examples/allocator-client does: TLS with the client certificate, the gateway's
 // serving CA, one connection (HTTP/2 via ALPN).
-func (e *env) dial(t *testing.T) *grpc.ClientConn {
+func (e *env) dial(t *testing.T) *grpc.ClientConn { return e.dialTo(t, e.gw) }
+
+// dialTo connects to the gateway replica gw the same way.
+func (e *env) dialTo(t *testing.T, gw *harness.Webhook) *grpc.ClientConn {
 	t.Helper()
 	crt, key := e.clientCA.Issue(t, "grpc-director", "director", false)
-	conn, err := grpc.NewClient(fmt.Sprintf("127.0.0.1:%d", e.gw.Port),
-		grpc.WithTransportCredentials(credentials.NewTLS(harness.ClientTLS(t, e.servingCA, crt, key))))
+	conn, err := grpc.NewClient(fmt.Sprintf("127.0.0.1:%d", gw.Port),
+		grpc.WithTransportCredentials(credentials.NewTLS(harness.ClientTLS(t, gw.CAFile, crt, key))))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -88,6 +91,7 @@ func TestGatewayGRPC(t *testing.T) {
 	t.Run("RESTAndGRPCOnOnePort", testRESTAndGRPCTogether)
 	t.Run("RESTOverHTTP2", testRESTOverHTTP2)
 	t.Run("IdempotentRetryOverGRPC", testGRPCIdempotentRetry)
+	t.Run("IdempotentRetryToAnotherReplicaAfterSIGKILL", testGRPCIdempotentRetryAfterKill)
 	// Last: it stops the gateway.
 	t.Run("HealthServingThenNotServingOnSIGTERM", testGRPCHealthDrain)
 }
@@ -346,5 +350,41 @@ func testRESTOverHTTP2(t *testing.T) {
 		}
 	case <-time.After(15 * time.Second):
 		t.Fatal("no answer over HTTP/2 within 15s")
+	}
+}
+
+// As Agones' allocator-client calls, with the key in the metadata: the replica serving the first
+// call is SIGKILLed while it waits; the retry with the key to the other replica waits on the same
+// server and gets it once confirmed, with one allocation in all.
+func testGRPCIdempotentRetryAfterKill(t *testing.T) {
+	e := setupGRPC(t)
+	e.readyGameServer(t, "gs-kk", true, harness.TimeoutKey, "30s")
+	e.readyGameServer(t, "gs-kk2", true, harness.TimeoutKey, "30s")
+	gw, _ := e.extraGateway(t, "gw-grpc-killed")
+	first := e.dialTo(t, gw)
+	calls := e.alloc.Calls.Load()
+	md := metadata.Pairs(strings.ToLower(harness.IdempotencyHeader), "kill-"+e.ns)
+	ctx, cancel := context.WithTimeout(metadata.NewOutgoingContext(harness.Ctx(t), md), 20*time.Second)
+	defer cancel()
+	ch := allocateGRPC(ctx, first, e.ns)
+	e.waitState(t, "gs-kk", "Allocating", 10*time.Second)
+	gw.Kill()
+	if a := receiveGRPC(t, ch, 5*time.Second); a.err == nil {
+		t.Fatalf("the killed replica answered: %v", a.res)
+	}
+	ctx2, cancel2 := context.WithTimeout(metadata.NewOutgoingContext(harness.Ctx(t), md), 15*time.Second)
+	defer cancel2()
+	retry := allocateGRPC(ctx2, e.dial(t), e.ns)
+	time.Sleep(time.Second)
+	e.confirm(t, "gs-kk")
+	a := receiveGRPC(t, retry, 10*time.Second)
+	if a.err != nil || a.res.GameServerName != "gs-kk" {
+		t.Fatalf("retry to the other replica: want gs-kk, got %v %v\n%s", a.res, a.err, e.gw.LogTail(20))
+	}
+	if n := e.alloc.Calls.Load() - calls; n != 1 {
+		t.Errorf("want 1 allocator call for the key, got %d", n)
+	}
+	if s := harness.State(e.cp.GetGameServer(t, e.ns, "gs-kk2")); s != "Ready" {
+		t.Errorf("a second server was allocated for the key: gs-kk2 is %s", s)
 	}
 }
