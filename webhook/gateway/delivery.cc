@@ -32,7 +32,8 @@ std::string AnnotationPath(std::string_view key) {
 
 void SetString(Json* obj, std::string_view key, std::string_view value,
                rapidjson::Document::AllocatorType& a) {
-  Json v(value.data(), static_cast<rapidjson::SizeType>(value.size()), a);
+  // An empty view may have a null data(): RapidJSON copies from it with memcpy.
+  Json v(value.empty() ? "" : value.data(), static_cast<rapidjson::SizeType>(value.size()), a);
   auto it = obj->FindMember(rapidjson::StringRef(key.data(), key.size()));
   if (it != obj->MemberEnd()) {
     it->value = std::move(v);
