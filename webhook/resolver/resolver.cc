@@ -114,18 +114,11 @@ TimePoint FromQueueTime(runtime::Clock::time_point t) {
   return TimePoint(std::chrono::duration_cast<TimePoint::duration>(t.time_since_epoch()));
 }
 
-// Whether an Allocated server waits for the allocation gateway's delivery mark (or its release).
-bool AwaitsDelivery(const GameServerView& gs) {
-  return gs.state == keys::kStateAllocated && gs.Annotation(keys::kAnswerBy) &&
-         !gs.Annotation(keys::kDelivered) &&
-         gs.Annotation(keys::kOutcome) != keys::kOutcomeUndelivered;
-}
-
 // Whether the resolver has work on this server: it is Allocating, or Allocated with a bypass to
 // record or resolve, or Allocated by the gateway and not delivered yet.
 bool Watched(const GameServerView& gs) {
   return gs.state == keys::kStateAllocating || policy::BypassOf(gs) != policy::Bypass::kNone ||
-         AwaitsDelivery(gs);
+         (gs.state == keys::kStateAllocated && AwaitsDelivery(gs));
 }
 
 std::pair<std::string, std::string> SplitKey(const std::string& key) {

@@ -264,22 +264,34 @@ bool Gateway::Join(const std::string& ns_key, const server::HttpRequest& req,
   return true;
 }
 
-bool Gateway::Resume(const std::shared_ptr<Call>& call) {
-  if (!options_.find_by_key) return false;
+std::optional<Gateway::KeyHolder> Gateway::FindKeyHolder(const std::shared_ptr<Call>& call) const {
+  if (!options_.find_by_key) return std::nullopt;
   kube::ObjectPtr obj = options_.find_by_key(call->ns, call->key);
-  if (!obj || !obj->doc) return false;
-  const policy::GameServerView gs = policy::ParseGameServer(*obj->doc);
-  std::string body;
-  if (!AnswerFromGameServer(*obj->doc, &body).ok()) return false;
-  metrics_->Attempt("idempotent");
-  log::info(
-      "idempotent retry: waiting on the GameServer an earlier attempt allocated",
-      {{"gameserver", gs.namespace_ + "/" + gs.name}, {"key", call->key}, {"state", gs.state}});
+  if (!obj || !obj->doc) return std::nullopt;
+  KeyHolder h{policy::ParseGameServer(*obj->doc), {}};
+  if (!AnswerFromGameServer(*obj->doc, &h.body).ok()) return std::nullopt;
+  return h;
+}
+
+void Gateway::WaitOnKeyHolder(const std::shared_ptr<Call>& call, KeyHolder holder) {
   // The earlier attempt's answer-by may be near: this request's deadline holds the server now.
-  if (options_.extend_answer_by) options_.extend_answer_by(gs.namespace_, gs.name, call->answer_by);
+  if (options_.extend_answer_by) {
+    options_.extend_answer_by(holder.gs.namespace_, holder.gs.name, call->answer_by);
+  }
+  std::string last(holder.gs.Annotation(keys::kLastAllocated).value_or(""));
+  WaitFor(call, std::move(holder.body), holder.gs.name, last);
+}
+
+bool Gateway::Resume(const std::shared_ptr<Call>& call) {
+  std::optional<KeyHolder> holder = FindKeyHolder(call);
+  if (!holder) return false;
+  metrics_->Attempt("idempotent");
+  log::info("idempotent retry: waiting on the GameServer an earlier attempt allocated",
+            {{"gameserver", holder->gs.namespace_ + "/" + holder->gs.name},
+             {"key", call->key},
+             {"state", holder->gs.state}});
   ++call->attempts;
-  std::string last(gs.Annotation(keys::kLastAllocated).value_or(""));
-  WaitFor(call, std::move(body), gs.name, last);
+  WaitOnKeyHolder(call, std::move(*holder));
   return true;
 }
 
@@ -298,11 +310,7 @@ void Gateway::Deliver(const std::shared_ptr<Call>& call, const std::string& ns,
   mark.name = name;
   mark.at = util::FormatRfc3339Nano(
       std::chrono::time_point_cast<std::chrono::nanoseconds>(std::chrono::system_clock::now()));
-  if (seen && seen->doc) {
-    const policy::GameServerView gs = policy::ParseGameServer(*seen->doc);
-    mark.resource_version = gs.resource_version;
-    mark.delivered = std::string(gs.Annotation(keys::kDelivered).value_or(""));
-  }
+  if (seen && seen->doc) mark.seen = policy::ParseGameServer(*seen->doc);
   const std::string at = mark.at;
   options_.mark_delivered(mark, [this, call, ns, name, at, shared](Status s) {
     if (!s.ok()) {
@@ -434,24 +442,17 @@ bool Gateway::Converge(const std::shared_ptr<Call>& call, const std::string& all
   // A retry that reached this replica before the earlier attempt's server was in its cache has
   // allocated a second server for the key. Every replica keeps the earliest server holding the
   // key (FindByRequestKey), so this one is released and the call waits on that one.
-  if (!options_.find_by_key) return false;
-  kube::ObjectPtr obj = options_.find_by_key(call->ns, call->key);
-  if (!obj || !obj->doc) return false;
-  const policy::GameServerView gs = policy::ParseGameServer(*obj->doc);
-  if (gs.name == allocated) return false;
-  std::string body;
-  if (!AnswerFromGameServer(*obj->doc, &body).ok()) return false;
+  std::optional<KeyHolder> holder = FindKeyHolder(call);
+  if (!holder || holder->gs.name == allocated) return false;
   metrics_->Retry("duplicate_key");
   log::info(
       "a second server was allocated for an idempotency key; releasing it and waiting on "
       "the earlier one",
       {{"released", call->ns + "/" + allocated},
-       {"gameserver", gs.namespace_ + "/" + gs.name},
+       {"gameserver", holder->gs.namespace_ + "/" + holder->gs.name},
        {"key", call->key}});
   Release(call, call->ns, allocated);
-  if (options_.extend_answer_by) options_.extend_answer_by(gs.namespace_, gs.name, call->answer_by);
-  std::string last(gs.Annotation(keys::kLastAllocated).value_or(""));
-  WaitFor(call, std::move(body), gs.name, last);
+  WaitOnKeyHolder(call, std::move(*holder));
   return true;
 }
 

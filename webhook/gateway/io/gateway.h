@@ -56,10 +56,12 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 
 #include "gateway/io/allocator_client.h"
 #include "gateway/io/waiters.h"
+#include "policy/gameserver.h"
 #include "server/connection_server.h"
 
 namespace prometheus {
@@ -84,14 +86,13 @@ struct AbandonedAllocation {
 };
 
 // One answer's delivery mark: the server, the delivery (a unique RFC 3339 time) and the
-// server as the gateway last saw it (its resourceVersion and `delivered`), so that the mark is
-// usually one write; "" when unknown.
+// server as the gateway decided on it (its resourceVersion and `delivered`), so that the mark is
+// usually one write; std::nullopt when unknown.
 struct DeliveryMark {
   std::string ns;
   std::string name;
   std::string at;
-  std::string resource_version;
-  std::string delivered;
+  std::optional<policy::GameServerView> seen;
 };
 
 struct GatewayOptions {
@@ -136,6 +137,14 @@ class Gateway {
   void Attempt(const std::shared_ptr<Call>& call);
   // Joins a call in flight with the same key on this replica; false when there is none.
   bool Join(const std::string& ns_key, const server::HttpRequest& req, server::Responder& respond);
+  // The cached server holding the call's idempotency key, with the answer built from it.
+  struct KeyHolder {
+    policy::GameServerView gs;
+    std::string body;
+  };
+  std::optional<KeyHolder> FindKeyHolder(const std::shared_ptr<Call>& call) const;
+  // Waits on that server, its answer-by moved to this call's.
+  void WaitOnKeyHolder(const std::shared_ptr<Call>& call, KeyHolder holder);
   // Waits on (or answers from) a cached server that holds the call's key; false when none.
   bool Resume(const std::shared_ptr<Call>& call);
   // After an allocation for a keyed call: when another server already holds the key, releases

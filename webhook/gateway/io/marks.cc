@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <chrono>
-#include <optional>
 
 #include "contract/keys.h"
 #include "gateway/delivery.h"
@@ -93,15 +92,6 @@ void GameServerMarks::MarkDelivered(const DeliveryMark& mark, std::function<void
     const std::string& ns = mark.ns;
     const std::string& name = mark.name;
     const std::string& at = mark.at;
-    std::optional<policy::GameServerView> seen;
-    if (!mark.resource_version.empty()) {
-      seen.emplace();
-      seen->state = std::string(keys::kStateAllocated);  // the gateway decided on it Allocated
-      seen->resource_version = mark.resource_version;
-      policy::StringMap::Map ann;
-      if (!mark.delivered.empty()) ann.emplace(std::string(keys::kDelivered), mark.delivered);
-      seen->annotations = policy::StringMap(std::move(ann));
-    }
     bool not_allocated = false;
     Status s = Swap(
         ns, name,
@@ -113,7 +103,7 @@ void GameServerMarks::MarkDelivered(const DeliveryMark& mark, std::function<void
           return DeliveredPatch(gs.resource_version, gs.Annotation(keys::kDelivered).value_or(""),
                                 at);
         },
-        seen ? &*seen : nullptr);
+        mark.seen ? &*mark.seen : nullptr);
     if (s.ok() && not_allocated) s = Status::Conflict("the GameServer is no longer Allocated");
     log::debug("gateway: delivery mark written",
                {{"gameserver", ns + "/" + name}, {"delivery", at}, {"result", s.ToString()}});

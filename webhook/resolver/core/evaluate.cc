@@ -102,12 +102,15 @@ std::optional<probe::Target> ResolveProbeTarget(const GameServerView& gs,
   return t;
 }
 
+bool AwaitsDelivery(const GameServerView& gs) {
+  return gs.Annotation(keys::kAnswerBy) && !gs.Annotation(keys::kDelivered) &&
+         gs.Annotation(keys::kOutcome) != keys::kOutcomeUndelivered;
+}
+
 policy::Delivery DeliveryOf(const GameServerView& gs, TimePoint now, std::chrono::nanoseconds grace,
                             TimePoint* release_at) {
-  auto answer_by = gs.Annotation(keys::kAnswerBy);
-  if (!answer_by || gs.Annotation(keys::kDelivered)) return policy::Delivery::kNone;
-  if (gs.Annotation(keys::kOutcome) == keys::kOutcomeUndelivered) return policy::Delivery::kNone;
-  auto t = util::ParseRfc3339(*answer_by);
+  if (!AwaitsDelivery(gs)) return policy::Delivery::kNone;
+  auto t = util::ParseRfc3339(*gs.Annotation(keys::kAnswerBy));
   if (!t) return policy::Delivery::kOverdue;
   TimePoint due = std::chrono::time_point_cast<Clock::duration>(*t) +
                   std::chrono::duration_cast<Clock::duration>(grace);

@@ -86,6 +86,10 @@ struct Evaluation {
   policy::OnUndelivered release_action = policy::OnUndelivered::kShutdown;  // for kRelease
 };
 
+// Whether the server waits for the gateway's delivery: it carries `answer-by`, no `delivered`, and
+// has not been released (outcome Undelivered). DeliveryOf() is kNone exactly when it does not.
+bool AwaitsDelivery(const GameServerView& gs);
+
 // Where the server stands towards the gateway's answer at `now` (policy::Delivery); `release_at`
 // (when not null) receives answer-by + grace for a pending one. An answer-by that does not parse
 // as RFC 3339 counts as passed (a forged or broken value never keeps a server for nobody).
