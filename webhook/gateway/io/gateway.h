@@ -63,6 +63,7 @@
 #include "gateway/io/waiters.h"
 #include "policy/gameserver.h"
 #include "server/connection_server.h"
+#include "util/io/mutex.h"
 
 namespace prometheus {
 class Counter;
@@ -174,8 +175,9 @@ class Gateway {
   std::unique_ptr<Metrics> metrics_;
   std::atomic<size_t> in_flight_{0};
   std::atomic<bool> draining_{false};
-  std::mutex keys_mu_;
-  std::map<std::string, std::weak_ptr<Call>> by_key_;  // "<ns>/<key>" -> the call in flight
+  Mutex keys_mu_;
+  std::map<std::string, std::weak_ptr<Call>> by_key_
+      GUARDED_BY(keys_mu_);  // "<ns>/<key>" -> the call in flight
 };
 
 }  // namespace aw::gateway
