@@ -43,6 +43,7 @@
 #include "gateway/io/gateway.h"
 #include "gateway/io/grpc_service.h"
 #include "gateway/io/marks.h"
+#include "gateway/io/request_keys.h"
 #include "gateway/io/waiters.h"
 #include "kube/client.h"
 #include "kube/config.h"
@@ -259,6 +260,8 @@ int main(int argc, char** argv) {
   auto lookup = [&informer](const std::string& name) { return informer.GetByName(name); };
   gateway::WaiterRegistry waiters(lookup);
   informer.AddHandler(&waiters);
+  gateway::RequestKeyIndex request_keys;  // idempotent retries find their server here
+  informer.AddHandler(&request_keys);
 
   // "No server lost" (docs/gateway.md): the gateway's writes on the servers it allocated, and
   // idempotent retries found in the informer's cache. Destroyed (its queued writes sent) before
@@ -285,8 +288,8 @@ int main(int argc, char** argv) {
     if (!a.request_key.empty()) return;
     marks->ReleaseNow(a.namespace_, a.name, a.answer_by);
   };
-  gopts.find_by_key = [&informer](const std::string& ns, const std::string& key) {
-    return gateway::FindByRequestKey(informer.Snapshot(), ns, key);
+  gopts.find_by_key = [&request_keys](const std::string& ns, const std::string& key) {
+    return request_keys.Find(ns, key);
   };
   gateway::Gateway gw(gopts, allocator, waiters, lookup, *registry);
 

@@ -35,13 +35,6 @@
 
 namespace aw::gateway {
 
-// Among cached GameServers, the one in `ns` carrying allocating.agones.dev/request-key `key` that
-// still holds its request (gateway/delivery.h, HoldsRequest); the earliest allocation when several
-// do (so every replica settles on the same one); nullptr when none. A linear scan of `servers` (the
-// opted-in GameServers of the gateway's informer).
-kube::ObjectPtr FindByRequestKey(const std::vector<kube::ObjectPtr>& servers, const std::string& ns,
-                                 const std::string& key);
-
 class GameServerMarks {
  public:
   GameServerMarks(kube::Client& client, size_t workers);
