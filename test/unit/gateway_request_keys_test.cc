@@ -78,17 +78,17 @@ TEST(RequestKeyIndex, FindsTheServerThatStillHoldsTheRequest) {
   RequestKeyIndex index;
   // A re-allocation left two servers with the key: the released one is skipped, and of those
   // that hold it the earliest allocation wins on every replica.
-  index.OnUpsert(Object({.name = "released", .key = "k", .last = "2026-01-02T03:04:01Z",
-                         .outcome = "Undelivered"}));
+  index.OnUpsert(Object(
+      {.name = "released", .key = "k", .last = "2026-01-02T03:04:01Z", .outcome = "Undelivered"}));
   index.OnUpsert(Object({.name = "later", .key = "k", .last = "2026-01-02T03:04:09Z"}));
-  index.OnUpsert(Object({.name = "earlier", .key = "k", .state = "Allocating",
-                         .last = "2026-01-02T03:04:05Z"}));
+  index.OnUpsert(Object(
+      {.name = "earlier", .key = "k", .state = "Allocating", .last = "2026-01-02T03:04:05Z"}));
   EXPECT_EQ(NameOf(index.Find("ns", "k")), "earlier");
-  index.OnUpsert(Object({.name = "earlier", .key = "k", .state = "Shutdown",
-                         .last = "2026-01-02T03:04:05Z"}));
+  index.OnUpsert(
+      Object({.name = "earlier", .key = "k", .state = "Shutdown", .last = "2026-01-02T03:04:05Z"}));
   EXPECT_EQ(NameOf(index.Find("ns", "k")), "later") << "a server that left the allocation";
-  index.OnUpsert(Object({.name = "later", .key = "k", .last = "2026-01-02T03:04:09Z",
-                         .opted_in = false}));
+  index.OnUpsert(
+      Object({.name = "later", .key = "k", .last = "2026-01-02T03:04:09Z", .opted_in = false}));
   EXPECT_EQ(index.Find("ns", "k"), nullptr) << "a server no longer opted in holds nothing";
 }
 

@@ -573,4 +573,27 @@ void Gateway::Finish(const std::shared_ptr<Call>& call, server::HttpResponse res
   call->respond(std::move(res));
 }
 
+void RegisterGatewayFlags(flags::FlagSet& fs, GatewayOptions* o) {
+  fs.Duration("deadline", &o->default_deadline,
+              "default time budget of a request: allocation, waiting and re-allocations",
+              std::chrono::milliseconds(1));
+  fs.Duration("max-deadline", &o->max_deadline,
+              "largest per-request deadline (X-Allocating-Deadline header or "
+              "allocating.agones.dev/gateway-deadline annotation)",
+              std::chrono::milliseconds(1));
+  fs.Int("max-attempts", &o->max_attempts,
+         "allocations per request at most (the first one included)", 1, 100);
+  fs.Int("http-unallocated-status-code", &o->unallocated_status,
+         "HTTP status of the gateway's own \"no GameServer\" answers (gRPC code 8 in the body), "
+         "like agones-allocator's flag of the same name",
+         200, 599);
+}
+
+Status ValidateGatewayOptions(const GatewayOptions& o) {
+  if (o.default_deadline > o.max_deadline) {
+    return Status::InvalidArgument("--deadline is above --max-deadline");
+  }
+  return Status::Ok();
+}
+
 }  // namespace aw::gateway

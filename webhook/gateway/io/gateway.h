@@ -63,6 +63,7 @@
 #include "gateway/io/waiters.h"
 #include "policy/gameserver.h"
 #include "server/connection_server.h"
+#include "util/flags.h"
 #include "util/io/mutex.h"
 
 namespace prometheus {
@@ -116,6 +117,12 @@ struct GatewayOptions {
   // The cached GameServer in `ns` holding the request with idempotency key `key`, or nullptr.
   std::function<kube::ObjectPtr(const std::string& ns, const std::string& key)> find_by_key;
 };
+
+// The request flags (--deadline, --max-deadline, --max-attempts, --http-unallocated-status-code),
+// each defaulting to the struct's value.
+void RegisterGatewayFlags(flags::FlagSet& fs, GatewayOptions* o);
+// InvalidArgument naming the flags when --deadline is above --max-deadline.
+Status ValidateGatewayOptions(const GatewayOptions& o);
 
 class Gateway {
  public:

@@ -19,6 +19,13 @@ std::string NowText() {
 
 }  // namespace
 
+void RegisterDeliveryFlags(flags::FlagSet& fs, size_t* workers) {
+  fs.Size("delivery-workers", workers,
+          "threads writing the delivery marks (allocating.agones.dev/delivered, answer-by) on the "
+          "GameServers the gateway allocated: one Kubernetes API write before each answer",
+          1, 256);
+}
+
 GameServerMarks::GameServerMarks(kube::Client& client, size_t workers)
     : client_(client), pool_(workers) {}
 

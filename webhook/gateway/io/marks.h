@@ -31,9 +31,13 @@
 #include "kube/informer.h"
 #include "policy/gameserver.h"
 #include "runtime/thread_pool.h"
+#include "util/flags.h"
 #include "util/status.h"
 
 namespace aw::gateway {
+
+// --delivery-workers: the threads writing the marks (the constructor's `workers`).
+void RegisterDeliveryFlags(flags::FlagSet& fs, size_t* workers);
 
 class GameServerMarks {
  public:

@@ -10,8 +10,9 @@
 //   - Find(ns, key): among the objects carrying `key` in `ns`, the one that still holds its
 //     request (gateway/delivery.h, HoldsRequest), the earliest allocation (agones.dev/
 //     last-allocated, then the name) when several do, so every replica settles on the same one,
-//     whatever the order of its cache; nullptr when none. The same answer as FindByRequestKey over the whole cache, in time proportional to the
-//     servers carrying that key (one, or a few after re-allocations).
+//     whatever the order of its cache; nullptr when none. The same answer as FindByRequestKey over
+//     the whole cache, in time proportional to the servers carrying that key (one, or a few after
+//     re-allocations).
 //   - Thread-safe: the handler calls run on the informer thread, Find on any thread.
 #pragma once
 
