@@ -452,8 +452,8 @@ func (b *bench) concurrent(n, idleThreads, bound int, summary map[string]interfa
 func (b *bench) retry(summary map[string]interface{}) {
 	t := b.t
 	p := b.newPhase(0, 300*time.Millisecond, 0, map[string]bool{"a-never": true})
-	b.createNamed(p.ns, "a-never", harness.TimeoutKey, "2s", harness.OnTimeoutKey, "Unhealthy")
-	b.createNamed(p.ns, "b-good", harness.TimeoutKey, "20s")
+	b.cp.CreateReadyGameServer(t, p.ns, harness.NewGameServer("a-never", true, harness.TimeoutKey, "2s", harness.OnTimeoutKey, "Unhealthy"))
+	b.cp.CreateReadyGameServer(t, p.ns, harness.NewGameServer("b-good", true, harness.TimeoutKey, "20s"))
 	b.waitAllocatable(p.ns, 2)
 	calls0 := b.alloc.Calls.Load()
 	const deadline = 15 * time.Second
@@ -601,34 +601,12 @@ func (b *bench) confirm(p *phase, name, id string, heldAt time.Time) {
 }
 
 // createServers creates n opted-in GameServers prefix-NNNN and moves them to Ready as Agones
-// would (CreateReadyGameServer's two writes), 32 at a time.
+// would (harness.CreateReady's two writes), 32 at a time.
 func (b *bench) createServers(ns, prefix string, n int, annotations ...string) []string {
-	names := make([]string, n)
-	for i := range names {
-		names[i] = fmt.Sprintf("%s-%04d", prefix, i)
-	}
 	t0 := time.Now()
-	work := make(chan string)
-	var wg sync.WaitGroup
-	var failed atomic.Int64
-	for w := 0; w < 32; w++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for name := range work {
-				if !b.createNamed(ns, name, annotations...) {
-					failed.Add(1)
-				}
-			}
-		}()
-	}
-	for _, name := range names {
-		work <- name
-	}
-	close(work)
-	wg.Wait()
-	if failed.Load() > 0 {
-		b.t.Fatalf("%s: %d GameServers could not be created", ns, failed.Load())
+	names, errs := harness.CreateReadyMany(b.ctx, b.admin, ns, prefix, n, 32, annotations...)
+	if len(errs) > 0 {
+		b.t.Fatalf("%s: %d GameServers could not be created, first: %v", ns, len(errs), errs[0])
 	}
 	b.t.Logf("%s: %d Ready GameServers created in %v", ns, n, time.Since(t0).Round(time.Millisecond))
 	b.waitAllocatable(ns, n)
@@ -641,23 +619,6 @@ func (b *bench) waitAllocatable(ns string, n int) {
 	if !harness.Poll(60*time.Second, 20*time.Millisecond, func() bool { return b.alloc.CachedReady(ns) >= n }) {
 		b.t.Fatalf("%s: the stand-in allocator's cache has %d of %d Ready servers after 60s", ns, b.alloc.CachedReady(ns), n)
 	}
-}
-
-func (b *bench) createNamed(ns, name string, annotations ...string) bool {
-	c := b.admin.Resource(harness.GameServerGVR).Namespace(ns)
-	created, err := c.Create(b.ctx, harness.NewGameServer(name, true, annotations...), metav1.CreateOptions{})
-	if err != nil {
-		b.t.Errorf("create %s: %v", name, err)
-		return false
-	}
-	_ = unstructured.SetNestedField(created.Object, "Ready", "status", "state")
-	_ = unstructured.SetNestedField(created.Object, "127.0.0.1", "status", "address")
-	_ = unstructured.SetNestedSlice(created.Object, []interface{}{map[string]interface{}{"name": "default", "port": int64(7654)}}, "status", "ports")
-	if _, err := c.Update(b.ctx, created, metav1.UpdateOptions{}); err != nil {
-		b.t.Errorf("move %s to Ready: %v", name, err)
-		return false
-	}
-	return true
 }
 
 func (b *bench) getGS(ns, name string) *unstructured.Unstructured {
