@@ -7,6 +7,7 @@
 #include <openssl/x509.h>
 #include <openssl/x509v3.h>
 #include <poll.h>
+#include <signal.h>
 #include <sys/stat.h>
 
 #include <array>
@@ -762,6 +763,8 @@ std::string Op::Describe(const Failure& f) const {
 
 void Op::Fail(Failure f) {
   if (finished_) return;
+  // Bytes buffered but not parsed (a partial status line) count as received.
+  if (conn_) a_.consumed += conn_->buf.size();
   if (conn_) conn_->Close();
   conn_.reset();
   if (f.stopped || Stopped()) {
@@ -815,6 +818,10 @@ struct BlockingClient::Impl {
 BlockingClient::BlockingClient(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 
 StatusOr<std::unique_ptr<BlockingClient>> BlockingClient::Create(ClientOptions options) {
+  // A write to a connection the peer closed must not kill the process: ignore SIGPIPE unless the
+  // program installed its own handler (as the transport this client replaced did).
+  struct sigaction old {};
+  if (sigaction(SIGPIPE, nullptr, &old) == 0 && old.sa_handler == SIG_DFL) signal(SIGPIPE, SIG_IGN);
   auto impl = std::make_unique<Impl>();
   auto c = HttpsClient::Create(impl->io.get_executor(), std::move(options));
   if (!c.ok()) return c.status();
