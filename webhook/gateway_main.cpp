@@ -1,8 +1,8 @@
 // allocation-gateway: agones-allocator's REST API in front of agones-allocator that answers an
 // allocation only once its GameServer is confirmed playable (docs/gateway.md). A binary of its
 // own, shipped in the same image as allocating-webhook: it is its own Deployment with its own
-// service account and RBAC (read-only on gameservers), scales with matchmaker traffic rather than
-// with admission, and never takes part in the webhook's leader election.
+// service account and RBAC (get, list, watch and patch on gameservers), scales with matchmaker
+// traffic rather than with admission, and never takes part in the webhook's leader election.
 //
 // Composition (runtime::Manager groups, started in order, stopped in reverse, all within
 // --shutdown-grace + 5s):
@@ -19,8 +19,8 @@
 // to --shutdown-grace; those still waiting then get 503 "the gateway is shutting down" (their
 // GameServers stay allocated: see docs/gateway.md), then the cache and the sources stop.
 // Threads, whatever the number of requests:
-// --io-threads + 1 (health) + --allocator-workers + informer 1 + timers 1 + client CA poller 1 +
-// the manager's supervisor and one per runnable (2).
+// --io-threads + 1 (health) + --allocator-workers + --delivery-workers + informer 1 + timers 1 +
+// client CA poller 1 + the manager's supervisor and one per runnable (2).
 //
 // Exit codes: 0 after SIGTERM/SIGINT or --help; 1 when start-up fails; 2 on a bad command line.
 
@@ -42,6 +42,7 @@
 #include "gateway/io/allocator_client.h"
 #include "gateway/io/gateway.h"
 #include "gateway/io/grpc_service.h"
+#include "gateway/io/marks.h"
 #include "gateway/io/waiters.h"
 #include "kube/client.h"
 #include "kube/config.h"
@@ -84,6 +85,7 @@ struct Flags {
   std::chrono::nanoseconds idle_timeout = std::chrono::seconds(120);
   gateway::AllocatorOptions allocator;
   gateway::GatewayOptions gateway;
+  size_t delivery_workers = 16;
   std::string kubeconfig;
   std::string context;
   std::string watch_namespace;
@@ -137,6 +139,10 @@ void Register(flags::FlagSet& fs, Flags* f) {
               std::chrono::milliseconds(10));
   fs.Size("allocator-workers", &f->allocator.workers,
           "threads calling agones-allocator (calls in flight at most)", 1, 256);
+  fs.Size("delivery-workers", &f->delivery_workers,
+          "threads writing the delivery marks (allocating.agones.dev/delivered, answer-by) on the "
+          "GameServers the gateway allocated: one Kubernetes API write before each answer",
+          1, 256);
   fs.Duration("deadline", &f->gateway.default_deadline,
               "default time budget of a request: allocation, waiting and re-allocations",
               std::chrono::milliseconds(1));
@@ -254,7 +260,35 @@ int main(int argc, char** argv) {
   gateway::WaiterRegistry waiters(lookup);
   informer.AddHandler(&waiters);
 
-  gateway::Gateway gw(f.gateway, allocator, waiters, lookup, *registry);
+  // "No server lost" (docs/gateway.md): the gateway's writes on the servers it allocated, and
+  // idempotent retries found in the informer's cache. Destroyed (its queued writes sent) before
+  // the gateway, whose calls its callbacks reach.
+  auto marks = std::make_unique<gateway::GameServerMarks>(**client, f.delivery_workers);
+  gateway::GatewayOptions gopts = f.gateway;
+  gopts.mark_delivered = [&marks](const gateway::DeliveryMark& m,
+                                  std::function<void(Status)> done) {
+    marks->MarkDelivered(m, std::move(done));
+  };
+  gopts.undeliver = [&marks](const std::string& ns, const std::string& name,
+                             const std::string& at) { marks->Undeliver(ns, name, at); };
+  gopts.release_now = [&marks](const std::string& ns, const std::string& name,
+                               const std::string& expected) {
+    marks->ReleaseNow(ns, name, expected);
+  };
+  gopts.extend_answer_by = [&marks](const std::string& ns, const std::string& name,
+                                    const std::string& answer_by) {
+    marks->ExtendAnswerBy(ns, name, answer_by);
+  };
+  gopts.on_abandoned = [&marks](const gateway::AbandonedAllocation& a) {
+    // With an idempotency key the client is expected to retry: the server stays for that retry
+    // until its answer-by (+ the resolver's grace), then it is released.
+    if (!a.request_key.empty()) return;
+    marks->ReleaseNow(a.namespace_, a.name, a.answer_by);
+  };
+  gopts.find_by_key = [&informer](const std::string& ns, const std::string& key) {
+    return gateway::FindByRequestKey(informer.Snapshot(), ns, key);
+  };
+  gateway::Gateway gw(gopts, allocator, waiters, lookup, *registry);
 
   server::ConnectionOptions co;
   co.name = "gateway";
@@ -390,6 +424,7 @@ int main(int argc, char** argv) {
   const runtime::RunEnd end = runtime::RunUntilSignal(manager, signals);
   const Status& result = end.result;
   if (end.by_signal) {
+    marks.reset();  // the releases of the servers left waiting are sent before the exit
     if (undrained || !result.ok()) {
       log::warn("requests or components still running after --shutdown-grace; exiting",
                 {{"error", result.ToString()}});

@@ -6,7 +6,8 @@
 // AdmissionReview echoing a uid) or 400, never crash, hang, leak or answer 500. Oracle for
 // duplicate keys: every body that parses as JSON is also checked by an independent SAX pass (a
 // std::set of names per open object); FindDuplicateKey must agree with it, and a body with a
-// duplicate key must get a 400 that says so.
+// duplicate key must get a 400 that says so. The one-pass parse (json::ParseChecked) must give
+// exactly the answer of the three steps it replaced (FirstTooDeep, the parse, FindDuplicateKey).
 //
 // Build and run with clang (test/fuzz/run does all of this, see test/fuzz/README.md):
 //   CXX=clang++ cmake -S . -B build-fuzz -G Ninja -DAW_FUZZ=ON -DAW_BUILD_TESTS=OFF
@@ -32,6 +33,7 @@
 #include "gateway/allocation.h"
 #include "gateway/grpc_wire.h"
 #include "gateway/io/grpc_service.h"
+#include "json/checked_parse.h"
 #include "json/duplicate_keys.h"
 #include "json/nesting_depth.h"
 #include "server/h2_session.h"
@@ -64,6 +66,37 @@ std::optional<bool> OracleHasDuplicate(std::string_view body) {
   DuplicateOracle h;
   if (!reader.Parse<rapidjson::kParseIterativeFlag>(ms, h)) return std::nullopt;
   return h.duplicate;
+}
+
+// What json::ParseChecked answers, and what the steps it replaced answer, as comparable text.
+std::string CheckedAnswer(std::string_view body, size_t depth) {
+  std::string buffer(body);
+  aw::json::CheckedDocument doc;
+  const aw::json::CheckedParse r = aw::json::ParseChecked(body, buffer.data(), depth, &doc);
+  switch (r.result) {
+    case aw::json::CheckedParse::Result::kOk:
+      return "ok";
+    case aw::json::CheckedParse::Result::kTooDeep:
+      return "deep " + std::to_string(r.offset);
+    case aw::json::CheckedParse::Result::kSyntax:
+      return "syntax " + std::to_string(r.code) + " " + std::to_string(r.offset);
+    case aw::json::CheckedParse::Result::kDuplicateKey:
+      return r.duplicate->Message();
+  }
+  return "?";
+}
+
+std::string ThreeStepAnswer(std::string_view body, size_t depth) {
+  if (auto at = aw::json::FirstTooDeep(body, depth)) return "deep " + std::to_string(*at);
+  std::string buffer(body);
+  rapidjson::Document doc;
+  doc.ParseInsitu<rapidjson::kParseIterativeFlag>(buffer.data());
+  if (doc.HasParseError()) {
+    return "syntax " + std::to_string(doc.GetParseError()) + " " +
+           std::to_string(doc.GetErrorOffset());
+  }
+  if (auto dup = aw::json::FindDuplicateKey(doc)) return dup->Message();
+  return "ok";
 }
 
 }  // namespace
@@ -232,6 +265,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
 
   // Bodies with a NUL byte are refused before parsing, whatever their keys.
   if (std::memchr(body.data(), '\0', body.size()) != nullptr) return 0;
+  // The one-pass parse answers what the three separate steps (depth pre-scan, parse, duplicate
+  // walk) answer, at the admission limit and at a small one that short bodies reach.
+  for (size_t depth : {size_t{512}, size_t{4}}) {
+    if (CheckedAnswer(body, depth) != ThreeStepAnswer(body, depth)) std::abort();
+  }
   std::optional<bool> dup = OracleHasDuplicate(body);
   if (!dup) return 0;
   rapidjson::Document doc;

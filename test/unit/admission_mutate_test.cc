@@ -133,6 +133,41 @@ TEST(MutateRow2, StaleConfirmedAndOutcomeAreDropped) {
   EXPECT_FALSE(patched.GetAnn(keys::kOutcome));
 }
 
+// The gateway's marks belong to one allocation (docs/gateway.md, "No server lost"): an earlier
+// allocation's (unchanged by this write) go, this allocation's own metadata stays, and
+// `delivered` never survives into a new allocation.
+TEST(MutateRow2, EarlierDeliveryMarksAreDropped) {
+  const std::string old_by = "2026-12-02T13:03:00Z";
+  Obj old = Ready()
+                .Ann(keys::kAnswerBy, old_by)
+                .Ann(keys::kRequestKey, "match-1")
+                .Ann(keys::kDelivered, "2026-12-02T13:02:50Z");
+  Obj n = AllocatorWrite()
+              .Ann(keys::kAnswerBy, old_by)
+              .Ann(keys::kRequestKey, "match-1")
+              .Ann(keys::kDelivered, "2026-12-02T13:02:50Z");
+  Obj patched = MutateAndApply(kV1s, "UPDATE", kAllocator, n, old);
+  EXPECT_EQ(patched.GetState(), "Allocating");
+  EXPECT_FALSE(patched.GetAnn(keys::kAnswerBy));
+  EXPECT_FALSE(patched.GetAnn(keys::kRequestKey));
+  EXPECT_FALSE(patched.GetAnn(keys::kDelivered));
+}
+
+TEST(MutateRow2, TheAllocationsOwnDeliveryMarksAreKept) {
+  Obj old = Ready()
+                .Ann(keys::kAnswerBy, "2026-12-02T13:03:00Z")
+                .Ann(keys::kRequestKey, "match-1")
+                .Ann(keys::kDelivered, "2026-12-02T13:02:50Z");
+  Obj n = AllocatorWrite()
+              .Ann(keys::kAnswerBy, "2026-12-02T14:23:43Z")
+              .Ann(keys::kRequestKey, "match-2")
+              .Ann(keys::kDelivered, "2026-12-02T13:02:50Z");
+  Obj patched = MutateAndApply(kV1s, "UPDATE", kAllocator, n, old);
+  EXPECT_EQ(patched.GetAnn(keys::kAnswerBy), "2026-12-02T14:23:43Z");
+  EXPECT_EQ(patched.GetAnn(keys::kRequestKey), "match-2");
+  EXPECT_FALSE(patched.GetAnn(keys::kDelivered));
+}
+
 TEST(MutateRow2, StaleSinceCopiedFromOldIsReplaced) {
   Obj old = Ready().Ann(keys::kSince, "2026-12-01T00:00:00Z").Ann(keys::kAllocation, "old-id");
   Obj n =

@@ -1,13 +1,15 @@
 // The Kubernetes-side components over a scripted fake API (a fake Transport answering each
-// request from a handler): the event recorder (create, then aggregate into a count patch) and the
-// leader elector (acquire a missing Lease, lead, release it on Stop). Every wait is on a condition
-// with a bound; nothing sleeps to synchronise.
+// request from a handler, set up once by the FakeApiTest fixture): the event recorder (create, then
+// aggregate into a count patch), the leader elector (acquire a missing Lease, lead, release it on
+// Stop; stay a follower of a fresh Lease) and the CRD guard (the leader repairs the enum, a
+// follower fails open). Every wait is on a condition with a bound.
 #include <gtest/gtest.h>
 #include <rapidjson/document.h>
 
 #include <chrono>
 #include <condition_variable>
 #include <functional>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -102,15 +104,33 @@ std::string Field(const std::string& json, const char* a, const char* b = nullpt
   return "<other>";
 }
 
-TEST(EventRecorder, CreatesTheEventThenAggregatesARepeatIntoACount) {
-  auto owned = std::make_unique<FakeApi>([](const HttpRequest& req) {
+// The one set-up of every test here: a Client whose transport is a FakeApi answering with a
+// handler (Connect), the fake kept as api_ to read what was sent. The client goes in TearDown,
+// before a derived fixture's state that its handler reads.
+class FakeApiTest : public ::testing::Test {
+ protected:
+  Client& Connect(FakeApi::Handler handler) {
+    auto owned = std::make_unique<FakeApi>(std::move(handler));
+    api_ = owned.get();
+    client_ = std::make_unique<Client>(std::move(owned));
+    return *client_;
+  }
+  void TearDown() override { client_.reset(); }
+
+  FakeApi* api_ = nullptr;
+  std::unique_ptr<Client> client_;
+};
+
+using EventRecorderTest = FakeApiTest;
+
+TEST_F(EventRecorderTest, CreatesTheEventThenAggregatesARepeatIntoACount) {
+  Client& client = Connect([](const HttpRequest& req) {
     HttpResponse r;
     r.status = req.method == "POST" ? 201 : 200;
     r.body = req.body.empty() ? "{}" : req.body;
     return r;
   });
-  FakeApi* api = owned.get();
-  Client client(std::move(owned));
+  FakeApi* api = api_;
   EventRecorder events(client, EventRecorderOptions{}, nullptr);
   events.Start();
   ObjectReference ref;
@@ -179,19 +199,32 @@ class LeaseStore {
   int version_ = 0;
 };
 
-TEST(LeaderElector, AcquiresAMissingLeaseLeadsAndReleasesItOnStop) {
-  LeaseStore store;
-  auto owned =
-      std::make_unique<FakeApi>([&store](const HttpRequest& req) { return store.Handle(req); });
-  FakeApi* api = owned.get();
-  Client client(std::move(owned));
-  LeaderElectionConfig cfg;
-  cfg.namespace_ = "ns";
-  cfg.name = "lease";
-  cfg.identity = "replica-a";
-  cfg.lease_duration = 3s;
-  cfg.renew_deadline = 2s;
-  cfg.retry_period = 100ms;
+// The leader elector's API: a Lease store behind the fake, and the configuration of replica-a
+// for Lease ns/lease with the given timings.
+class LeaderElectorTest : public FakeApiTest {
+ protected:
+  void SetUp() override {
+    Connect([this](const HttpRequest& req) { return store_.Handle(req); });
+  }
+  static LeaderElectionConfig Config(std::chrono::seconds lease, std::chrono::seconds renew,
+                                     std::chrono::milliseconds retry) {
+    LeaderElectionConfig cfg;
+    cfg.namespace_ = "ns";
+    cfg.name = "lease";
+    cfg.identity = "replica-a";
+    cfg.lease_duration = lease;
+    cfg.renew_deadline = renew;
+    cfg.retry_period = retry;
+    return cfg;
+  }
+
+  LeaseStore store_;
+};
+
+TEST_F(LeaderElectorTest, AcquiresAMissingLeaseLeadsAndReleasesItOnStop) {
+  LeaseStore& store = store_;
+  FakeApi* api = api_;
+  const LeaderElectionConfig cfg = Config(3s, 2s, 100ms);
   std::mutex mu;
   std::condition_variable cv;
   int started = 0, stopped = 0;
@@ -206,7 +239,7 @@ TEST(LeaderElector, AcquiresAMissingLeaseLeadsAndReleasesItOnStop) {
     ++stopped;
     cv.notify_all();
   };
-  LeaderElector elector(client, cfg, cb, nullptr);
+  LeaderElector elector(*client_, cfg, cb, nullptr);
   elector.Start();
   {
     std::unique_lock<std::mutex> lk(mu);
@@ -236,8 +269,8 @@ TEST(LeaderElector, AcquiresAMissingLeaseLeadsAndReleasesItOnStop) {
   EXPECT_TRUE(holder.empty() || holder == "<none>") << holder;
 }
 
-TEST(LeaderElector, DoesNotLeadWhileAnotherReplicaHoldsAFreshLease) {
-  LeaseStore store;
+TEST_F(LeaderElectorTest, DoesNotLeadWhileAnotherReplicaHoldsAFreshLease) {
+  LeaseStore& store = store_;
   // Another replica creates the Lease first (a fresh renewTime: it is not expired).
   HttpRequest create;
   create.method = "POST";
@@ -248,21 +281,12 @@ TEST(LeaderElector, DoesNotLeadWhileAnotherReplicaHoldsAFreshLease) {
       R"("acquireTime":"2030-01-01T00:00:00.000000Z","renewTime":"2030-01-01T00:00:00.000000Z",)"
       R"("leaseTransitions":0}})";
   store.Handle(create);
-  auto owned =
-      std::make_unique<FakeApi>([&store](const HttpRequest& req) { return store.Handle(req); });
-  FakeApi* api = owned.get();
-  Client client(std::move(owned));
-  LeaderElectionConfig cfg;
-  cfg.namespace_ = "ns";
-  cfg.name = "lease";
-  cfg.identity = "replica-a";
-  cfg.lease_duration = 60s;
-  cfg.renew_deadline = 40s;
-  cfg.retry_period = 20ms;
+  FakeApi* api = api_;
+  const LeaderElectionConfig cfg = Config(60s, 40s, 20ms);
   std::atomic<int> started{0};
   LeaderCallbacks cb;
   cb.on_started_leading = [&] { ++started; };
-  LeaderElector elector(client, cfg, cb, nullptr);
+  LeaderElector elector(*client_, cfg, cb, nullptr);
   elector.Start();
   // Several observations of the Lease (each a GET), and no write of it.
   ASSERT_TRUE(api->WaitFor([](const auto& s) { return Count(s, "GET") >= 3; }));
@@ -298,28 +322,37 @@ bool Eventually(F f, std::chrono::milliseconds timeout = 10s) {
   return true;
 }
 
-TEST(CrdGuard, TheLeaderAddsAllocatingToTheEnumAndThenAcceptsIt) {
-  std::mutex crd_mu;
-  std::string crd = kCrdWithoutAllocating;
-  auto owned = std::make_unique<FakeApi>([&](const HttpRequest& req) {
-    std::lock_guard<std::mutex> lk(crd_mu);
-    HttpResponse r;
-    r.status = 200;
-    if (req.method == "GET" && req.path.find("customresourcedefinitions?") != std::string::npos) {
-      r.body = R"({"metadata":{"resourceVersion":"1"},"items":[)" + crd + "]}";
-    } else if (req.method == "GET") {
-      r.body = crd;
-    } else if (req.method == "PATCH") {
-      crd = kCrdWithAllocating;
-      r.body = crd;
-    } else {
-      r.status = 405;
-      r.body = "{}";
-    }
-    return r;
-  });
-  FakeApi* api = owned.get();
-  Client client(std::move(owned));
+// The CRD guard's API: the GameServer CRD, without Allocating in its enum until a PATCH adds it
+// (LIST, GET and PATCH of customresourcedefinitions; anything else is 405).
+class CrdGuardTest : public FakeApiTest {
+ protected:
+  void SetUp() override {
+    Connect([this](const HttpRequest& req) {
+      std::lock_guard<std::mutex> lk(crd_mu_);
+      HttpResponse r;
+      r.status = 200;
+      if (req.method == "GET" && req.path.find("customresourcedefinitions?") != std::string::npos) {
+        r.body = R"({"metadata":{"resourceVersion":"1"},"items":[)" + crd_ + "]}";
+      } else if (req.method == "GET") {
+        r.body = crd_;
+      } else if (req.method == "PATCH") {
+        crd_ = kCrdWithAllocating;
+        r.body = crd_;
+      } else {
+        r.status = 405;
+        r.body = "{}";
+      }
+      return r;
+    });
+  }
+
+  std::mutex crd_mu_;
+  std::string crd_ = kCrdWithoutAllocating;
+};
+
+TEST_F(CrdGuardTest, TheLeaderAddsAllocatingToTheEnumAndThenAcceptsIt) {
+  FakeApi* api = api_;
+  Client& client = *client_;
   contract::AtomicCrdReadiness readiness(false);
   CrdGuard guard(client, CrdGuardOptions{}, readiness, nullptr);
   guard.SetLeader(true);
@@ -338,28 +371,9 @@ TEST(CrdGuard, TheLeaderAddsAllocatingToTheEnumAndThenAcceptsIt) {
   guard.Stop();
 }
 
-TEST(CrdGuard, AFollowerFailsOpenAndRepairsOnlyOnceItLeads) {
-  std::mutex crd_mu;
-  std::string crd = kCrdWithoutAllocating;
-  auto owned = std::make_unique<FakeApi>([&](const HttpRequest& req) {
-    std::lock_guard<std::mutex> lk(crd_mu);
-    HttpResponse r;
-    r.status = 200;
-    if (req.method == "GET" && req.path.find("customresourcedefinitions?") != std::string::npos) {
-      r.body = R"({"metadata":{"resourceVersion":"1"},"items":[)" + crd + "]}";
-    } else if (req.method == "GET") {
-      r.body = crd;
-    } else if (req.method == "PATCH") {
-      crd = kCrdWithAllocating;
-      r.body = crd;
-    } else {
-      r.status = 405;
-      r.body = "{}";
-    }
-    return r;
-  });
-  FakeApi* api = owned.get();
-  Client client(std::move(owned));
+TEST_F(CrdGuardTest, AFollowerFailsOpenAndRepairsOnlyOnceItLeads) {
+  FakeApi* api = api_;
+  Client& client = *client_;
   contract::AtomicCrdReadiness readiness(true);
   CrdGuard guard(client, CrdGuardOptions{}, readiness, nullptr);
   guard.Start();                                                                    // not leading

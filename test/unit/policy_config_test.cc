@@ -136,7 +136,7 @@ TEST(GateConfig, LookupFunctionOverload) {
       },
       Policy{});
   EXPECT_EQ(r.config.timeout, std::chrono::minutes(2));
-  EXPECT_EQ(ConfigAnnotationKeys().size(), 9u);
+  EXPECT_EQ(ConfigAnnotationKeys().size(), 10u);
 }
 
 TEST(GateConfig, OnScaleDown) {

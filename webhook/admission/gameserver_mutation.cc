@@ -39,8 +39,25 @@ std::string AllocationId(const GameServerView& o, const GameServerView& n, std::
 // the webhook turns into a new cycle: `since` is now, the allocation id follows from it, and
 // nothing from an earlier cycle or from the allocation's metadata survives. Reinvocation cannot
 // see this write again: after the patch the state is Allocating (the path below).
+// The allocation gateway's marks (docs/gateway.md, "No server lost") belong to one allocation:
+// on entering the cycle, `delivered` goes (the new allocation is not delivered yet), and
+// `answer-by`/`request-key` go unless this very write changed them (the allocation's own
+// metadata, merged by Agones in the allocation's write); unchanged values are an earlier
+// allocation's.
+void DropEarlierDeliveryMarks(const GameServerView& o, const GameServerView& n, MapEdit* ann) {
+  ann->Remove(keys::kDelivered);
+  const auto answer_by = n.Annotation(keys::kAnswerBy);
+  if (answer_by && answer_by == o.Annotation(keys::kAnswerBy)) {
+    ann->Remove(keys::kAnswerBy);
+    ann->Remove(keys::kRequestKey);
+  } else if (!answer_by) {
+    ann->Remove(keys::kRequestKey);
+  }
+}
+
 void EnterCycleOnAllocation(const GameServerView& o, const GameServerView& n,
                             const std::string& now, MapEdit* ann) {
+  DropEarlierDeliveryMarks(o, n, ann);
   ann->Set(keys::kSince, now);
   ann->Set(keys::kAllocation, AllocationId(o, n, now));
   ann->Remove(keys::kConfirmed);
@@ -57,6 +74,7 @@ void EnterCycleOnAllocation(const GameServerView& o, const GameServerView& n,
 // are dropped.
 void EnterCycleDirectly(const GameServerView& o, const GameServerView& n, const std::string& now,
                         MapEdit* ann) {
+  DropEarlierDeliveryMarks(o, n, ann);
   auto since_n = n.Annotation(keys::kSince);
   auto since_o = o.Annotation(keys::kSince);
   std::string since;

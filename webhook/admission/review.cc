@@ -9,8 +9,7 @@
 #include <cstring>
 #include <optional>
 
-#include "json/duplicate_keys.h"
-#include "json/nesting_depth.h"
+#include "json/checked_parse.h"
 #include "util/base64.h"
 #include "util/text.h"
 
@@ -28,34 +27,45 @@ constexpr size_t kArenaBytes = 32 * 1024;  // typical reviews (about 8 KB of JSO
 alignas(std::max_align_t) thread_local char tls_arena[kArenaBytes];  // aligned: rapidjson puts its
                                                                      // chunk header at the start
 thread_local bool tls_arena_in_use = false;
+// The copy of the body, with the arena; kept between requests up to kMaxKeptBufferBytes.
+thread_local std::string tls_buffer;
+constexpr size_t kMaxKeptBufferBytes = 1 << 20;
 
-std::unique_ptr<rapidjson::MemoryPoolAllocator<>> MakePool(bool use_arena) {
-  if (use_arena) return std::make_unique<rapidjson::MemoryPoolAllocator<>>(tls_arena, kArenaBytes);
-  return std::make_unique<rapidjson::MemoryPoolAllocator<>>();
+rapidjson::MemoryPoolAllocator<> MakePool(bool use_arena) {
+  if (use_arena) return rapidjson::MemoryPoolAllocator<>(tls_arena, kArenaBytes);
+  return rapidjson::MemoryPoolAllocator<>();
 }
+
+// The document's stack allocator is stateless (its memory is kept per thread).
+json::ReusedStackAllocator g_stack_allocator;
 
 }  // namespace
 
 ReviewRequest::ReviewRequest()
-    : owns_arena_(!tls_arena_in_use), pool_(MakePool(owns_arena_)), doc(pool_.get()) {
+    : owns_arena_(!tls_arena_in_use),
+      pool_(MakePool(owns_arena_)),
+      buffer(owns_arena_ ? &tls_buffer : &own_buffer_),
+      doc(&pool_, 1024, &g_stack_allocator) {
   if (owns_arena_) tls_arena_in_use = true;
 }
 
 ReviewRequest::~ReviewRequest() {
-  if (owns_arena_) tls_arena_in_use = false;
+  if (!owns_arena_) return;
+  tls_arena_in_use = false;
+  if (tls_buffer.capacity() > kMaxKeptBufferBytes) std::string().swap(tls_buffer);
 }
 
 namespace {
 
-// Deeper nesting is refused before parsing: a 7 MiB body of "[[[[..." would otherwise become
-// millions of nested values (and as deep a walk for the duplicate-key check) for nothing. Go's
+// Deeper nesting is refused as the parser reaches it: a 7 MiB body of "[[[[..." would otherwise
+// become millions of nested values for nothing. Go's
 // encoding/json stops at 10000; Kubernetes objects stay far below 100.
 constexpr size_t kMaxNestingDepth = 512;
 
 }  // namespace
 
 void ParseReview(std::string_view body, ReviewRequest* out) {
-  rapidjson::Document& doc = out->doc;
+  json::CheckedDocument& doc = out->doc;
   // In-situ parsing of a private copy (about twice as fast as copying every string); the
   // iterative parser, so that deeply nested input cannot exhaust the stack. In-situ parsing stops
   // at a NUL byte, which valid JSON never contains raw: reject it first. No
@@ -65,21 +75,24 @@ void ParseReview(std::string_view body, ReviewRequest* out) {
         "request body is not valid JSON: it contains a NUL byte (at offset {})",
         static_cast<const char*>(std::memchr(body.data(), '\0', body.size())) - body.data()));
   }
-  if (auto at = json::FirstTooDeep(body, kMaxNestingDepth)) {
-    throw BadRequest(fmt::format(
-        "request body nests arrays/objects deeper than {} levels (at offset {}); Kubernetes "
-        "objects never do",
-        kMaxNestingDepth, *at));
+  out->buffer->assign(body.data(), body.size());
+  const json::CheckedParse parsed =
+      json::ParseChecked(body, out->buffer->data(), kMaxNestingDepth, &doc);
+  switch (parsed.result) {
+    case json::CheckedParse::Result::kOk:
+      break;
+    case json::CheckedParse::Result::kTooDeep:
+      throw BadRequest(fmt::format(
+          "request body nests arrays/objects deeper than {} levels (at offset {}); Kubernetes "
+          "objects never do",
+          kMaxNestingDepth, parsed.offset));
+    case json::CheckedParse::Result::kSyntax:
+      throw BadRequest(fmt::format("request body is not valid JSON: {} (at offset {})",
+                                   rapidjson::GetParseError_En(parsed.code), parsed.offset));
+    case json::CheckedParse::Result::kDuplicateKey:
+      // Anywhere in the document, before anything is read from it (see duplicate_keys.h).
+      throw BadRequest(parsed.duplicate->Message());
   }
-  out->buffer.assign(body.data(), body.size());
-  doc.ParseInsitu<rapidjson::kParseIterativeFlag>(out->buffer.data());
-  if (doc.HasParseError()) {
-    throw BadRequest(fmt::format("request body is not valid JSON: {} (at offset {})",
-                                 rapidjson::GetParseError_En(doc.GetParseError()),
-                                 doc.GetErrorOffset()));
-  }
-  // Anywhere in the document, before anything is read from it (see duplicate_keys.h).
-  if (auto dup = json::FindDuplicateKey(doc)) throw BadRequest(dup->Message());
   if (!doc.IsObject()) {
     throw BadRequest(
         fmt::format("request body is {}, expected an AdmissionReview object", JsonTypeName(doc)));

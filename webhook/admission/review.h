@@ -1,7 +1,9 @@
 // AdmissionReview codec (admission.k8s.io/v1 and v1beta1).
 //
-// Promise: ParseReview parses the body once into a rapidjson Document and exposes typed views of
-// the request; it throws BadRequest (-> HTTP 400) for invalid JSON, a duplicate key in any object
+// Promise: ParseReview reads the body once (json::ParseChecked: the parse, the nesting limit and
+// the duplicate-key check in one pass) into a rapidjson document and exposes typed views of the
+// request; it throws BadRequest (-> HTTP 400) for a NUL byte, nesting deeper than 512 levels,
+// invalid JSON, a duplicate key in any object
 // of the document (`request.object.status: duplicate key "state"`), a non-object, a wrong
 // kind/apiVersion, a missing or non-object request, a missing or empty uid, and wrong JSON types
 // of the request fields it reads. Objects are checked by the route handlers, which know which of
@@ -17,6 +19,7 @@
 #include <string_view>
 #include <vector>
 
+#include "json/checked_parse.h"
 #include "policy/gameserver.h"
 
 namespace aw::admission {
@@ -38,14 +41,16 @@ struct ReviewRequest {
 
  private:
   // The parsed values live in a per-thread arena first (no malloc for typical reviews), then on
-  // the heap for larger ones. A second ReviewRequest alive on the same thread uses the heap.
+  // the heap for larger ones, and the copy of the body in a per-thread buffer. A second
+  // ReviewRequest alive on the same thread uses the heap for both.
   bool owns_arena_;
-  std::unique_ptr<rapidjson::MemoryPoolAllocator<>> pool_;
+  rapidjson::MemoryPoolAllocator<> pool_;
+  std::string own_buffer_;
 
  public:
   // A private copy of the body, parsed in situ: strings in `doc` point into it.
-  std::string buffer;
-  rapidjson::Document doc;
+  std::string* const buffer;
+  json::CheckedDocument doc;
   std::string_view api_version;  // "admission.k8s.io/v1" or "admission.k8s.io/v1beta1"
   std::string uid;
   std::string_view operation;  // CREATE, UPDATE, DELETE, CONNECT ("" when absent)

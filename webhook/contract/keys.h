@@ -20,6 +20,10 @@ inline constexpr std::string_view kMode = "allocating.agones.dev/mode";
 // What the Agones controller's Shutdown of an Allocating server does (scale-down, rolling update):
 // "Shutdown" (default: applied, outcome ScaledDown) or "Hold" (kept Allocating until resolved).
 inline constexpr std::string_view kOnScaleDown = "allocating.agones.dev/on-scale-down";
+// What the resolver does with a gated server the allocation gateway allocated and never delivered
+// to a client (answer-by passed by the grace, no `delivered`): "Shutdown" (default) or
+// "Unhealthy" (docs/gateway.md, "No server lost").
+inline constexpr std::string_view kOnUndelivered = "allocating.agones.dev/on-undelivered";
 inline constexpr std::string_view kRequireAnnotation = "allocating.agones.dev/require-annotation";
 inline constexpr std::string_view kProbePort = "allocating.agones.dev/probe-port";
 inline constexpr std::string_view kProbeType = "allocating.agones.dev/probe-type";
@@ -46,6 +50,16 @@ inline constexpr std::string_view kShutdownRequested = "allocating.agones.dev/sh
 // allocation id of the bypassed allocation (docs/operations.md, "Admission bypass").
 inline constexpr std::string_view kBypassed = "allocating.agones.dev/bypassed";
 
+// Written by the allocation gateway (docs/gateway.md, "No server lost"). `answer-by` (RFC 3339):
+// the time by which the gateway answers the request that allocated the server; it arrives with
+// the allocation (the request's metadata.annotations) and the gateway moves it to now when the
+// client is gone. `request-key`: the request's idempotency key (X-Allocating-Idempotency-Key).
+// `delivered` (RFC 3339): the gateway is sending the server to its client. A gated server with
+// `answer-by` passed by the resolver's grace and no `delivered` is released (on-undelivered).
+inline constexpr std::string_view kAnswerBy = "allocating.agones.dev/answer-by";
+inline constexpr std::string_view kRequestKey = "allocating.agones.dev/request-key";
+inline constexpr std::string_view kDelivered = "allocating.agones.dev/delivered";
+
 // Every project-owned annotation, in a stable order.
 inline constexpr std::array<std::string_view, 6> kOwnedAnnotations = {
     kSince, kAllocation, kConfirmed, kOutcome, kShutdownRequested, kBypassed};
@@ -68,5 +82,8 @@ inline constexpr std::string_view kOutcomeScaledDown = "ScaledDown";
 // A bypassed allocation not confirmed by its deadline: left Allocated (players may already be on
 // the server), never confirmed.
 inline constexpr std::string_view kOutcomeUnconfirmed = "Unconfirmed";
+// A server the gateway allocated and never delivered (answer-by passed, no delivered): released
+// by the resolver with on-undelivered.
+inline constexpr std::string_view kOutcomeUndelivered = "Undelivered";
 
 }  // namespace aw::keys

@@ -18,7 +18,7 @@ using rapidjson::Value;
 // Objects up to this many members are checked pairwise (no allocation, at most 120 comparisons,
 // most of them rejected on length); larger ones by sorting their names.
 constexpr SizeType kPairwiseMax = 16;
-constexpr size_t kMaxKeyBytes = 100;  // of a key quoted in a message
+constexpr size_t kMaxKeyBytes = kMaxDuplicateKeyBytes;
 
 std::string_view Name(const Value::ConstMemberIterator& it) {
   return std::string_view(it->name.GetString(), it->name.GetStringLength());
@@ -27,23 +27,10 @@ std::string_view Name(const Value::ConstMemberIterator& it) {
 // The repeated name of `obj`, or nullopt. `scratch` is reused between objects.
 std::optional<std::string_view> RepeatedName(const Value& obj,
                                              std::vector<std::string_view>* scratch) {
-  const SizeType n = obj.MemberCount();
-  if (n < 2) return std::nullopt;
-  if (n <= kPairwiseMax) {
-    for (auto i = obj.MemberBegin() + 1; i != obj.MemberEnd(); ++i) {
-      const std::string_view a = Name(i);
-      for (auto j = obj.MemberBegin(); j != i; ++j) {
-        if (Name(j) == a) return a;
-      }
-    }
-    return std::nullopt;
-  }
+  if (obj.MemberCount() < 2) return std::nullopt;
   scratch->clear();
   for (auto it = obj.MemberBegin(); it != obj.MemberEnd(); ++it) scratch->push_back(Name(it));
-  std::sort(scratch->begin(), scratch->end());
-  auto dup = std::adjacent_find(scratch->begin(), scratch->end());
-  if (dup == scratch->end()) return std::nullopt;
-  return *dup;
+  return RepeatedKey(*scratch);
 }
 
 bool IsIdentifier(std::string_view key) {
@@ -83,24 +70,44 @@ std::string PathOf(const std::vector<Frame>& stack) {
   for (size_t i = 1; i < stack.size(); ++i) {
     const Value& parent = *stack[i - 1].value;
     const SizeType index = stack[i - 1].next - 1;
-    if (parent.IsArray()) {
-      path += fmt::format("[{}]", index);
-      continue;
-    }
-    const std::string_view key = Name(parent.MemberBegin() + index);
-    if (i == 1 && key == "request") {
-      path = "request";  // as in every other message: request.uid, request.object...
-    } else if (IsIdentifier(key)) {
-      path += '.';
-      path += key;
-    } else {
-      path += '[' + Quote(key) + ']';
-    }
+    AppendPathStep(&path, i, parent.IsArray(), index,
+                   parent.IsArray() ? std::string_view() : Name(parent.MemberBegin() + index));
   }
   return path;
 }
 
 }  // namespace
+
+std::optional<std::string_view> RepeatedKey(std::span<std::string_view> names) {
+  const size_t n = names.size();
+  if (n < 2) return std::nullopt;
+  if (n <= kPairwiseMax) {
+    for (size_t i = 1; i < n; ++i) {
+      for (size_t j = 0; j != i; ++j) {
+        if (names[j] == names[i]) return names[i];
+      }
+    }
+    return std::nullopt;
+  }
+  std::sort(names.begin(), names.end());
+  auto dup = std::adjacent_find(names.begin(), names.end());
+  if (dup == names.end()) return std::nullopt;
+  return *dup;
+}
+
+void AppendPathStep(std::string* path, size_t depth, bool in_array, size_t index,
+                    std::string_view key) {
+  if (in_array) {
+    *path += fmt::format("[{}]", index);
+  } else if (depth == 1 && key == "request") {
+    *path = "request";  // as in every other message: request.uid, request.object...
+  } else if (IsIdentifier(key)) {
+    *path += '.';
+    *path += key;
+  } else {
+    *path += '[' + Quote(key) + ']';
+  }
+}
 
 std::string DuplicateKey::Message() const {
   return fmt::format("{}: duplicate key {}", path, Quote(key));

@@ -18,10 +18,16 @@
 
 #include <rapidjson/document.h>
 
+#include <cstddef>
 #include <optional>
+#include <span>
 #include <string>
+#include <string_view>
 
 namespace aw::json {
+
+// A repeated key is quoted in messages up to this many bytes (util::Clip).
+inline constexpr size_t kMaxDuplicateKeyBytes = 100;
 
 struct DuplicateKey {
   std::string path;  // JSON path of the object that repeats the key
@@ -31,5 +37,17 @@ struct DuplicateKey {
 };
 
 std::optional<DuplicateKey> FindDuplicateKey(const rapidjson::Value& root);
+
+// The two rules FindDuplicateKey applies, shared with the one-pass parse (checked_parse.h) so
+// that both name the same duplicate:
+// - RepeatedKey: the name an object with these member names (in document order) repeats, or
+//   nullopt. Up to 16 names, the first name (in order) equal to an earlier one; more, the
+//   bytewise least of the repeated names, found by sorting `names` in place.
+std::optional<std::string_view> RepeatedKey(std::span<std::string_view> names);
+// - AppendPathStep: appends to `path` (which starts as "body") the step to a member `key` of an
+//   object, or to element `index` of an array (`in_array`); `depth` is the child's (1: a child of
+//   the root).
+void AppendPathStep(std::string* path, size_t depth, bool in_array, size_t index,
+                    std::string_view key);
 
 }  // namespace aw::json

@@ -92,6 +92,10 @@ std::string_view OnScaleDownName(OnScaleDown v) {
   return v == OnScaleDown::kHold ? "Hold" : "Shutdown";
 }
 
+std::string_view OnUndeliveredName(OnUndelivered v) {
+  return v == OnUndelivered::kUnhealthy ? "Unhealthy" : "Shutdown";
+}
+
 std::string_view ProbeTypeName(ProbeType v) {
   switch (v) {
     case ProbeType::kHttp:
@@ -122,9 +126,9 @@ std::string CanNeverConfirmMessage() {
 
 const std::vector<std::string_view>& ConfigAnnotationKeys() {
   static const std::vector<std::string_view> k = {
-      keys::kTimeout,     keys::kOnTimeout,         keys::kMode,
-      keys::kOnScaleDown, keys::kRequireAnnotation, keys::kProbePort,
-      keys::kProbeType,   keys::kProbePath,         keys::kProbePeriod};
+      keys::kTimeout,       keys::kOnTimeout,         keys::kMode,      keys::kOnScaleDown,
+      keys::kOnUndelivered, keys::kRequireAnnotation, keys::kProbePort, keys::kProbeType,
+      keys::kProbePath,     keys::kProbePeriod};
   return k;
 }
 
@@ -170,6 +174,16 @@ GateConfigResult ParseGateConfig(const AnnotationLookup& lookup, const Policy& p
     } else {
       r.error_keys.emplace_back(keys::kOnScaleDown);
       r.errors.push_back(BadValue(keys::kOnScaleDown, *v, "is not one of Shutdown, Hold"));
+    }
+  }
+  if (auto v = lookup(keys::kOnUndelivered)) {
+    if (EqualsIgnoreCase(*v, "Shutdown")) {
+      c.on_undelivered = OnUndelivered::kShutdown;
+    } else if (EqualsIgnoreCase(*v, "Unhealthy")) {
+      c.on_undelivered = OnUndelivered::kUnhealthy;
+    } else {
+      r.error_keys.emplace_back(keys::kOnUndelivered);
+      r.errors.push_back(BadValue(keys::kOnUndelivered, *v, "is not one of Shutdown, Unhealthy"));
     }
   }
   if (auto v = lookup(keys::kRequireAnnotation)) {

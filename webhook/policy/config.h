@@ -30,11 +30,16 @@ enum class GateMode { kRewrite, kReject };
 // What the Agones controller's Shutdown of an Allocating server does (scale-down, rolling update).
 enum class OnScaleDown { kShutdown, kHold };
 enum class ProbeType { kHttp, kTcp, kUdp };
+// What the resolver writes to a gated server the gateway never delivered (keys::kOnUndelivered).
+// Both leave the allocation cycle: a kept server would be held for nobody, which is what the
+// release exists to prevent.
+enum class OnUndelivered { kShutdown, kUnhealthy };
 
-std::string_view OnTimeoutName(OnTimeout v);      // "Unhealthy" | "Allocated" | "Shutdown"
-std::string_view GateModeName(GateMode v);        // "rewrite" | "reject"
-std::string_view OnScaleDownName(OnScaleDown v);  // "Shutdown" | "Hold"
-std::string_view ProbeTypeName(ProbeType v);      // "http" | "tcp" | "udp"
+std::string_view OnTimeoutName(OnTimeout v);          // "Unhealthy" | "Allocated" | "Shutdown"
+std::string_view GateModeName(GateMode v);            // "rewrite" | "reject"
+std::string_view OnScaleDownName(OnScaleDown v);      // "Shutdown" | "Hold"
+std::string_view ProbeTypeName(ProbeType v);          // "http" | "tcp" | "udp"
+std::string_view OnUndeliveredName(OnUndelivered v);  // "Shutdown" | "Unhealthy"
 
 // The probe-port annotation: a GameServer port name (resolved through status.ports) or a number.
 struct ProbePort {
@@ -49,6 +54,7 @@ struct GateConfig {
   OnTimeout on_timeout = OnTimeout::kUnhealthy;
   GateMode mode = GateMode::kRewrite;
   OnScaleDown on_scale_down = OnScaleDown::kShutdown;
+  OnUndelivered on_undelivered = OnUndelivered::kShutdown;
   bool require_annotation = true;
   std::optional<ProbePort> probe_port;  // no probe when absent
   ProbeType probe_type = ProbeType::kHttp;

@@ -20,6 +20,8 @@ constexpr Writers kTrusted = static_cast<Writers>(Writer::kTrusted);
 constexpr Writers kController = static_cast<Writers>(Writer::kAgonesController);
 constexpr Bypasses kUnseen = static_cast<Bypasses>(Bypass::kUnseen);
 constexpr Bypasses kOpen = static_cast<Bypasses>(Bypass::kOpen);
+constexpr Deliveries kPending = static_cast<Deliveries>(Delivery::kPending);
+constexpr Deliveries kOverdue = static_cast<Deliveries>(Delivery::kOverdue);
 
 constexpr std::array kGateRules = {
     GateRule{.row = "1", .opted_in = Cond::kNo, .what = "not opted in: allowed unchanged"},
@@ -192,6 +194,10 @@ constexpr std::array kResolveRules = {
     ResolveRule{.opted_in = Cond::kNo, .verdict = ResolveVerdict::kIgnore, .what = "not opted in"},
     ResolveRule{
         .deleting = Cond::kYes, .verdict = ResolveVerdict::kIgnore, .what = "being deleted"},
+    ResolveRule{.phase = kInCycle,
+                .delivery = kOverdue,
+                .verdict = ResolveVerdict::kRelease,
+                .what = "allocated by the gateway, never delivered: release (on-undelivered)"},
     ResolveRule{.phase = kAllocated,
                 .bypass = kUnseen,
                 .verdict = ResolveVerdict::kRecordBypass,
@@ -210,6 +216,10 @@ constexpr std::array kResolveRules = {
                 .bypass = kOpen,
                 .verdict = ResolveVerdict::kWait,
                 .what = "bypassed: probe on its period, re-check"},
+    ResolveRule{.phase = kAllocated,
+                .delivery = kPending,
+                .verdict = ResolveVerdict::kWait,
+                .what = "allocated by the gateway: re-check at answer-by + grace"},
     ResolveRule{
         .phase = kNotAllocating, .verdict = ResolveVerdict::kIgnore, .what = "not Allocating"},
     ResolveRule{.ready = Cond::kYes,
@@ -371,6 +381,8 @@ std::string_view ResolveVerdictText(ResolveVerdict v) {
       return "record";
     case ResolveVerdict::kRecordBypass:
       return "record bypass";
+    case ResolveVerdict::kRelease:
+      return "release";
     case ResolveVerdict::kConfirmBypass:
       return "confirm";
     case ResolveVerdict::kBypassDeadline:
@@ -387,6 +399,19 @@ std::string BypassesText(Bypasses b) {
       return "unseen";
     case kOpen:
       return "open";
+    default:
+      return "other";
+  }
+}
+
+std::string DeliveriesText(Deliveries d) {
+  switch (d) {
+    case kAnyDelivery:
+      return "any";
+    case kPending:
+      return "pending";
+    case kOverdue:
+      return "overdue";
     default:
       return "other";
   }
@@ -464,7 +489,8 @@ const ResolveRule& DecideResolve(const ResolveInput& in) {
   for (const ResolveRule& r : kResolveRules) {
     if (Matches(r.scaled_down, in.scaled_down) && Matches(r.opted_in, in.opted_in) &&
         Matches(r.deleting, in.deleting) && In(in.phase, r.phase) && In(in.bypass, r.bypass) &&
-        Matches(r.ready, in.ready) && Matches(r.past_deadline, in.past_deadline)) {
+        In(in.delivery, r.delivery) && Matches(r.ready, in.ready) &&
+        Matches(r.past_deadline, in.past_deadline)) {
       return r;
     }
   }
@@ -534,16 +560,16 @@ std::string RenderOwnedTable() {
 
 std::string RenderResolveTable() {
   std::string out =
-      "| # | outcome ScaledDown | opted in | being deleted | state | bypass | ready | past "
-      "deadline "
-      "| verdict | what |\n"
-      "|---|---|---|---|---|---|---|---|---|---|\n";
+      "| # | outcome ScaledDown | opted in | being deleted | state | bypass | delivery | ready "
+      "| past deadline | verdict | what |\n"
+      "|---|---|---|---|---|---|---|---|---|---|---|\n";
   int i = 0;
   for (const ResolveRule& r : kResolveRules) {
-    out += fmt::format("| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |\n", ++i,
+    out += fmt::format("| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |\n", ++i,
                        CondText(r.scaled_down), CondText(r.opted_in), CondText(r.deleting),
-                       PhasesText(r.phase), BypassesText(r.bypass), CondText(r.ready),
-                       CondText(r.past_deadline), ResolveVerdictText(r.verdict), r.what);
+                       PhasesText(r.phase), BypassesText(r.bypass), DeliveriesText(r.delivery),
+                       CondText(r.ready), CondText(r.past_deadline), ResolveVerdictText(r.verdict),
+                       r.what);
   }
   out += "\n| on-timeout | shutdown-requested | writes |\n|---|---|---|\n";
   for (const TimeoutRule& r : kTimeoutRules) {

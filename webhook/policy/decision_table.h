@@ -173,6 +173,17 @@ constexpr bool In(Bypass b, Bypasses set) { return (static_cast<Bypasses>(b) & s
 // `outcome` is neither TimedOut nor Unconfirmed; else kNone.
 Bypass BypassOf(const GameServerView& gs);
 
+// Where a gated server stands towards the allocation gateway's answer (docs/gateway.md, "No
+// server lost"); computed by the resolver from `answer-by`, `delivered`, `outcome` and its grace.
+enum class Delivery : uint8_t {
+  kNone = 1,     // not allocated through the gateway (no answer-by), delivered, or released
+  kPending = 2,  // answer-by + grace still ahead, not delivered yet
+  kOverdue = 4,  // answer-by + grace passed and not delivered: nobody was told its address
+};
+using Deliveries = uint8_t;
+constexpr Deliveries kAnyDelivery = 7;
+constexpr bool In(Delivery d, Deliveries set) { return (static_cast<Deliveries>(d) & set) != 0; }
+
 struct ResolveInput {
   bool opted_in = false;
   bool deleting = false;
@@ -181,6 +192,7 @@ struct ResolveInput {
   bool ready = false;          // every configured check passes
   bool past_deadline = false;  // now >= since (or first seen) + timeout
   bool scaled_down = false;    // outcome ScaledDown (the webhook let a scale-down through)
+  Delivery delivery = Delivery::kNone;
 };
 
 // kRecord: the allocation ended without the resolver (a scale-down the webhook let through):
@@ -194,6 +206,7 @@ enum class ResolveVerdict : uint8_t {
   kRecordBypass,    // write bypassed/since/allocation (and drop confirmed/outcome)
   kConfirmBypass,   // confirmed = allocation, outcome Confirmed; the state stays Allocated
   kBypassDeadline,  // BypassTimeoutAction(on-timeout); the state stays Allocated
+  kRelease,         // never delivered by the gateway: on-undelivered, outcome Undelivered
 };
 
 struct ResolveRule {
@@ -202,6 +215,7 @@ struct ResolveRule {
   Cond deleting = Cond::kAny;
   Phases phase = kAnyPhase;
   Bypasses bypass = kAnyBypass;
+  Deliveries delivery = kAnyDelivery;
   Cond ready = Cond::kAny;
   Cond past_deadline = Cond::kAny;
   ResolveVerdict verdict = ResolveVerdict::kWait;

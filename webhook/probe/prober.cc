@@ -127,7 +127,7 @@ class SocketProber::Loop {
     for (;;) {
       std::optional<Request> req;
       {
-        std::lock_guard<std::mutex> lock(owner_->mu_);
+        MutexLock lock(owner_->mu_);
         if (owner_->stopping_) return;
         if (ops_.size() >= owner_->options_.max_concurrency || owner_->queue_.empty()) return;
         req = std::move(owner_->queue_.front());
@@ -323,21 +323,27 @@ SocketProber::SocketProber(PassKey, ProberOptions options) : options_(std::move(
 
 SocketProber::~SocketProber() {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     stopping_ = true;
   }
   if (loop_) loop_->Stop();
   if (thread_.joinable()) thread_.join();
   loop_.reset();  // fails in-flight probes with "prober stopped"
-  for (auto& req : queue_) {
+  // Still queued: taken out under the lock (Probe refuses from now on), failed outside it, so a
+  // callback that probes again does not deadlock.
+  std::deque<Request> left;
+  {
+    MutexLock lock(mu_);
+    left.swap(queue_);
+  }
+  for (auto& req : left) {
     if (req.done) req.done(Result{Status::kError, "prober stopped"});
   }
-  queue_.clear();
 }
 
 void SocketProber::Probe(const Target& target, Callback done) {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     if (!stopping_ && loop_) {
       queue_.push_back(Request{target, std::move(done)});
       done = nullptr;

@@ -27,12 +27,13 @@
 #include <cstddef>
 #include <deque>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <thread>
 
 #include "probe/core/probe.h"
+#include "util/io/mutex.h"
 #include "util/status.h"
+#include "util/thread_annotations.h"
 
 namespace aw::probe {
 
@@ -77,9 +78,9 @@ class SocketProber final : public Prober {
   class Loop;
 
   ProberOptions options_;
-  std::mutex mu_;
-  std::deque<Request> queue_;  // guarded by mu_
-  bool stopping_ = false;      // guarded by mu_
+  Mutex mu_;  // the queue handed from Probe's callers to the loop thread, and the stop flag
+  std::deque<Request> queue_ GUARDED_BY(mu_);
+  bool stopping_ GUARDED_BY(mu_) = false;
   std::atomic<size_t> active_count_{0};
   std::unique_ptr<Loop> loop_;  // the io_context and every in-flight probe
   std::thread thread_;

@@ -116,6 +116,20 @@ Metrics::Metrics(prometheus::Registry& registry) {
                          .Help("Length of time per reconciliation per controller")
                          .Register(registry)
                          .Add(controller, reconcile_buckets);
+  undelivered_ = &prometheus::BuildCounter()
+                      .Name("allocating_webhook_undelivered_total")
+                      .Help(
+                          "GameServers the allocation gateway allocated and never delivered, "
+                          "released by the resolver (outcome Undelivered), by namespace and "
+                          "fleet")
+                      .Register(registry);
+  undelivered_all_ = &prometheus::BuildCounter()
+                          .Name("allocating_webhook_undelivered_releases_total")
+                          .Help(
+                              "GameServers the allocation gateway allocated and never "
+                              "delivered, released by the resolver (outcome Undelivered)")
+                          .Register(registry)
+                          .Add({});
   // Every label value known in advance exists from start-up at 0, so rate() and the dashboard see
   // the series before the first event.
   for (const char* action : {"Unhealthy", "Allocated", "Shutdown"})
@@ -153,6 +167,11 @@ void Metrics::CountPatchError(std::string_view status) {
 
 void Metrics::CountBypass(std::string_view ns, std::string_view fleet) {
   bypassed_->Add({{"namespace", std::string(ns)}, {"fleet", std::string(fleet)}}).Increment();
+}
+
+void Metrics::CountUndelivered(std::string_view ns, std::string_view fleet) {
+  undelivered_->Add({{"namespace", std::string(ns)}, {"fleet", std::string(fleet)}}).Increment();
+  undelivered_all_->Increment();
 }
 
 void Metrics::CountBypassResolved(std::string_view outcome) {

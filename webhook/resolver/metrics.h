@@ -29,6 +29,11 @@
 //       reconcile dispatched failed; it is counted when the write's answer arrives)
 //   controller_runtime_reconcile_errors_total{controller}   counter: those errors
 //   controller_runtime_reconcile_time_seconds{controller}   histogram: one Reconcile call
+//   allocating_webhook_undelivered_total{namespace,fleet}      counter: servers the allocation
+//       gateway allocated and never delivered, released by the resolver (outcome Undelivered);
+//       its series appear with the first release of a fleet
+//   allocating_webhook_undelivered_releases_total              counter: the same, all fleets
+//       (exists from start-up, for alerts and the dashboard)
 #pragma once
 
 #include <prometheus/counter.h>
@@ -56,6 +61,7 @@ class Metrics {
   void CountBypass(std::string_view ns, std::string_view fleet);
   void CountBypassResolved(std::string_view outcome);
   void SetBypassed(size_t n) { bypassed_servers_->Set(static_cast<double>(n)); }
+  void CountUndelivered(std::string_view ns, std::string_view fleet);
 
   void SetQueueDepth(size_t n) { queue_depth_->Set(static_cast<double>(n)); }
   void CountQueueAdds(size_t n) { queue_adds_->Increment(static_cast<double>(n)); }
@@ -87,6 +93,8 @@ class Metrics {
   prometheus::Counter* reconcile_error_;
   prometheus::Counter* reconcile_errors_;
   prometheus::Histogram* reconcile_time_;
+  prometheus::Family<prometheus::Counter>* undelivered_;
+  prometheus::Counter* undelivered_all_;
 };
 
 }  // namespace aw::resolver

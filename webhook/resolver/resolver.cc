@@ -28,6 +28,7 @@ struct Resolver::PatchDone {
   std::string fleet;           // label agones.dev/fleet ("" when none)
   std::string allocation;      // the allocation id the patch wrote or confirmed
   std::string bypass_outcome;  // for kBypassDeadline: the outcome written
+  policy::OnUndelivered release_action = policy::OnUndelivered::kShutdown;  // for kRelease
   Status outcome;
   double patch_seconds = 0;   // time the API call took
   double queued_seconds = 0;  // time between the decision and the call
@@ -114,9 +115,10 @@ TimePoint FromQueueTime(runtime::Clock::time_point t) {
 }
 
 // Whether the resolver has work on this server: it is Allocating, or Allocated with a bypass to
-// record or resolve.
+// record or resolve, or Allocated by the gateway and not delivered yet.
 bool Watched(const GameServerView& gs) {
-  return gs.state == keys::kStateAllocating || policy::BypassOf(gs) != policy::Bypass::kNone;
+  return gs.state == keys::kStateAllocating || policy::BypassOf(gs) != policy::Bypass::kNone ||
+         (gs.state == keys::kStateAllocated && AwaitsDelivery(gs));
 }
 
 std::pair<std::string, std::string> SplitKey(const std::string& key) {
@@ -404,7 +406,7 @@ std::optional<TimePoint> Resolver::Reconcile(const std::string& key, TimePoint n
     it = entries_.emplace(key, std::move(fresh)).first;
   }
   Entry& e = it->second;
-  e.bypass = gs->state == keys::kStateAllocated;
+  e.bypass = policy::BypassOf(*gs) != policy::Bypass::kNone;
   if (!e.resolved_rv.empty() && !Watched(*gs)) {
     entries_.erase(it);  // our own write came back: done
     return std::nullopt;
@@ -428,7 +430,7 @@ std::optional<TimePoint> Resolver::Reconcile(const std::string& key, TimePoint n
   }
   const policy::GateConfig& config = parsed.config;
   const ProbeObservation* last = e.last_probe ? &*e.last_probe : nullptr;
-  Evaluation ev = Evaluate(*gs, config, last, now, e.first_seen);
+  Evaluation ev = Evaluate(*gs, config, last, now, e.first_seen, options_.undelivered_grace);
 
   switch (ev.verdict) {
     case Verdict::kIgnore:
@@ -440,6 +442,7 @@ std::optional<TimePoint> Resolver::Reconcile(const std::string& key, TimePoint n
     case Verdict::kRecordBypass:
     case Verdict::kConfirmBypass:
     case Verdict::kBypassDeadline:
+    case Verdict::kRelease:
       if (!e.conflict_rv.empty() && gs->resource_version == e.conflict_rv && now < e.retry_at) {
         return e.retry_at;  // wait for a newer view (or the backoff)
       }
@@ -450,6 +453,7 @@ std::optional<TimePoint> Resolver::Reconcile(const std::string& key, TimePoint n
       break;
   }
   TimePoint due = ev.deadline;
+  if (ev.release_at) due = std::min(due, *ev.release_at);  // the gateway's answer-by + grace
   const bool changed = gs->resource_version != e.seen_rv;
   e.seen_rv = gs->resource_version;
   if (ev.probe) {
@@ -518,7 +522,18 @@ void Resolver::DispatchPatch(Entry& e, const std::string& key, const GameServerV
   EventType type;
   PatchDone done;
   done.allocation = gs.allocation;
-  if (ev.verdict == Verdict::kRecordBypass) {
+  if (ev.verdict == Verdict::kRelease) {
+    patch = ReleasePatch(gs, ev.release_action);
+    done.release_action = ev.release_action;
+    type = EventType::kWarning;
+    reason = "AllocatingUndelivered";
+    message = "Allocated by the allocation gateway (answer-by " +
+              std::string(gs.Annotation(keys::kAnswerBy).value_or("")) +
+              ") and never delivered to a client (no " + std::string(keys::kDelivered) +
+              "): nobody was told its address; " + std::string(keys::kOnUndelivered) +
+              " moved it to " + std::string(policy::OnUndeliveredName(ev.release_action)) +
+              " (allocation " + gs.allocation + ", state was " + gs.state + ")";
+  } else if (ev.verdict == Verdict::kRecordBypass) {
     patch = RecordBypassPatch(gs, ev.bypass_allocation, ev.bypass_since_text);
     done.allocation = ev.bypass_allocation;
     type = EventType::kWarning;
@@ -602,9 +617,19 @@ void Resolver::OnPatchDone(PatchDone done, TimePoint now) {
   const bool bypass = done.verdict == Verdict::kRecordBypass ||
                       done.verdict == Verdict::kConfirmBypass ||
                       done.verdict == Verdict::kBypassDeadline;
-  const std::string what(bypass ? VerdictName(done.verdict) : promote ? "promote" : "timeout");
+  const bool release = done.verdict == Verdict::kRelease;
+  const std::string what(bypass || release ? VerdictName(done.verdict)
+                         : promote         ? "promote"
+                                           : "timeout");
   const PatchStatus status = PatchStatusOf(done.outcome);
-  if (status == PatchStatus::kOk && bypass) {
+  if (status == PatchStatus::kOk && release) {
+    if (metrics_) metrics_->CountUndelivered(done.ns, done.fleet);
+    log::warn("resolver: released a server the gateway allocated and never delivered",
+              {{"gameserver", done.key},
+               {"fleet", done.fleet},
+               {"allocation", done.allocation},
+               {"state", std::string(policy::OnUndeliveredName(done.release_action))}});
+  } else if (status == PatchStatus::kOk && bypass) {
     double since = done.since ? std::chrono::duration<double>(now - *done.since).count() : 0;
     if (done.verdict == Verdict::kRecordBypass) {
       if (metrics_) metrics_->CountBypass(done.ns, done.fleet);

@@ -60,6 +60,9 @@ struct ResolverOptions {
   // Stalled() reports the loop wedged when it has not begun a pass for this long (a healthy loop
   // begins one at least every second).
   std::chrono::milliseconds stall_timeout{std::chrono::seconds(60)};
+  // How long after a gated server's answer-by the gateway's delivery mark may still come before
+  // the server is released as undelivered (evaluate.h, DeliveryOf).
+  std::chrono::nanoseconds undelivered_grace = kDefaultUndeliveredGrace;
 };
 
 class Resolver {

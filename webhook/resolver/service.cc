@@ -28,6 +28,11 @@ void RegisterResolverFlags(flags::FlagSet& fs, ResolverFlags* f) {
             "Datagram sent by UDP probes (any datagram back means ready)");
   fs.Size("resolver-workers", &f->workers,
           "Concurrent promotion/timeout patches sent to the API server", 1, 256);
+  fs.Duration("undelivered-grace", &f->undelivered_grace,
+              "How long after a gated server's allocating.agones.dev/answer-by (written by the "
+              "allocation gateway) its delivery mark may still come; then a server the gateway "
+              "never delivered is released (on-undelivered, outcome Undelivered)",
+              std::chrono::milliseconds(0));
   fs.String("resolver-namespace", &f->namespace_,
             "Namespace whose GameServers the resolver watches (empty: all namespaces)");
 }
@@ -37,6 +42,12 @@ Status ValidateResolverFlags(const ResolverFlags& f, const policy::Policy& polic
     return Status::InvalidArgument("--probe-timeout (" + util::FormatDuration(f.probe_timeout) +
                                    ") must be below --default-probe-period (" +
                                    util::FormatDuration(policy.default_probe_period) + ")");
+  }
+  if (f.undelivered_grace > std::chrono::seconds(10)) {
+    return Status::InvalidArgument("--undelivered-grace (" +
+                                   util::FormatDuration(f.undelivered_grace) +
+                                   ") must be at most 10s: an undelivered server is released "
+                                   "within its answer-by + 10s");
   }
   if (f.udp_probe_payload.size() > 1400) {
     return Status::InvalidArgument("--udp-probe-payload is longer than 1400 bytes");
@@ -74,6 +85,7 @@ struct ResolverService::Parts {
     o.policy = policy;
     o.resync_period = std::chrono::duration_cast<std::chrono::milliseconds>(f.resync_period);
     o.probe_timeout = std::chrono::duration_cast<std::chrono::milliseconds>(f.probe_timeout);
+    o.undelivered_grace = f.undelivered_grace;
     return o;
   }
 

@@ -43,6 +43,7 @@ struct ResolverFlags {
   std::string udp_probe_payload = "ping";
   size_t workers = 32;     // concurrent patches
   std::string namespace_;  // "" = all namespaces
+  std::chrono::nanoseconds undelivered_grace = std::chrono::seconds(3);
 };
 
 void RegisterResolverFlags(flags::FlagSet& fs, ResolverFlags* f);

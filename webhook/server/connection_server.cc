@@ -54,6 +54,20 @@ bool IsHttpCategory(const beast::error_code& ec) {
   return ec.category() == http::make_error_code(http::error::end_of_stream).category();
 }
 
+// Runs `call` (which hands a request to the handler): the text of an exception that escaped it,
+// or nullopt.
+template <class Call>
+std::optional<std::string> CallHandler(Call&& call) {
+  try {
+    call();
+    return std::nullopt;
+  } catch (const std::exception& e) {
+    return e.what();
+  } catch (...) {
+    return "unknown exception";
+  }
+}
+
 struct ListenerMetrics {
   ListenerMetrics(prometheus::Registry& registry, const std::string& listener)
       : open(prometheus::BuildGauge()
@@ -119,14 +133,29 @@ struct ConnectionServer::Impl {
         client_ca(ca),
         metrics(registry, opts.name),
         conns(std::max<size_t>(1, opts.max_connections)),
-        ioc(static_cast<int>(std::max<size_t>(1, opts.io_threads))),
+        iocs(MakeContexts(std::max<size_t>(1, opts.io_threads))),
         handshakes(opts.max_concurrent_handshakes),
-        acceptor(net::make_strand(ioc)),
-        retry_timer(acceptor.get_executor()) {}
+        acceptor(iocs.front()->get_executor()),
+        retry_timer(acceptor.get_executor()) {
+    for (auto& ioc : iocs) work.push_back(net::make_work_guard(*ioc));
+  }
+
+  // One io_context per io thread, each run by its thread alone: a connection lives on one of them
+  // (round robin at accept), so its handlers are serialised without a strand.
+  static std::vector<std::unique_ptr<net::io_context>> MakeContexts(size_t n) {
+    std::vector<std::unique_ptr<net::io_context>> v;
+    for (size_t i = 0; i < n; ++i) v.push_back(std::make_unique<net::io_context>(1));
+    return v;
+  }
+  net::io_context& NextContext() { return *iocs[next_context++ % iocs.size()]; }
+  void StopContexts() {
+    work.clear();
+    for (auto& ioc : iocs) ioc->stop();
+  }
 
   void DoAccept();
   void OnAccept(beast::error_code ec, tcp::socket socket);
-  void RunLoop();
+  void RunLoop(net::io_context& ioc);
   void NoteEviction(ConnPhase phase);
 
   // Declaration order is destruction order in reverse: the io_context (and with it every
@@ -139,7 +168,10 @@ struct ConnectionServer::Impl {
   ListenerMetrics metrics;
   ConnectionRegistry conns;
   std::optional<ssl::context> ssl_ctx;
-  net::io_context ioc;
+  std::vector<std::unique_ptr<net::io_context>> iocs;
+  // Keeps each io thread running while its context has nothing to do (until StopContexts).
+  std::vector<net::executor_work_guard<net::io_context::executor_type>> work;
+  size_t next_context = 0;   // on the acceptor's context only
   HandshakeGate handshakes;  // its queue owns waiting sessions: destroyed before the io_context
   tcp::acceptor acceptor;
   net::steady_timer retry_timer;
@@ -153,7 +185,7 @@ namespace {
 
 // One connection: handshake (TLS), then requests until the client, a deadline, the request
 // limit, an eviction or the drain ends it. Every member is touched only on the connection's
-// strand (the executor of its socket).
+// io thread (the executor of its socket: an io_context that one thread runs).
 template <class Stream>
 class Session final : public Connection, public std::enable_shared_from_this<Session<Stream>> {
  public:
@@ -187,6 +219,15 @@ class Session final : public Connection, public std::enable_shared_from_this<Ses
  private:
   beast::tcp_stream& lowest() { return beast::get_lowest_layer(stream_); }
   std::shared_ptr<Session> self() { return this->shared_from_this(); }
+
+  // The answer to a request whose handler threw `failure`: counted (on_error) and logged.
+  HttpResponse InternalError(const HttpRequest& in, const std::string& failure) {
+    if (opts_.on_error) opts_.on_error(500);
+    log::error("internal error serving request",
+               {{"listener", opts_.name}, {"path", std::string(in.path)}, {"error", failure}});
+    return HttpResponse{
+        500, "text/plain; charset=utf-8", fmt::format("internal error: {}\n", failure), {}};
+  }
 
   void SetPhase(ConnPhase phase) {
     phase_ = phase;
@@ -287,6 +328,16 @@ class Session final : public Connection, public std::enable_shared_from_this<Ses
     }
     if (ec) return Close();
     buffer_.commit(n);
+    if constexpr (kTls) {
+      // The rest of the TLS record that brought these bytes is decrypted already: room for all of
+      // it, so that the next read takes it at once (not in the buffer's doubling steps, a read
+      // operation each).
+      const int pending = SSL_pending(stream_.native_handle());
+      if (pending > 0) {
+        buffer_.reserve(
+            std::min(buffer_.size() + static_cast<size_t>(pending), buffer_.max_size()));
+      }
+    }
     if (!kTls && opts_.http2 && served_ == 0 && LooksLikeH2Preface()) return H2Begin();
     StartRequest();
   }
@@ -359,25 +410,14 @@ class Session final : public Connection, public std::enable_shared_from_this<Ses
         s->H2Deliver(id, std::move(out));
       });
     };
-    std::optional<std::string> failure;
-    try {
+    const std::optional<std::string> failure = CallHandler([&] {
       if (srv_.async_handler) {
         srv_.async_handler(in, respond);
       } else {
         respond(srv_.handler(in));
       }
-    } catch (const std::exception& e) {
-      failure = e.what();
-    } catch (...) {
-      failure = "unknown exception";
-    }
-    if (failure && !state->answered.load()) {
-      if (opts_.on_error) opts_.on_error(500);
-      log::error("internal error serving request",
-                 {{"listener", opts_.name}, {"path", std::string(in.path)}, {"error", *failure}});
-      respond(HttpResponse{
-          500, "text/plain; charset=utf-8", fmt::format("internal error: {}\n", *failure), {}});
-    }
+    });
+    if (failure && !state->answered.load()) respond(InternalError(in, *failure));
   }
 
   void H2Deliver(int32_t id, HttpResponse out) {
@@ -595,26 +635,14 @@ class Session final : public Connection, public std::enable_shared_from_this<Ses
     buffer_.shrink_to_fit();
     if (srv_.async_handler) return DispatchAsync(in, req.version());
     HttpResponse out;
-    std::optional<std::string> failure;  // an exception escaped the handler
-    try {
-      out = srv_.handler(in);
-    } catch (const std::exception& e) {
-      failure = e.what();
-    } catch (...) {
-      failure = "unknown exception";
-    }
-    if (failure) {
-      out = HttpResponse{
-          500, "text/plain; charset=utf-8", fmt::format("internal error: {}\n", *failure), {}};
-      if (opts_.on_error) opts_.on_error(500);
-      log::error("internal error serving request",
-                 {{"listener", opts_.name}, {"path", std::string(in.path)}, {"error", *failure}});
+    if (auto failure = CallHandler([&] { out = srv_.handler(in); })) {
+      out = InternalError(in, *failure);
     }
     Respond(std::move(out), req.version());
   }
 
   // The asynchronous handler: the connection waits (no deadline) until the Responder is called;
-  // the answer is written on this connection's strand. Meanwhile the connection is read
+  // the answer is written on this connection's io thread. Meanwhile the connection is read
   // (WatchClient), so a client that closes it or resets it is seen at once: the handler's
   // on_abandoned callback runs and the connection closes.
   struct AnswerState {
@@ -649,21 +677,12 @@ class Session final : public Connection, public std::enable_shared_from_this<Ses
                   s->Deliver(std::move(out), version);
                 });
     };
-    std::optional<std::string> failure;
-    try {
-      srv_.async_handler(in, respond);
-    } catch (const std::exception& e) {
-      failure = e.what();
-    } catch (...) {
-      failure = "unknown exception";
-    }
+    const std::optional<std::string> failure =
+        CallHandler([&] { srv_.async_handler(in, respond); });
     if (failure && !state->answered.load()) {
-      if (opts_.on_error) opts_.on_error(500);
-      log::error("internal error serving request",
-                 {{"listener", opts_.name}, {"path", std::string(in.path)}, {"error", *failure}});
+      HttpResponse error = InternalError(in, *failure);
       on_abandoned_ = nullptr;
-      respond(HttpResponse{
-          500, "text/plain; charset=utf-8", fmt::format("internal error: {}\n", *failure), {}});
+      respond(std::move(error));
     }
     state.reset();
     respond = nullptr;  // the handler holds the only copies now
@@ -696,7 +715,10 @@ class Session final : public Connection, public std::enable_shared_from_this<Ses
   }
 
   void Deliver(HttpResponse out, unsigned version) {
-    if (closed_) return;
+    if (closed_) {
+      if (out.on_written) out.on_written(false);
+      return;
+    }
     awaiting_ = false;
     on_abandoned_ = nullptr;
     if (watching_) {
@@ -714,6 +736,7 @@ class Session final : public Connection, public std::enable_shared_from_this<Ses
     res_.set(http::field::content_type, out.content_type);
     for (auto& [name, value] : out.headers) res_.set(name, value);
     res_.body() = std::move(out.body);
+    on_written_ = std::move(out.on_written);
     const bool keep = keep_alive_ && !close_after_ && !srv_.draining.load() &&
                       served_ + 1 < opts_.keep_alive_max_requests;
     res_.keep_alive(keep);
@@ -728,8 +751,9 @@ class Session final : public Connection, public std::enable_shared_from_this<Ses
     if (closed_) return;
     if (ec) {
       if (ec == beast::error::timeout) srv_.metrics.timeout_write.Increment();
-      return Close();
+      return Close();  // reports on_written(false)
     }
+    ReportWritten(true);
     res_ = {};
     if (!keep) return Linger();
     if (discard_after_) {  // the refused body: read and drop it, within the request's deadline
@@ -781,12 +805,26 @@ class Session final : public Connection, public std::enable_shared_from_this<Ses
     lowest().cancel();
   }
 
+  // Calls the response being written's on_written once (HttpResponse::on_written).
+  void ReportWritten(bool written) {
+    if (auto fn = std::move(on_written_)) {
+      on_written_ = nullptr;
+      fn(written);
+    }
+  }
+
   void Close() {
     ReleaseHandshakeSlot();
     if (closed_) return;
     closed_ = true;
     lowest().close();
     srv_.conns.Remove(id_);
+    ReportWritten(false);  // a response was being written: it did not reach the client
+    if (pending_) {        // an answer that waited for the client watch's read: never written
+      auto fn = std::move(pending_->first.on_written);
+      pending_.reset();
+      if (fn) fn(false);
+    }
     if (h2_) {  // every stream not answered yet is abandoned; unwritten answers are not delivered
       auto h2 = std::move(h2_);
       h2->Flushed(false);
@@ -823,6 +861,7 @@ class Session final : public Connection, public std::enable_shared_from_this<Ses
   bool awaiting_ = false;
   bool watching_ = false;  // WatchClient's read is outstanding
   std::function<void()> on_abandoned_;
+  std::function<void(bool)> on_written_;  // the response being written (HttpResponse::on_written)
   std::optional<std::pair<HttpResponse, unsigned>> pending_;  // an answer waiting for the read
   // HTTP/2
   std::unique_ptr<H2Session> h2_;
@@ -836,7 +875,8 @@ class Session final : public Connection, public std::enable_shared_from_this<Ses
 }  // namespace
 
 void ConnectionServer::Impl::DoAccept() {
-  acceptor.async_accept(net::make_strand(ioc), beast::bind_front_handler(&Impl::OnAccept, this));
+  acceptor.async_accept(NextContext().get_executor(),
+                        beast::bind_front_handler(&Impl::OnAccept, this));
 }
 
 void ConnectionServer::Impl::NoteEviction(ConnPhase phase) {
@@ -889,7 +929,7 @@ void ConnectionServer::Impl::OnAccept(beast::error_code ec, tcp::socket socket) 
   DoAccept();
 }
 
-void ConnectionServer::Impl::RunLoop() {
+void ConnectionServer::Impl::RunLoop(net::io_context& ioc) {
   for (;;) {
     try {
       ioc.run();
@@ -914,7 +954,7 @@ ConnectionServer::ConnectionServer(ConnectionOptions options, AsyncHttpHandler h
 
 ConnectionServer::~ConnectionServer() {
   Stop();
-  impl_->ioc.stop();
+  impl_->StopContexts();
   for (auto& t : impl_->threads) {
     if (t.joinable()) t.join();
   }
@@ -949,8 +989,8 @@ Status ConnectionServer::Start() {
                                        where, ec.message()));
   }
   s.DoAccept();
-  for (size_t i = 0; i < std::max<size_t>(1, s.opts.io_threads); ++i) {
-    s.threads.emplace_back([&s] { s.RunLoop(); });
+  for (auto& ioc : s.iocs) {
+    s.threads.emplace_back([&s, &ctx = *ioc] { s.RunLoop(ctx); });
   }
   s.serving.store(true);
   log::info("listening", {{"listener", s.opts.name},
@@ -976,7 +1016,7 @@ void ConnectionServer::Stop() {
 bool ConnectionServer::WaitStopped(std::chrono::milliseconds timeout) {
   Impl& s = *impl_;
   const bool drained = s.conns.WaitEmpty(Clock::now() + timeout);
-  s.ioc.stop();
+  s.StopContexts();
   for (auto& t : s.threads) {
     if (t.joinable()) t.join();
   }

@@ -5,7 +5,8 @@
 // Promise:
 //   - a small fixed set of io threads (`io_threads`) runs every connection asynchronously: no
 //     thread is held by a slow or silent client, and a client costs only its socket, its TLS state
-//     and a read buffer bounded by the head limit;
+//     and a read buffer bounded by the head limit. Each io thread runs its own io_context; a
+//     connection is given one at accept (round robin) and all its work runs on that thread;
 //   - a TLS handshake must finish within `handshake_timeout` of the accept; at most
 //     `max_concurrent_handshakes` run at once (the others wait, in order, holding no TLS state),
 //     and a connection that has sent nothing holds no slot; a request, from its first byte to its
@@ -98,9 +99,9 @@ struct HttpResponse {
   // HTTP/2 only (ignored on HTTP/1.1): fields sent after the body in a trailing HEADERS frame
   // (gRPC's grpc-status); with an empty body and no trailers the answer is one HEADERS frame.
   std::vector<std::pair<std::string, std::string>> trailers;
-  // HTTP/2 only for now: called exactly once after the response has been fully written to the
+  // Called exactly once by the transport after the response has been fully written to the
   // socket (true) or could not be (false: the client left, the stream was reset, the connection
-  // failed). An HTTP/1.1 connection never calls it yet (issue 23's delivery mark will need it).
+  // failed), on HTTP/1.1 and HTTP/2. Optional.
   std::function<void(bool written)> on_written;
 };
 

@@ -109,8 +109,10 @@ bool ConfigureServerContext(SSL_CTX* ctx, const KeyPairSource* source, bool http
   if (SSL_CTX_set_cipher_list(ctx, kTls12Ciphers) != 1) return false;
   // Curves: X25519 first, then P-256 (ECDSA P-256 certificates).
   if (SSL_CTX_set1_groups_list(ctx, "X25519:P-256:P-384") != 1) return false;
-  // Keep per-connection memory low when many keep-alive connections sit idle.
-  SSL_CTX_set_mode(ctx, SSL_MODE_RELEASE_BUFFERS);
+  // Keep per-connection memory low when many keep-alive connections sit idle. A write that must
+  // be retried (after input) may come from another address: TlsStream gathers a write's buffers
+  // into a per-thread scratch string first.
+  SSL_CTX_set_mode(ctx, SSL_MODE_RELEASE_BUFFERS | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);
   SSL_CTX_set_session_cache_mode(ctx, SSL_SESS_CACHE_SERVER);
   SSL_CTX_sess_set_cache_size(ctx, 1024);
   static const unsigned char kSidCtx[] = "allocating-webhook";

@@ -24,7 +24,8 @@
 //     socket gives them (a reset: connection_reset);
 //   - between operations the stream buffers nothing (BufferCapacity() == 0) unless the peer
 //     sent more than the last operation took; after a failed operation, never;
-//   - async_write_some takes at most kMaxWriteBytes of plaintext per call;
+//   - async_write_some takes at most kMaxWriteBytes of plaintext per call, in one SSL_write (the
+//     buffers of a sequence are copied together first), so a response that fits is one record;
 //   - not movable (the engine's BIO points into it).
 #pragma once
 
@@ -38,6 +39,7 @@
 #include <boost/asio/write.hpp>
 #include <boost/beast/core/tcp_stream.hpp>
 #include <cstddef>
+#include <string>
 #include <utility>
 
 #include "server/tls_engine.h"
@@ -156,9 +158,16 @@ class TlsStream {
         }
         return Step{};  // nothing asked: 0 bytes, at once
       } else {
+        // One SSL_write for the whole sequence (up to kMaxWriteBytes): a response is one TLS
+        // record, not one per buffer (Beast serialises a message as several buffers: start line,
+        // fields, body).
+        const char* data = nullptr;
+        size_t size = 0;
         size_t skip = written;
+        size_t pieces = 0;
+        std::string& gathered = GatherScratch();
         for (auto it = boost::asio::buffer_sequence_begin(buffers);
-             it != boost::asio::buffer_sequence_end(buffers) && written < kMaxWriteBytes; ++it) {
+             it != boost::asio::buffer_sequence_end(buffers) && size < kMaxWriteBytes; ++it) {
           boost::asio::const_buffer b(*it);
           if (skip >= b.size()) {
             skip -= b.size();
@@ -166,16 +175,31 @@ class TlsStream {
           }
           b += skip;
           skip = 0;
-          const size_t take = std::min(b.size(), kMaxWriteBytes - written);
-          Step w = s.engine_.Write(b.data(), take);
-          if (w.want != Want::kDone) {
-            if (written > 0 && w.want == Want::kInput) break;  // report what was taken
-            return w;
+          const size_t take = std::min(b.size(), kMaxWriteBytes - size);
+          if (take == 0) continue;
+          if (pieces == 0) {
+            data = static_cast<const char*>(b.data());
+          } else {
+            if (pieces == 1) gathered.assign(data, size);
+            gathered.append(static_cast<const char*>(b.data()), take);
+            data = gathered.data();
           }
-          written += w.bytes;
+          ++pieces;
+          size += take;
         }
-        return Step{Want::kDone, written, {}};
+        if (size == 0) return Step{Want::kDone, 0, {}};
+        Step w = s.engine_.Write(data, size);
+        if (pieces > 1 && gathered.capacity() > kMaxWriteBytes) std::string().swap(gathered);
+        if (w.want == Want::kDone) written += w.bytes;
+        return w.want == Want::kDone ? Step{Want::kDone, written, {}} : w;
       }
+    }
+
+    // Per io thread: the buffers of one write copied together (used only within Run()).
+    static std::string& GatherScratch() {
+      thread_local std::string scratch;
+      scratch.clear();
+      return scratch;
     }
 
     template <class Self>

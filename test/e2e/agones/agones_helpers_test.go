@@ -26,29 +26,15 @@ type env struct {
 	sdk *harness.SDK
 }
 
-// resolverArgs: admission + resolver (kubeconfig as the resolver's service account), short leader
-// election so the package runs in seconds.
-func resolverArgs(kubeconfig string, extra ...string) []string {
-	return append([]string{
-		"--kubeconfig=" + kubeconfig, "--context=" + harness.Resolver,
-		"--crd-accepts-allocating=true",
-		"--lease-duration=3s", "--renew-deadline=2s", "--retry-period=500ms",
-		"--resync-period=5s", "--log-level=info",
-	}, extra...)
-}
-
 // setup: the CRD accepts Allocating, one webhook+resolver registered and leading, a fresh namespace
 // and its SDK identity.
 func setup(t *testing.T, extra ...string) env {
 	t.Helper()
 	cp := harness.Setup(t)
 	cp.AddAllocatingToEnum(t)
-	wh := cp.StartWebhook(t, harness.WebhookOptions{Name: "webhook", Args: resolverArgs(cp.Kubeconfig, extra...)})
-	cp.RegisterWebhooks(t, wh, harness.RegisterOptions{})
+	wh := cp.StartResolver(t, "webhook", extra...)
 	ns := cp.Namespace(t)
-	e := env{cp: cp, ns: ns, wh: wh, sdk: cp.SDK(t, ns)}
-	wh.WaitLeader(t, 20*time.Second)
-	return e
+	return env{cp: cp, ns: ns, wh: wh, sdk: cp.SDK(t, ns)}
 }
 
 // ready creates an opted-in GameServer (as admin) and moves it to Ready as Agones' controller

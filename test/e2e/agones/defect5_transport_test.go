@@ -19,7 +19,7 @@ func TestDefect5_PooledConnectionsClosedWhileIdle(t *testing.T) {
 	cp := harness.Setup(t)
 	cp.AddAllocatingToEnum(t)
 	proxy := cp.StartAPIProxy(t, time.Second)
-	wh := cp.StartWebhook(t, harness.WebhookOptions{Name: "webhook-via-proxy", Args: resolverArgs(cp.KubeconfigVia(t, proxy))})
+	wh := cp.StartWebhook(t, harness.WebhookOptions{Name: "webhook-via-proxy", Args: harness.ResolverArgsFor(cp.KubeconfigVia(t, proxy))})
 	cp.RegisterWebhooks(t, wh, harness.RegisterOptions{})
 	ns := cp.Namespace(t)
 	e := env{cp: cp, ns: ns, wh: wh, sdk: cp.SDK(t, ns)}

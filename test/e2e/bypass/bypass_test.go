@@ -39,13 +39,9 @@ type env struct {
 	sdk *harness.SDK
 }
 
+// resolverArgs: harness.ResolverArgs with this package's resync period.
 func resolverArgs(cp *harness.ControlPlane) []string {
-	return []string{
-		"--kubeconfig=" + cp.Kubeconfig, "--context=" + harness.Resolver,
-		"--crd-accepts-allocating=true",
-		"--lease-duration=3s", "--renew-deadline=2s", "--retry-period=500ms",
-		"--resync-period=" + resync.String(), "--log-level=info",
-	}
+	return cp.ResolverArgs("--resync-period=" + resync.String())
 }
 
 // pointAway registers the webhook configurations (failurePolicy Ignore, the manifests' default)
@@ -273,17 +269,7 @@ func TestGatewayAnswersOnlyAfterTheConfirmation(t *testing.T) {
 	e := setup(t)
 	alloc := e.cp.StartAllocatorStandin(t)
 	clientCA := harness.NewTestCA(t, filepath.Join(e.cp.Dir, "bypass-gateway-clients"), "matchmaker-ca")
-	gw := e.cp.StartWebhook(t, harness.WebhookOptions{
-		Name: "gateway", Binary: harness.GatewayBinary(), Wait: "readyz",
-		NoDefaults: []string{"trusted-users", "agones-controller-users"},
-		Args: []string{
-			"--kubeconfig=" + e.cp.Kubeconfig, "--context=" + harness.Resolver,
-			"--client-ca-file=" + clientCA.CAFile,
-			"--allocator-address=" + alloc.URL, "--allocator-ca-file=" + alloc.CAFile,
-			"--allocator-client-cert-file=" + alloc.ClientCert, "--allocator-client-key-file=" + alloc.ClientKey,
-			"--deadline=30s", "--log-level=debug",
-		},
-	})
+	gw := e.cp.StartGateway(t, alloc, clientCA.CAFile, "--deadline=30s")
 	crt, key := clientCA.Issue(t, "director", "director", false)
 	client := harness.HTTPSClient(t, gw.CAFile, crt, key)
 	e.readyGameServer(t, "gs-d", harness.TimeoutKey, "30s")

@@ -43,27 +43,22 @@ var (
 
 // setup: one webhook+resolver, one stand-in allocator, one gateway for the whole package (each
 // test uses its own namespace through the request's `namespace`).
-func setup(t *testing.T) *env {
+func setup(t *testing.T) *env { return sharedEnv(t, &sharedOnce, &shared, "gateway") }
+
+// sharedEnv: the processes of a harness.GatewayStack started once (by the first test to ask, and
+// stopped when that test ends), then for each caller its own namespace and SDK identity.
+func sharedEnv(t *testing.T, once *sync.Once, slot **env, name string, gatewayArgs ...string) *env {
 	t.Helper()
 	cp := harness.Setup(t)
-	sharedOnce.Do(func() {
-		cp.AddAllocatingToEnum(t)
-		e := &env{cp: cp}
-		e.wh = startWebhook(t, cp)
-		cp.RegisterWebhooks(t, e.wh, harness.RegisterOptions{})
-		e.wh.WaitLeader(t, 20*time.Second)
-		e.alloc = cp.StartAllocatorStandin(t)
-		e.clientCA = harness.NewTestCA(t, filepath.Join(cp.Dir, "gateway-clients"), "matchmaker-ca")
-		e.gw = startGateway(t, cp, e.alloc, e.clientCA.CAFile)
-		e.servingCA = e.gw.CAFile
-		crt, key := e.clientCA.Issue(t, "director", "director", false)
-		e.client = harness.HTTPSClient(t, e.servingCA, crt, key)
-		shared = e
+	once.Do(func() {
+		s := cp.StartGatewayStack(t, name, append([]string{"--max-body-bytes=65536"}, gatewayArgs...)...)
+		*slot = &env{cp: cp, wh: s.Resolver, alloc: s.Allocator, gw: s.Gateway, clientCA: s.ClientCA,
+			client: s.Client, servingCA: s.ServingCA}
 	})
-	if shared == nil {
+	if *slot == nil {
 		t.Fatal("package setup failed in an earlier test")
 	}
-	e := *shared
+	e := **slot
 	e.ns = cp.Namespace(t)
 	e.sdk = cp.SDK(t, e.ns)
 	return &e
@@ -91,33 +86,16 @@ func TestGateway(t *testing.T) {
 	t.Run("RemoteSourcePassedThrough", testRemoteSourcePassedThrough)
 	t.Run("VariantGateway", testVariantGateway)
 	t.Run("ShutdownKeepsAnsweringWaiters", testShutdownKeepsAnsweringWaiters)
+	// Issue 23, no server lost (delivery_test.go).
+	t.Run("DeliveredStaysAllocated", testDeliveredStaysAllocated)
+	t.Run("ClientGoneReleased", testClientGoneReleased)
+	t.Run("DeadlineReleased", testDeadlineReleased)
+	t.Run("KilledReplicaReleased", testKilledReplicaReleased)
+	t.Run("IdempotentRetryAfterKill", testIdempotentRetryAfterKill)
+	t.Run("BadIdempotencyKey400", testBadIdempotencyKey)
+	t.Run("ShutdownReleasesLeftovers", testShutdownReleasesLeftovers)
 	// Last: it stops the stand-in allocator.
 	t.Run("AllocatorDown503", testAllocatorDown)
-}
-
-func startWebhook(t *testing.T, cp *harness.ControlPlane) *harness.Webhook {
-	return cp.StartWebhook(t, harness.WebhookOptions{Name: "resolver", Args: []string{
-		"--kubeconfig=" + cp.Kubeconfig, "--context=" + harness.Resolver,
-		"--crd-accepts-allocating=true",
-		"--lease-duration=3s", "--renew-deadline=2s", "--retry-period=500ms",
-		"--resync-period=5s", "--log-level=info",
-	}})
-}
-
-func startGateway(t *testing.T, cp *harness.ControlPlane, a *harness.AllocatorStandin, clientCA string, extra ...string) *harness.Webhook {
-	args := append([]string{
-		"--kubeconfig=" + cp.Kubeconfig, "--context=" + harness.Resolver,
-		"--client-ca-file=" + clientCA,
-		"--allocator-address=" + a.URL,
-		"--allocator-ca-file=" + a.CAFile,
-		"--allocator-client-cert-file=" + a.ClientCert,
-		"--allocator-client-key-file=" + a.ClientKey,
-		"--deadline=20s", "--max-body-bytes=65536", "--log-level=debug",
-	}, extra...)
-	return cp.StartWebhook(t, harness.WebhookOptions{
-		Name: "gateway", Binary: harness.GatewayBinary(), Args: args, Wait: "readyz",
-		NoDefaults: []string{"trusted-users", "agones-controller-users"},
-	})
 }
 
 // readyGameServer creates a GameServer (opted in or not) and moves it to Ready as Agones would.

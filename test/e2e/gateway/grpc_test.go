@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"path/filepath"
 	"strings"
 	"sync"
 	"syscall"
@@ -19,6 +18,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
 	pb "github.com/agones-allocating-webhook/e2e/grpcapi/allocation"
@@ -34,38 +34,19 @@ var (
 // setupGRPC: its own webhook+resolver, stand-in allocator and gateway (TestGateway's are stopped
 // when it ends), shared by the gRPC subtests; each subtest has its own namespace.
 func setupGRPC(t *testing.T) *env {
-	t.Helper()
-	cp := harness.Setup(t)
-	grpcOnce.Do(func() {
-		cp.AddAllocatingToEnum(t)
-		e := &env{cp: cp}
-		e.wh = startWebhook(t, cp)
-		cp.RegisterWebhooks(t, e.wh, harness.RegisterOptions{})
-		e.wh.WaitLeader(t, 20*time.Second)
-		e.alloc = cp.StartAllocatorStandin(t)
-		e.clientCA = harness.NewTestCA(t, filepath.Join(cp.Dir, "gateway-grpc-clients"), "matchmaker-ca")
-		e.gw = startGateway(t, cp, e.alloc, e.clientCA.CAFile, "--shutdown-grace=20s")
-		e.servingCA = e.gw.CAFile
-		crt, key := e.clientCA.Issue(t, "director", "director", false)
-		e.client = harness.HTTPSClient(t, e.servingCA, crt, key)
-		grpcShared = e
-	})
-	if grpcShared == nil {
-		t.Fatal("package setup failed in an earlier test")
-	}
-	e := *grpcShared
-	e.ns = cp.Namespace(t)
-	e.sdk = cp.SDK(t, e.ns)
-	return &e
+	return sharedEnv(t, &grpcOnce, &grpcShared, "gateway-grpc", "--shutdown-grace=20s")
 }
 
 // dial connects as examples/allocator-client does: TLS with the client certificate, the gateway's
 // serving CA, one connection (HTTP/2 via ALPN).
-func (e *env) dial(t *testing.T) *grpc.ClientConn {
+func (e *env) dial(t *testing.T) *grpc.ClientConn { return e.dialTo(t, e.gw) }
+
+// dialTo connects to the gateway replica gw the same way.
+func (e *env) dialTo(t *testing.T, gw *harness.Webhook) *grpc.ClientConn {
 	t.Helper()
 	crt, key := e.clientCA.Issue(t, "grpc-director", "director", false)
-	conn, err := grpc.NewClient(fmt.Sprintf("127.0.0.1:%d", e.gw.Port),
-		grpc.WithTransportCredentials(credentials.NewTLS(harness.ClientTLS(t, e.servingCA, crt, key))))
+	conn, err := grpc.NewClient(fmt.Sprintf("127.0.0.1:%d", gw.Port),
+		grpc.WithTransportCredentials(credentials.NewTLS(harness.ClientTLS(t, gw.CAFile, crt, key))))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -109,6 +90,8 @@ func TestGatewayGRPC(t *testing.T) {
 	t.Run("UnknownMethodUnimplemented", testGRPCUnknownMethod)
 	t.Run("RESTAndGRPCOnOnePort", testRESTAndGRPCTogether)
 	t.Run("RESTOverHTTP2", testRESTOverHTTP2)
+	t.Run("IdempotentRetryOverGRPC", testGRPCIdempotentRetry)
+	t.Run("IdempotentRetryToAnotherReplicaAfterSIGKILL", testGRPCIdempotentRetryAfterKill)
 	// Last: it stops the gateway.
 	t.Run("HealthServingThenNotServingOnSIGTERM", testGRPCHealthDrain)
 }
@@ -195,6 +178,39 @@ func testGRPCCancel(t *testing.T) {
 		t.Fatalf("cancellation not counted as abandoned:\n%s", e.gw.LogTail(30))
 	}
 	t.Logf("noticed within %v of the cancel", time.Since(cancelled))
+	took := e.released(t, "gs-left", cancelled, 10*time.Second)
+	t.Logf("released %v after the cancel", took)
+}
+
+// A cancelled call with an idempotency key (gRPC metadata x-allocating-idempotency-key) leaves its
+// server for the retry: the retry with the key waits on it and gets it, with one allocation.
+func testGRPCIdempotentRetry(t *testing.T) {
+	e := setupGRPC(t)
+	conn := e.dial(t)
+	e.readyGameServer(t, "gs-k", true, harness.TimeoutKey, "20s")
+	e.readyGameServer(t, "gs-k2", true, harness.TimeoutKey, "20s")
+	calls := e.alloc.Calls.Load()
+	md := metadata.Pairs(strings.ToLower(harness.IdempotencyHeader), "grpc-"+e.ns)
+	ctx, cancel := context.WithCancel(metadata.NewOutgoingContext(harness.Ctx(t), md))
+	ch := allocateGRPC(ctx, conn, e.ns)
+	e.waitState(t, "gs-k", "Allocating", 10*time.Second)
+	cancel()
+	receiveGRPC(t, ch, 5*time.Second)
+	ctx2, cancel2 := context.WithTimeout(metadata.NewOutgoingContext(harness.Ctx(t), md), 15*time.Second)
+	defer cancel2()
+	retry := allocateGRPC(ctx2, conn, e.ns)
+	time.Sleep(time.Second)
+	e.confirm(t, "gs-k")
+	a := receiveGRPC(t, retry, 10*time.Second)
+	if a.err != nil || a.res.GameServerName != "gs-k" {
+		t.Fatalf("retry with the key: want gs-k, got %v %v\n%s", a.res, a.err, e.gw.LogTail(20))
+	}
+	if n := e.alloc.Calls.Load() - calls; n != 1 {
+		t.Errorf("want 1 allocator call for the key, got %d", n)
+	}
+	if s := harness.State(e.cp.GetGameServer(t, e.ns, "gs-k2")); s != "Ready" {
+		t.Errorf("a second server was allocated for the key: gs-k2 is %s", s)
+	}
 }
 
 func testGRPCUnknownMethod(t *testing.T) {
@@ -334,5 +350,41 @@ func testRESTOverHTTP2(t *testing.T) {
 		}
 	case <-time.After(15 * time.Second):
 		t.Fatal("no answer over HTTP/2 within 15s")
+	}
+}
+
+// As Agones' allocator-client calls, with the key in the metadata: the replica serving the first
+// call is SIGKILLed while it waits; the retry with the key to the other replica waits on the same
+// server and gets it once confirmed, with one allocation in all.
+func testGRPCIdempotentRetryAfterKill(t *testing.T) {
+	e := setupGRPC(t)
+	e.readyGameServer(t, "gs-kk", true, harness.TimeoutKey, "30s")
+	e.readyGameServer(t, "gs-kk2", true, harness.TimeoutKey, "30s")
+	gw, _ := e.extraGateway(t, "gw-grpc-killed")
+	first := e.dialTo(t, gw)
+	calls := e.alloc.Calls.Load()
+	md := metadata.Pairs(strings.ToLower(harness.IdempotencyHeader), "kill-"+e.ns)
+	ctx, cancel := context.WithTimeout(metadata.NewOutgoingContext(harness.Ctx(t), md), 20*time.Second)
+	defer cancel()
+	ch := allocateGRPC(ctx, first, e.ns)
+	e.waitState(t, "gs-kk", "Allocating", 10*time.Second)
+	gw.Kill()
+	if a := receiveGRPC(t, ch, 5*time.Second); a.err == nil {
+		t.Fatalf("the killed replica answered: %v", a.res)
+	}
+	ctx2, cancel2 := context.WithTimeout(metadata.NewOutgoingContext(harness.Ctx(t), md), 15*time.Second)
+	defer cancel2()
+	retry := allocateGRPC(ctx2, e.dial(t), e.ns)
+	time.Sleep(time.Second)
+	e.confirm(t, "gs-kk")
+	a := receiveGRPC(t, retry, 10*time.Second)
+	if a.err != nil || a.res.GameServerName != "gs-kk" {
+		t.Fatalf("retry to the other replica: want gs-kk, got %v %v\n%s", a.res, a.err, e.gw.LogTail(20))
+	}
+	if n := e.alloc.Calls.Load() - calls; n != 1 {
+		t.Errorf("want 1 allocator call for the key, got %d", n)
+	}
+	if s := harness.State(e.cp.GetGameServer(t, e.ns, "gs-kk2")); s != "Ready" {
+		t.Errorf("a second server was allocated for the key: gs-kk2 is %s", s)
 	}
 }

@@ -63,7 +63,8 @@ func TestMain(m *testing.M) { harness.Main(m) }
 const (
 	ioThreads        = 2
 	allocatorWorkers = 8
-	// gateway_main.cpp's count besides those two: the health listener, the informer, the
+	deliveryWorkers  = 16
+	// gateway_main.cpp's count besides those three: the health listener, the informer, the
 	// waiters' timers, the client CA poller, the manager's supervisor and runner threads (2),
 	// plus main and its runner: 8, whatever the number of requests.
 	fixedThreads = 8
@@ -160,6 +161,7 @@ func TestGatewayBench(t *testing.T) {
 			"--allocator-address=" + b.alloc.URL, "--allocator-ca-file=" + b.alloc.CAFile,
 			"--allocator-client-cert-file=" + b.alloc.ClientCert, "--allocator-client-key-file=" + b.alloc.ClientKey,
 			fmt.Sprintf("--io-threads=%d", ioThreads), fmt.Sprintf("--allocator-workers=%d", allocatorWorkers),
+			fmt.Sprintf("--delivery-workers=%d", deliveryWorkers),
 			"--deadline=60s", "--log-level=warn",
 		},
 	})
@@ -175,7 +177,7 @@ func TestGatewayBench(t *testing.T) {
 	go b.watch()
 
 	idleThreads, _ := procStatus(b.gw.Pid(), "Threads")
-	bound := ioThreads + allocatorWorkers + fixedThreads
+	bound := ioThreads + allocatorWorkers + deliveryWorkers + fixedThreads
 	t.Logf("gateway pid %d: %d threads at idle (bound from its flags: %d)", b.gw.Pid(), idleThreads, bound)
 
 	summary := map[string]interface{}{"quick": quick, "smoke": smoke}

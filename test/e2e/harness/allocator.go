@@ -1,20 +1,29 @@
 package harness
 
-// A stand-in for agones-allocator's REST API (Agones v1.56, cmd/allocator + pkg/gameserverallocations):
-// POST /gameserverallocation over mutual TLS, grpc-gateway's JSON (protojson field names), choosing a
-// Ready GameServer and writing it exactly as the real allocator does (AllocateLikeAgonesWith: one
-// full UPDATE with merged labels/annotations and agones.dev/last-allocated), then answering with
-// the AllocationResponse built from the object kube-apiserver returned, with protojson's
-// EmitUnpopulated (addresses, counters, lists, ports and metadata maps always present). Like the
-// real one it does not default the request's namespace (none: no server, 429), answers an invalid
-// request (a bad label or annotation key in metadata) with HTTP 500 and body code 422 (grpc-gateway
-// maps the unknown gRPC code 422 to 500), and, when the request enables multiClusterSetting and a
-// policy is set (AllocatorStandin.Policy), allocates in the policy's namespace: answered with
-// source "local", or, for a policy naming a remote endpoint, with source = that endpoint (the
-// server is then made in the policy's namespace of this same API server, standing in for the
-// remote cluster's). What it does not emulate: counters/lists, priorities, Packed/Distributed
-// scoring (it takes the first Ready server by name), forwarding over the network, and the gRPC
-// port.
+// A stand-in for agones-allocator (Agones v1.56, cmd/allocator + pkg/gameserverallocations): its gRPC
+// API (allocation.AllocationService/Allocate) and its REST API (POST /gameserverallocation) on one
+// mutual-TLS port, as agones-allocator's runMux serves them: ALPN h2 and http/1.1, an HTTP/2
+// request with content-type application/grpc to the gRPC server, every other request to the REST
+// handler. Both are one Allocate, as in Agones, where grpc-gateway calls the gRPC handler: the REST
+// body is read with protojson (DiscardUnknown) into the same AllocationRequest, the answer is the
+// same AllocationResponse (written with protojson EmitUnpopulated, so addresses, counters, lists,
+// ports and the metadata maps are always present), and an error is the same gRPC status (REST:
+// grpc-gateway's body {code, message, details} with the HTTP status grpc-gateway maps the code to).
+// Allocate chooses a Ready GameServer and writes it exactly as the real allocator does
+// (AllocateLikeAgonesWith: one full UPDATE with merged labels/annotations and
+// agones.dev/last-allocated), and answers from the object kube-apiserver returned, the fields filled
+// as Agones' ConvertGSAToAllocationResponse fills them. Like the real one it does not default the
+// request's namespace (none: no server, ResourceExhausted / HTTP 429), answers an invalid request (a
+// bad label or annotation key in metadata) with gRPC code 422 (REST: HTTP 500 with body code 422,
+// grpc-gateway's mapping of an unknown code), and, when the request enables multiClusterSetting and
+// a policy is set (AllocatorStandin.Policy), allocates in the policy's namespace: answered with
+// source "local", or, for a policy naming a remote endpoint, with source = that endpoint (the server
+// is then made in the policy's namespace of this same API server, standing in for the remote
+// cluster's). What it does not emulate: counters/lists, priorities, the deprecated
+// requiredGameServerSelector/preferredGameServerSelectors/metaPatch fields, Packed/Distributed
+// scoring (it takes the first Ready server by name), forwarding over the network, gRPC keepalive
+// enforcement, and certificate reloading. With Plain (as --disable-tls) it serves HTTP/1.1 only,
+// as the real allocator's plain listener does (no h2c), so no gRPC.
 
 import (
 	"context"
@@ -34,17 +43,24 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/encoding/protojson"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/dynamic"
+
+	pb "github.com/agones-allocating-webhook/e2e/grpcapi/allocation"
 )
 
 // TestCA is a private ECDSA CA that issues serving and client certificates into files.
@@ -142,12 +158,15 @@ func writePEM(t testing.TB, path, typ string, der []byte) {
 
 // AllocatorStandin is the running stand-in allocator.
 type AllocatorStandin struct {
-	URL    string // https://127.0.0.1:PORT
+	URL    string // https://127.0.0.1:PORT (REST and gRPC), http:// with Plain
+	Addr   string // 127.0.0.1:PORT, for a gRPC client
 	CAFile string // its serving CA
 	// ClientCert/ClientKey: a client certificate it accepts (issued by its client CA).
 	ClientCert, ClientKey string
-	Calls                 atomic.Int64 // POST /gameserverallocation requests received
+	Calls                 atomic.Int64 // POST /gameserverallocation requests received (REST)
+	GRPCCalls             atomic.Int64 // allocation.AllocationService/Allocate calls received
 	srv                   *http.Server
+	grpcSrv               *grpc.Server
 	ln                    net.Listener
 	dyn                   dynamic.Interface
 	mu                    sync.Mutex // one allocation at a time, as the allocator's batching does per cache
@@ -195,24 +214,33 @@ func (cp *ControlPlane) StartAllocatorStandinWith(t testing.TB, opts AllocatorSt
 	if err != nil {
 		t.Fatal(err)
 	}
-	a.URL = "https://" + a.ln.Addr().String()
+	a.Addr = a.ln.Addr().String()
+	a.URL = "https://" + a.Addr
 	if opts.Plain {
-		a.URL = "http://" + a.ln.Addr().String()
+		a.URL = "http://" + a.Addr
 	}
-	mux := http.NewServeMux()
 	if opts.Cached {
 		a.cache = startAllocatorCache(t, cp)
-		mux.HandleFunc("/gameserverallocation", a.serveCached)
-	} else {
-		mux.HandleFunc("/gameserverallocation", a.serve)
 	}
+	rest := http.NewServeMux()
+	rest.HandleFunc("/gameserverallocation", a.serveREST)
+	a.grpcSrv = grpc.NewServer()
+	pb.RegisterAllocationServiceServer(a.grpcSrv, allocationService{a: a})
 	a.srv = &http.Server{
-		Handler: mux,
+		// agones-allocator's grpcHandlerFunc: gRPC by protocol and content-type, REST otherwise.
+		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.ProtoMajor == 2 && strings.HasPrefix(r.Header.Get("Content-Type"), "application/grpc") {
+				a.grpcSrv.ServeHTTP(w, r)
+				return
+			}
+			rest.ServeHTTP(w, r)
+		}),
 		TLSConfig: &tls.Config{
 			Certificates: []tls.Certificate{pair},
 			ClientAuth:   tls.RequireAndVerifyClientCert,
 			ClientCAs:    clients.Pool(),
 			MinVersion:   tls.VersionTLS12,
+			NextProtos:   []string{"h2", "http/1.1"},
 		},
 		ErrorLog: nil,
 	}
@@ -227,137 +255,179 @@ func (cp *ControlPlane) StartAllocatorStandinWith(t testing.TB, opts AllocatorSt
 }
 
 // Stop closes the listener and every connection (the allocator is down).
-func (a *AllocatorStandin) Stop() { _ = a.srv.Close() }
-
-// The request fields the stand-in reads (allocation.proto, protojson names).
-type allocationRequest struct {
-	Namespace           string `json:"namespace"`
-	GameServerSelectors []struct {
-		MatchLabels map[string]string `json:"matchLabels"`
-	} `json:"gameServerSelectors"`
-	Metadata *struct {
-		Labels      map[string]string `json:"labels"`
-		Annotations map[string]string `json:"annotations"`
-	} `json:"metadata"`
-	MultiClusterSetting *struct {
-		Enabled bool `json:"enabled"`
-	} `json:"multiClusterSetting"`
+func (a *AllocatorStandin) Stop() {
+	_ = a.srv.Close()
+	a.grpcSrv.Stop()
 }
 
-type allocationPort struct {
-	Name string `json:"name"`
-	Port int64  `json:"port"`
+// allocationService is the gRPC face of the stand-in: the same Allocate as REST.
+type allocationService struct {
+	pb.UnimplementedAllocationServiceServer
+	a *AllocatorStandin
 }
 
-// protojson with EmitUnpopulated: every field present, empty lists and maps included.
-type allocationResponse struct {
-	GameServerName string                 `json:"gameServerName"`
-	Ports          []allocationPort       `json:"ports"`
-	Address        string                 `json:"address"`
-	Addresses      []map[string]string    `json:"addresses"`
-	NodeName       string                 `json:"nodeName"`
-	Source         string                 `json:"source"`
-	Metadata       allocationMetadata     `json:"metadata"`
-	Counters       map[string]interface{} `json:"counters"`
-	Lists          map[string]interface{} `json:"lists"`
+func (s allocationService) Allocate(ctx context.Context, req *pb.AllocationRequest) (*pb.AllocationResponse, error) {
+	s.a.GRPCCalls.Add(1)
+	return s.a.allocate(ctx, req)
 }
 
-type allocationMetadata struct {
-	Labels      map[string]string `json:"labels"`
-	Annotations map[string]string `json:"annotations"`
+// grpc-gateway's marshaler as agones-allocator's REST mux uses it (gw_runtime.NewServeMux's default).
+var (
+	restMarshal   = protojson.MarshalOptions{EmitUnpopulated: true}
+	restUnmarshal = protojson.UnmarshalOptions{DiscardUnknown: true}
+)
+
+// httpStatusFromCode is grpc-gateway's HTTPStatusFromCode: the HTTP status of a REST error.
+func httpStatusFromCode(c codes.Code) int {
+	switch c {
+	case codes.OK:
+		return http.StatusOK
+	case codes.Canceled:
+		return 499
+	case codes.InvalidArgument, codes.FailedPrecondition, codes.OutOfRange:
+		return http.StatusBadRequest
+	case codes.DeadlineExceeded:
+		return http.StatusGatewayTimeout
+	case codes.NotFound:
+		return http.StatusNotFound
+	case codes.AlreadyExists, codes.Aborted:
+		return http.StatusConflict
+	case codes.PermissionDenied:
+		return http.StatusForbidden
+	case codes.Unauthenticated:
+		return http.StatusUnauthorized
+	case codes.ResourceExhausted:
+		return http.StatusTooManyRequests
+	case codes.Unimplemented:
+		return http.StatusNotImplemented
+	case codes.Unavailable:
+		return http.StatusServiceUnavailable
+	default: // Unknown, Internal, DataLoss, and codes outside gRPC's (422)
+		return http.StatusInternalServerError
+	}
 }
 
-// grpc-gateway's error body for a gRPC status.
-func writeGrpcError(w http.ResponseWriter, httpStatus, code int, msg string) {
+// writeStatus writes a gRPC status as grpc-gateway's error body, with its HTTP status.
+func writeStatus(w http.ResponseWriter, st *status.Status) {
 	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(httpStatus)
-	_ = json.NewEncoder(w).Encode(map[string]interface{}{"code": code, "message": msg, "details": []interface{}{}})
+	w.WriteHeader(httpStatusFromCode(st.Code()))
+	_ = json.NewEncoder(w).Encode(map[string]interface{}{"code": int(st.Code()), "message": st.Message(), "details": []interface{}{}})
 }
 
-func (a *AllocatorStandin) serve(w http.ResponseWriter, r *http.Request) {
+// serveREST is the REST face: grpc-gateway's handler of POST /gameserverallocation.
+func (a *AllocatorStandin) serveREST(w http.ResponseWriter, r *http.Request) {
 	a.Calls.Add(1)
 	if r.Method != http.MethodPost {
-		writeGrpcError(w, http.StatusNotImplemented, 12, "Method Not Allowed")
+		writeStatus(w, status.New(codes.Unimplemented, "Method Not Allowed"))
 		return
 	}
 	body, err := io.ReadAll(r.Body)
 	if err != nil {
-		writeGrpcError(w, http.StatusBadRequest, 3, err.Error())
+		writeStatus(w, status.New(codes.InvalidArgument, err.Error()))
 		return
 	}
-	var req allocationRequest
-	if err := json.Unmarshal(body, &req); err != nil {
-		writeGrpcError(w, http.StatusBadRequest, 3, err.Error())
+	req := &pb.AllocationRequest{}
+	if err := restUnmarshal.Unmarshal(body, req); err != nil {
+		writeStatus(w, status.New(codes.InvalidArgument, err.Error()))
 		return
 	}
+	res, err := a.allocate(r.Context(), req)
+	if err != nil {
+		writeStatus(w, status.Convert(err))
+		return
+	}
+	out, err := restMarshal.Marshal(res)
+	if err != nil {
+		writeStatus(w, status.New(codes.Internal, err.Error()))
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	_, _ = w.Write(out)
+}
+
+// errNoServer is convertStateV1ToError for UnAllocated (the default --grpc-unallocated-status-code).
+var errNoServer = status.Error(codes.ResourceExhausted, "there is no available GameServer to allocate")
+
+// allocate is Agones' serviceHandler.Allocate for both faces: an answer, or a gRPC status error.
+func (a *AllocatorStandin) allocate(ctx context.Context, req *pb.AllocationRequest) (*pb.AllocationResponse, error) {
 	if msg := invalidMetadata(req); msg != "" {
-		// Allocate returns a 422 metav1.Status; processAllocationRequest turns it into gRPC code 422,
-		// which grpc-gateway answers as HTTP 500.
-		writeGrpcError(w, http.StatusInternalServerError, http.StatusUnprocessableEntity, msg)
-		return
+		// Allocate returns a 422 metav1.Status; serviceHandler.Allocate turns it into gRPC code 422
+		// (grpc-gateway answers it as HTTP 500).
+		return nil, status.Error(codes.Code(http.StatusUnprocessableEntity), msg)
 	}
-	source := "local"
-	if req.MultiClusterSetting != nil && req.MultiClusterSetting.Enabled {
+	ns, source := req.GetNamespace(), "local"
+	if req.GetMultiClusterSetting().GetEnabled() {
 		p := a.Policy.Load()
 		if p == nil {
-			writeGrpcError(w, http.StatusInternalServerError, 2, "no multi-cluster allocation policy is specified")
-			return
+			return nil, status.Error(codes.Unknown, "no multi-cluster allocation policy is specified")
 		}
-		req.Namespace = p.Namespace
+		ns = p.Namespace
 		if p.RemoteEndpoint != "" {
 			source = p.RemoteEndpoint
 		}
 	}
-	if req.Namespace == "" {
+	if ns == "" {
 		// No namespace defaulting: the allocation cache matches none (UnAllocated).
-		writeGrpcError(w, http.StatusTooManyRequests, 8, "there is no available GameServer to allocate")
-		return
+		return nil, errNoServer
 	}
 	if d := time.Duration(a.Delay.Load()); d > 0 {
 		time.Sleep(d)
 	}
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	ctx, cancel := context.WithTimeout(r.Context(), 30*time.Second)
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	var alloc Allocation
-	if req.Metadata != nil {
-		alloc.Labels, alloc.Annotations = req.Metadata.Labels, req.Metadata.Annotations
+	if md := req.GetMetadata(); md != nil {
+		alloc.Labels, alloc.Annotations = md.GetLabels(), md.GetAnnotations()
 	}
-	// The allocator retries on conflicts with the next candidate (its batch loop).
+	var got *unstructured.Unstructured
+	var err error
+	if a.cache != nil {
+		got, err = a.allocateCached(ctx, ns, req.GetGameServerSelectors(), alloc)
+	} else {
+		got, err = a.allocateListed(ctx, ns, req.GetGameServerSelectors(), alloc)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return responseFrom(got, source), nil
+}
+
+// allocateListed: a LIST per request and one allocation at a time; the allocator retries on
+// conflicts with the next candidate (its batch loop).
+func (a *AllocatorStandin) allocateListed(ctx context.Context, ns string, sels []*pb.GameServerSelector, alloc Allocation) (*unstructured.Unstructured, error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
 	for attempt := 0; attempt < 5; attempt++ {
-		name, err := a.pick(ctx, req)
+		name, err := a.pick(ctx, ns, sels)
 		if err != nil {
-			writeGrpcError(w, http.StatusInternalServerError, 13, err.Error())
-			return
+			return nil, status.Error(codes.Internal, err.Error())
 		}
 		if name == "" {
-			// convertStateV1ToError: UnAllocated -> ResourceExhausted (HTTP 429).
-			writeGrpcError(w, http.StatusTooManyRequests, 8, "there is no available GameServer to allocate")
-			return
+			return nil, errNoServer
 		}
-		got, err := AllocateLikeAgonesWith(ctx, a.dyn, req.Namespace, name, alloc)
+		got, err := AllocateLikeAgonesWith(ctx, a.dyn, ns, name, alloc)
 		if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
 			continue
 		}
 		if err != nil {
-			writeGrpcError(w, http.StatusInternalServerError, 13, err.Error())
-			return
+			return nil, status.Error(codes.Internal, err.Error())
 		}
-		writeResponseFrom(w, got, source)
-		return
+		return got, nil
 	}
-	writeGrpcError(w, http.StatusTooManyRequests, 8, "there is no available GameServer to allocate")
+	return nil, errNoServer
 }
 
 // invalidMetadata: what GameServerAllocation validation refuses in the request's metadata (label
 // and annotation keys), as a message; "" when valid.
-func invalidMetadata(req allocationRequest) string {
-	if req.Metadata == nil {
-		return ""
-	}
-	for _, m := range []map[string]string{req.Metadata.Labels, req.Metadata.Annotations} {
+func invalidMetadata(req *pb.AllocationRequest) string {
+	md := req.GetMetadata()
+	for _, m := range []map[string]string{md.GetLabels(), md.GetAnnotations()} {
+		keys := make([]string, 0, len(m))
 		for k := range m {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys) // the same message for the same request, whatever the map order
+		for _, k := range keys {
 			if errs := validation.IsQualifiedName(k); len(errs) > 0 {
 				return fmt.Sprintf("GameServerAllocation.allocation.agones.dev \"\" is invalid: spec.metadata: Invalid value: %q: %s", k, errs[0])
 			}
@@ -366,9 +436,22 @@ func invalidMetadata(req allocationRequest) string {
 	return ""
 }
 
+// selected: whether gs matches one of the selectors' matchLabels (no selector matches every one).
+func selected(gs *unstructured.Unstructured, sels []*pb.GameServerSelector) bool {
+	if len(sels) == 0 {
+		return true
+	}
+	for _, sel := range sels {
+		if labels.SelectorFromSet(sel.GetMatchLabels()).Matches(labels.Set(gs.GetLabels())) {
+			return true
+		}
+	}
+	return false
+}
+
 // pick: the first Ready, not deleting GameServer (by name) matching one of the selectors.
-func (a *AllocatorStandin) pick(ctx context.Context, req allocationRequest) (string, error) {
-	list, err := a.dyn.Resource(GameServerGVR).Namespace(req.Namespace).List(ctx, metav1.ListOptions{})
+func (a *AllocatorStandin) pick(ctx context.Context, ns string, sels []*pb.GameServerSelector) (string, error) {
+	list, err := a.dyn.Resource(GameServerGVR).Namespace(ns).List(ctx, metav1.ListOptions{})
 	if err != nil {
 		return "", err
 	}
@@ -376,61 +459,37 @@ func (a *AllocatorStandin) pick(ctx context.Context, req allocationRequest) (str
 	sort.Slice(items, func(i, j int) bool { return items[i].GetName() < items[j].GetName() })
 	for i := range items {
 		gs := &items[i]
-		if State(gs) != "Ready" || gs.GetDeletionTimestamp() != nil {
-			continue
-		}
-		if len(req.GameServerSelectors) == 0 {
+		if State(gs) == "Ready" && gs.GetDeletionTimestamp() == nil && selected(gs, sels) {
 			return gs.GetName(), nil
-		}
-		for _, sel := range req.GameServerSelectors {
-			if labels.SelectorFromSet(sel.MatchLabels).Matches(labels.Set(gs.GetLabels())) {
-				return gs.GetName(), nil
-			}
 		}
 	}
 	return "", nil
 }
 
-func writeResponse(w http.ResponseWriter, gs *unstructured.Unstructured) {
-	writeResponseFrom(w, gs, "local")
-}
-
-func writeResponseFrom(w http.ResponseWriter, gs *unstructured.Unstructured, source string) {
-	res := allocationResponse{
-		Ports:     []allocationPort{},
-		Addresses: []map[string]string{},
-		Counters:  map[string]interface{}{},
-		Lists:     map[string]interface{}{},
-		Metadata:  allocationMetadata{Labels: map[string]string{}, Annotations: map[string]string{}},
+// responseFrom is Agones' ConvertGSAToAllocationResponse of the GameServerAllocation the allocator
+// builds from the written GameServer (status: name, ports, address, addresses, nodeName, source,
+// metadata = the GameServer's labels and annotations; counters and lists are not emulated).
+func responseFrom(gs *unstructured.Unstructured, source string) *pb.AllocationResponse {
+	res := &pb.AllocationResponse{
+		GameServerName: gs.GetName(),
+		Source:         source,
+		Metadata:       &pb.AllocationResponse_GameServerMetadata{Labels: gs.GetLabels(), Annotations: gs.GetAnnotations()},
 	}
-	res.GameServerName = gs.GetName()
 	res.Address, _, _ = unstructured.NestedString(gs.Object, "status", "address")
 	res.NodeName, _, _ = unstructured.NestedString(gs.Object, "status", "nodeName")
-	res.Source = source
 	addrs, _, _ := unstructured.NestedSlice(gs.Object, "status", "addresses")
 	for _, ad := range addrs {
 		m, _ := ad.(map[string]interface{})
-		entry := map[string]string{}
-		for k, v := range m {
-			if sv, ok := v.(string); ok {
-				entry[k] = sv
-			}
-		}
-		res.Addresses = append(res.Addresses, entry)
+		typ, _ := m["type"].(string)
+		addr, _ := m["address"].(string)
+		res.Addresses = append(res.Addresses, &pb.AllocationResponse_GameServerStatusAddress{Type: typ, Address: addr})
 	}
 	ports, _, _ := unstructured.NestedSlice(gs.Object, "status", "ports")
 	for _, p := range ports {
 		m, _ := p.(map[string]interface{})
 		name, _ := m["name"].(string)
 		port, _ := m["port"].(int64)
-		res.Ports = append(res.Ports, allocationPort{Name: name, Port: port})
+		res.Ports = append(res.Ports, &pb.AllocationResponse_GameServerStatusPort{Name: name, Port: int32(port)})
 	}
-	for k, v := range gs.GetLabels() {
-		res.Metadata.Labels[k] = v
-	}
-	for k, v := range gs.GetAnnotations() {
-		res.Metadata.Annotations[k] = v
-	}
-	w.Header().Set("Content-Type", "application/json")
-	_ = json.NewEncoder(w).Encode(res)
+	return res
 }

@@ -6,24 +6,25 @@ package harness
 // concurrently (Agones: a batch of updates in parallel), each server reserved while its UPDATE is
 // in flight. The write is the same: ApplyAllocation on the cached copy, one full UPDATE (a stale
 // copy is a 409 and the next candidate is tried, as Agones does), then the allocator's Event
-// (asynchronous, as Agones' recorder). The default mode is unchanged.
+// (asynchronous, as Agones' recorder). Everything else (both faces, gRPC and REST, the request's
+// checks, the answer) is allocator.go's, shared with the default mode.
 
 import (
 	"context"
-	"encoding/json"
-	"io"
-	"net/http"
 	"strconv"
 	"sync"
 	"testing"
 	"time"
 
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/dynamic"
+
+	pb "github.com/agones-allocating-webhook/e2e/grpcapi/allocation"
 )
 
 // AllocatorStandinOptions configures StartAllocatorStandinWith.
@@ -134,32 +135,25 @@ func (c *allocatorCache) putLocked(u *unstructured.Unstructured) {
 
 // take reserves the first (by name) Ready, not deleting, not reserved GameServer of ns matching
 // one of the selectors and returns a copy to write; nil when there is none.
-func (c *allocatorCache) take(req allocationRequest) *unstructured.Unstructured {
+func (c *allocatorCache) take(ns string, sels []*pb.GameServerSelector) *unstructured.Unstructured {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	var best *unstructured.Unstructured
-	for name, gs := range c.byNS[req.Namespace] {
-		if State(gs) != "Ready" || gs.GetDeletionTimestamp() != nil || c.reserved[req.Namespace+"/"+name] {
+	for name, gs := range c.byNS[ns] {
+		if State(gs) != "Ready" || gs.GetDeletionTimestamp() != nil || c.reserved[ns+"/"+name] {
 			continue
 		}
 		if best != nil && best.GetName() < name {
 			continue
 		}
-		match := len(req.GameServerSelectors) == 0
-		for _, sel := range req.GameServerSelectors {
-			if labels.SelectorFromSet(sel.MatchLabels).Matches(labels.Set(gs.GetLabels())) {
-				match = true
-				break
-			}
-		}
-		if match {
+		if selected(gs, sels) {
 			best = gs
 		}
 	}
 	if best == nil {
 		return nil
 	}
-	c.reserved[req.Namespace+"/"+best.GetName()] = true
+	c.reserved[ns+"/"+best.GetName()] = true
 	return best.DeepCopy()
 }
 
@@ -173,61 +167,31 @@ func (c *allocatorCache) release(ns, name string, got *unstructured.Unstructured
 	}
 }
 
-func (a *AllocatorStandin) serveCached(w http.ResponseWriter, r *http.Request) {
-	a.Calls.Add(1)
-	if r.Method != http.MethodPost {
-		writeGrpcError(w, http.StatusNotImplemented, 12, "Method Not Allowed")
-		return
-	}
-	body, err := io.ReadAll(r.Body)
-	if err != nil {
-		writeGrpcError(w, http.StatusBadRequest, 3, err.Error())
-		return
-	}
-	var req allocationRequest
-	if err := json.Unmarshal(body, &req); err != nil {
-		writeGrpcError(w, http.StatusBadRequest, 3, err.Error())
-		return
-	}
-	if req.Namespace == "" {
-		// As the real allocator: no namespace defaulting, no server found.
-		writeGrpcError(w, http.StatusTooManyRequests, 8, "there is no available GameServer to allocate")
-		return
-	}
-	if d := time.Duration(a.Delay.Load()); d > 0 {
-		time.Sleep(d)
-	}
-	ctx, cancel := context.WithTimeout(r.Context(), 30*time.Second)
-	defer cancel()
-	var alloc Allocation
-	if req.Metadata != nil {
-		alloc.Labels, alloc.Annotations = req.Metadata.Labels, req.Metadata.Annotations
-	}
+// allocateCached: the cached mode's allocation (a reserved candidate from the cache, one full
+// UPDATE; a conflict tries the next one, as Agones' batch does), then the allocator's Event.
+func (a *AllocatorStandin) allocateCached(ctx context.Context, ns string, sels []*pb.GameServerSelector, alloc Allocation) (*unstructured.Unstructured, error) {
 	for attempt := 0; attempt < 5; attempt++ {
-		gs := a.cache.take(req)
+		gs := a.cache.take(ns, sels)
 		if gs == nil {
-			writeGrpcError(w, http.StatusTooManyRequests, 8, "there is no available GameServer to allocate")
-			return
+			return nil, errNoServer
 		}
 		ApplyAllocation(gs, alloc.Labels, alloc.Annotations, time.Now())
-		got, err := a.cache.dyn.Resource(GameServerGVR).Namespace(req.Namespace).Update(ctx, gs, metav1.UpdateOptions{})
-		a.cache.release(req.Namespace, gs.GetName(), got)
+		got, err := a.cache.dyn.Resource(GameServerGVR).Namespace(ns).Update(ctx, gs, metav1.UpdateOptions{})
+		a.cache.release(ns, gs.GetName(), got)
 		if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
 			continue
 		}
 		if err != nil {
-			writeGrpcError(w, http.StatusInternalServerError, 13, err.Error())
-			return
+			return nil, status.Error(codes.Internal, err.Error())
 		}
 		go func() {
 			ectx, ecancel := context.WithTimeout(context.Background(), 10*time.Second)
 			defer ecancel()
 			_ = RecordEvent(ectx, a.cache.dyn, got, "Normal", State(got), "Allocated", AllocatorEventComponent)
 		}()
-		writeResponse(w, got)
-		return
+		return got, nil
 	}
-	writeGrpcError(w, http.StatusTooManyRequests, 8, "there is no available GameServer to allocate")
+	return nil, errNoServer
 }
 
 // CachedReady is the number of Ready GameServers of ns in the cached stand-in's cache (what it

@@ -32,6 +32,13 @@ const (
 	// ShutdownRequestedKey: the webhook recorded a held scale-down Shutdown (applied when the server
 	// leaves the allocation cycle).
 	ShutdownRequestedKey = "allocating.agones.dev/shutdown-requested"
+	// The allocation gateway's delivery marks (docs/gateway.md, "No server lost").
+	AnswerByKey      = "allocating.agones.dev/answer-by"
+	RequestKeyKey    = "allocating.agones.dev/request-key"
+	DeliveredKey     = "allocating.agones.dev/delivered"
+	OnUndeliveredKey = "allocating.agones.dev/on-undelivered"
+	// IdempotencyHeader: the gateway's idempotency key (gRPC metadata x-allocating-idempotency-key).
+	IdempotencyHeader = "X-Allocating-Idempotency-Key"
 )
 
 // NewGameServer is a minimal valid GameServer (one UDP port "default", one container). optIn adds

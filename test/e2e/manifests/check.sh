@@ -53,7 +53,7 @@
 #                 --help, its files on mounted Secrets, the webhook's securityContext), is accepted
 #                 by a server-side dry run (also with components/gateway-cert-manager on the
 #                 cert-manager overlay) and by Pod Security "restricted"; its service account may
-#                 get/list/watch GameServers and nothing else; the binary with the Deployment's
+#                 get/list/watch/patch GameServers and nothing else; the binary with the Deployment's
 #                 arguments, as that service account and with the certificate from
 #                 install-certs --gateway, becomes ready, answers a matchmaker with a client
 #                 certificate (400 malformed, 503 allocator down) and refuses one without
@@ -892,14 +892,14 @@ check_gateway() {
     kube_log "the gateway's pod is not clean under restricted:"; cat "$WORK/gw-pod.err" >&2; ok=1
   fi
 
-  # RBAC: read GameServers, nothing else.
+  # RBAC: read GameServers and patch them (the delivery marks), nothing else.
   jq -s '{apiVersion: "v1", kind: "List", items: [.[] | select(.kind == "Namespace" or
       (.metadata.name == "allocation-gateway" and (.kind | test("^(ServiceAccount|ClusterRole|ClusterRoleBinding)$"))))]}' \
     <<<"$objs" >"$WORK/gw-rbac.json"
   kc apply -f "$WORK/gw-rbac.json" >/dev/null || { kube_log "cannot apply the gateway's RBAC"; return 1; }
   local v
-  for v in get list watch; do can_gw yes "$v" gameservers.agones.dev --all-namespaces || ok=1; done
-  for v in create update patch delete; do can_gw no "$v" gameservers.agones.dev -n default || ok=1; done
+  for v in get list watch patch; do can_gw yes "$v" gameservers.agones.dev --all-namespaces || ok=1; done
+  for v in create update delete; do can_gw no "$v" gameservers.agones.dev -n default || ok=1; done
   can_gw no create gameserverallocations.allocation.agones.dev -n default || ok=1
   can_gw no get secrets -n allocating-system || ok=1
   can_gw no list fleets.agones.dev -n default || ok=1

@@ -30,28 +30,14 @@ type env struct {
 	sdk *harness.SDK // the namespace's own SDK identity: every game-server write goes through it
 }
 
-// resolverArgs: the webhook with a kubeconfig as the resolver's service account, short leader
-// election timings so fail-over tests run in seconds.
-func resolverArgs(cp *harness.ControlPlane, extra ...string) []string {
-	return append([]string{
-		"--kubeconfig=" + cp.Kubeconfig, "--context=" + harness.Resolver,
-		"--crd-accepts-allocating=true",
-		"--lease-duration=3s", "--renew-deadline=2s", "--retry-period=500ms",
-		"--resync-period=5s", "--log-level=info",
-	}, extra...)
-}
-
 // setup: CRD accepts Allocating, one webhook+resolver registered, a fresh namespace.
 func setup(t *testing.T) env {
 	t.Helper()
 	cp := harness.Setup(t)
 	cp.AddAllocatingToEnum(t)
-	wh := cp.StartWebhook(t, harness.WebhookOptions{Name: "resolver", Args: resolverArgs(cp)})
-	cp.RegisterWebhooks(t, wh, harness.RegisterOptions{})
+	wh := cp.StartResolver(t, "resolver")
 	ns := cp.Namespace(t)
-	e := env{cp: cp, ns: ns, wh: wh, sdk: cp.SDK(t, ns)}
-	wh.WaitLeader(t, 20*time.Second)
-	return e
+	return env{cp: cp, ns: ns, wh: wh, sdk: cp.SDK(t, ns)}
 }
 
 // standIn starts a stand-in and closes it at the end of the test.

@@ -194,7 +194,7 @@ func TestResolverResumesAfterRestart(t *testing.T) {
 	time.Sleep(4 * time.Second) // r-late's deadline passes while no resolver runs
 	e.stays(t, "r-ready", "Allocating", 100*time.Millisecond)
 	// A new process (new identity): it takes the lease once the dead one's expires.
-	wh2 := e.cp.StartWebhook(t, harness.WebhookOptions{Name: "resolver-restarted", Args: resolverArgs(e.cp)})
+	wh2 := e.cp.StartWebhook(t, harness.WebhookOptions{Name: "resolver-restarted", Args: e.cp.ResolverArgs()})
 	e.cp.RegisterWebhooks(t, wh2, harness.RegisterOptions{})
 	e.wh = wh2
 	wh2.WaitLeader(t, 20*time.Second)
@@ -205,7 +205,7 @@ func TestResolverResumesAfterRestart(t *testing.T) {
 // Scenario 6b: two replicas; killing the leader -> the other one resolves.
 func TestResolverFailsOverToTheOtherReplica(t *testing.T) {
 	e := setup(t)
-	standby := e.cp.StartWebhook(t, harness.WebhookOptions{Name: "standby", Args: resolverArgs(e.cp)})
+	standby := e.cp.StartWebhook(t, harness.WebhookOptions{Name: "standby", Args: e.cp.ResolverArgs()})
 	time.Sleep(time.Second)
 	if standby.IsLeader() {
 		t.Fatal("standby leads while the first replica is alive")

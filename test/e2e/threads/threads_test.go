@@ -48,22 +48,6 @@ func procRSS(pid int) float64 {
 	return -1
 }
 
-func waitLeader(t *testing.T, wh *harness.Webhook) {
-	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for time.Now().Before(deadline) {
-		if code, body, err := wh.Get("/metrics"); err == nil && code == 200 {
-			for _, line := range strings.Split(body, "\n") {
-				if strings.HasPrefix(line, "allocating_webhook_leader") && strings.HasSuffix(strings.TrimSpace(line), " 1") {
-					return
-				}
-			}
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	t.Fatalf("replica never became leader:\n%s", wh.LogTail(40))
-}
-
 func TestThreadCount(t *testing.T) {
 	if os.Getenv("AW_THREAD_COUNT") == "" {
 		t.Skip("benchmark-style run: set AW_THREAD_COUNT=1 (bench/threads)")
@@ -83,7 +67,7 @@ func TestThreadCount(t *testing.T) {
 			"--crd-accepts-allocating=true"}, c.args...)
 		wh := cp.StartWebhook(t, harness.WebhookOptions{Name: "replica-" + c.name, Args: args, Wait: "readyz"})
 		cp.RegisterWebhooks(t, wh, harness.RegisterOptions{})
-		waitLeader(t, wh)
+		wh.WaitLeader(t, 30*time.Second)
 		time.Sleep(3 * time.Second) // idle: informers synced, watches open, nothing to do
 		idle := procThreads(wh.Pid())
 		rss := procRSS(wh.Pid())

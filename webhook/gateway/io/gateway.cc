@@ -9,9 +9,13 @@
 #include <mutex>
 #include <vector>
 
+#include "contract/keys.h"
 #include "gateway/allocation.h"
+#include "gateway/delivery.h"
+#include "policy/gameserver.h"
 #include "util/duration.h"
 #include "util/io/log.h"
+#include "util/time_format.h"
 
 namespace aw::gateway {
 
@@ -81,7 +85,13 @@ struct Gateway::Call {
   Clock::time_point deadline;
   std::chrono::nanoseconds deadline_length{};
   int attempts = 0;
-  std::vector<std::string> history;  // "gs-a: timed out ..." per lost attempt
+  bool counted = false;         // in in_flight_
+  std::string key;              // the idempotency key ("" when none)
+  std::string ns_key;           // "<ns>/<key>" in by_key_
+  std::string answer_by;        // the deadline as written in allocating.agones.dev/answer-by
+  std::atomic<int> clients{1};  // the first client and those that joined it
+  std::vector<server::Responder> joined;  // guarded by mu
+  std::vector<std::string> history;       // "gs-a: timed out ..." per lost attempt
   server::Responder respond;
   std::atomic<bool> finished{false};
   std::atomic<bool> abandoned{false};  // the client went away
@@ -191,14 +201,136 @@ void Gateway::Handle(const server::HttpRequest& req, server::Responder respond) 
   }
   call->deadline_length = length;
   call->deadline = call->start + std::chrono::duration_cast<Clock::duration>(length);
+  if (req.header) call->key = std::string(req.header(kIdempotencyKeyHeader));
+  if (!call->key.empty()) {
+    if (Status s = ValidateIdempotencyKey(call->key); !s.ok()) {
+      return Finish(call, ErrorAnswer(GrpcCode::kInvalidArgument, s.message()));
+    }
+    call->ns_key = call->ns + "/" + call->key;
+    if (Join(call->ns_key, req, call->respond)) return;
+  }
+  call->answer_by = util::FormatRfc3339Nano(std::chrono::time_point_cast<std::chrono::nanoseconds>(
+      std::chrono::system_clock::now() +
+      std::chrono::duration_cast<std::chrono::nanoseconds>(length)));
+  std::string forwarded;
+  if (Status s = WithGatewayAnnotations(call->body, call->answer_by, call->key, &forwarded);
+      !s.ok()) {
+    return Finish(call, ErrorAnswer(GrpcCode::kInvalidArgument, s.message()));
+  }
+  call->body = std::move(forwarded);
   in_flight_.fetch_add(1);
+  call->counted = true;
+  if (!call->ns_key.empty()) {
+    std::lock_guard lock(keys_mu_);
+    by_key_[call->ns_key] = call;
+  }
   if (req.on_abandoned) {
     std::weak_ptr<Call> weak = call;
     req.on_abandoned([this, weak] {
       if (auto c = weak.lock()) OnClientGone(c);
     });
   }
+  if (!call->key.empty() && Resume(call)) return;
   Attempt(call);
+}
+
+bool Gateway::Join(const std::string& ns_key, const server::HttpRequest& req,
+                   server::Responder& respond) {
+  std::shared_ptr<Call> call;
+  {
+    std::lock_guard lock(keys_mu_);
+    auto it = by_key_.find(ns_key);
+    if (it == by_key_.end()) return false;
+    call = it->second.lock();
+    if (!call) {
+      by_key_.erase(it);
+      return false;
+    }
+  }
+  {
+    std::lock_guard lock(call->mu);
+    if (call->finished.load() || call->abandoned.load()) return false;
+    call->joined.push_back(std::move(respond));
+    call->clients.fetch_add(1);
+  }
+  metrics_->Attempt("joined");
+  log::info("idempotent retry joins the request in flight with its key", {{"key", ns_key}});
+  if (req.on_abandoned) {
+    std::weak_ptr<Call> weak = call;
+    req.on_abandoned([this, weak] {
+      if (auto c = weak.lock()) OnClientGone(c);
+    });
+  }
+  return true;
+}
+
+std::optional<Gateway::KeyHolder> Gateway::FindKeyHolder(const std::shared_ptr<Call>& call) const {
+  if (!options_.find_by_key) return std::nullopt;
+  kube::ObjectPtr obj = options_.find_by_key(call->ns, call->key);
+  if (!obj || !obj->doc) return std::nullopt;
+  KeyHolder h{policy::ParseGameServer(*obj->doc), {}};
+  if (!AnswerFromGameServer(*obj->doc, &h.body).ok()) return std::nullopt;
+  return h;
+}
+
+void Gateway::WaitOnKeyHolder(const std::shared_ptr<Call>& call, KeyHolder holder) {
+  // The earlier attempt's answer-by may be near: this request's deadline holds the server now.
+  if (options_.extend_answer_by) {
+    options_.extend_answer_by(holder.gs.namespace_, holder.gs.name, call->answer_by);
+  }
+  std::string last(holder.gs.Annotation(keys::kLastAllocated).value_or(""));
+  WaitFor(call, std::move(holder.body), holder.gs.name, last);
+}
+
+bool Gateway::Resume(const std::shared_ptr<Call>& call) {
+  std::optional<KeyHolder> holder = FindKeyHolder(call);
+  if (!holder) return false;
+  metrics_->Attempt("idempotent");
+  log::info("idempotent retry: waiting on the GameServer an earlier attempt allocated",
+            {{"gameserver", holder->gs.namespace_ + "/" + holder->gs.name},
+             {"key", call->key},
+             {"state", holder->gs.state}});
+  ++call->attempts;
+  WaitOnKeyHolder(call, std::move(*holder));
+  return true;
+}
+
+void Gateway::Release(const std::shared_ptr<Call>& call, const std::string& ns,
+                      const std::string& name) {
+  if (options_.release_now && !name.empty()) options_.release_now(ns, name, call->answer_by);
+}
+
+void Gateway::Deliver(const std::shared_ptr<Call>& call, const std::string& ns,
+                      const std::string& name, const kube::ObjectPtr& seen,
+                      server::HttpResponse res) {
+  if (!options_.mark_delivered) return Finish(call, std::move(res));
+  auto shared = std::make_shared<server::HttpResponse>(std::move(res));
+  DeliveryMark mark;
+  mark.ns = ns;
+  mark.name = name;
+  mark.at = util::FormatRfc3339Nano(
+      std::chrono::time_point_cast<std::chrono::nanoseconds>(std::chrono::system_clock::now()));
+  if (seen && seen->doc) mark.seen = policy::ParseGameServer(*seen->doc);
+  const std::string at = mark.at;
+  options_.mark_delivered(mark, [this, call, ns, name, at, shared](Status s) {
+    if (!s.ok()) {
+      metrics_->Retry("delivery_mark");
+      log::warn("could not mark the GameServer delivered; releasing it and allocating again",
+                {{"gameserver", ns + "/" + name}, {"error", s.ToString()}});
+      Release(call, ns, name);
+      return Retry(call, fmt::format("{}: could not be marked delivered ({})", name, s.message()));
+    }
+    // Not written to any client of the call: this delivery is taken back (another call's
+    // delivery of the same server, e.g. an idempotent retry's, stays), and with none left the
+    // resolver releases the server.
+    shared->on_written = [this, ns, name, at](bool written) {
+      if (written || !options_.undeliver) return;
+      log::warn("the answer naming the GameServer was not written; releasing it",
+                {{"gameserver", ns + "/" + name}});
+      options_.undeliver(ns, name, at);
+    };
+    Finish(call, std::move(*shared));
+  });
 }
 
 void Gateway::Attempt(const std::shared_ptr<Call>& call) {
@@ -212,6 +344,12 @@ server::HttpResponse Gateway::NoServer(std::string_view message) const {
 }
 
 void Gateway::OnClientGone(const std::shared_ptr<Call>& call) {
+  {
+    // The call is abandoned only when every client of it (the first and those that joined with
+    // the same key) is gone.
+    std::lock_guard lock(call->mu);
+    if (call->clients.fetch_sub(1) != 1) return;
+  }
   if (call->finished.load() || call->abandoned.exchange(true)) return;
   WaiterRegistry::Ticket ticket;
   {
@@ -225,13 +363,16 @@ void Gateway::OnClientGone(const std::shared_ptr<Call>& call) {
 
 void Gateway::ReportAbandoned(const std::shared_ptr<Call>& call, AbandonedAllocation a) {
   metrics_->Abandoned(a.phase);
-  log::warn(
-      "the client went away before its answer; the allocated GameServer is left for "
-      "nobody",
-      {{"gameserver", a.namespace_ + "/" + a.name},
-       {"allocation", a.last_allocated},
-       {"phase", a.phase},
-       {"waited", util::FormatDuration(Clock::now() - call->start)}});
+  log::warn(a.request_key.empty()
+                ? "the client went away before its answer; its GameServer is released"
+                : "the client went away before its answer; its GameServer waits for a retry "
+                  "with the request's idempotency key until the request's deadline, then it is "
+                  "released",
+            {{"gameserver", a.namespace_ + "/" + a.name},
+             {"allocation", a.last_allocated},
+             {"phase", a.phase},
+             {"key", a.request_key},
+             {"waited", util::FormatDuration(Clock::now() - call->start)}});
   if (options_.on_abandoned) options_.on_abandoned(a);
 }
 
@@ -240,8 +381,8 @@ void Gateway::OnAllocated(const std::shared_ptr<Call>& call, AllocatorAnswer a) 
     AllocationResponse parsed;
     if (a.status.ok() && a.http_status == 200 && ParseAllocationResponse(a.body, &parsed).ok()) {
       metrics_->Attempt("allocated");
-      ReportAbandoned(call,
-                      {call->ns, parsed.game_server_name, parsed.last_allocated, "allocating"});
+      ReportAbandoned(call, {call->ns, parsed.game_server_name, parsed.last_allocated, "allocating",
+                             call->key, call->answer_by});
     } else {
       metrics_->Abandoned("allocating");
       log::info("the client went away before the allocator answered; nothing was allocated",
@@ -293,10 +434,32 @@ void Gateway::OnAllocated(const std::shared_ptr<Call>& call, AllocatorAnswer a) 
   }
   metrics_->Attempt("allocated");
   if (!parsed.gated) return Finish(call, JsonAnswer(200, std::move(a.body)));
+  if (!call->key.empty() && Converge(call, parsed.game_server_name)) return;
+  WaitFor(call, std::move(a.body), parsed.game_server_name, parsed.last_allocated);
+}
+
+bool Gateway::Converge(const std::shared_ptr<Call>& call, const std::string& allocated) {
+  // A retry that reached this replica before the earlier attempt's server was in its cache has
+  // allocated a second server for the key. Every replica keeps the earliest server holding the
+  // key (FindByRequestKey), so this one is released and the call waits on that one.
+  std::optional<KeyHolder> holder = FindKeyHolder(call);
+  if (!holder || holder->gs.name == allocated) return false;
+  metrics_->Retry("duplicate_key");
+  log::info(
+      "a second server was allocated for an idempotency key; releasing it and waiting on "
+      "the earlier one",
+      {{"released", call->ns + "/" + allocated},
+       {"gameserver", holder->gs.namespace_ + "/" + holder->gs.name},
+       {"key", call->key}});
+  Release(call, call->ns, allocated);
+  WaitOnKeyHolder(call, std::move(*holder));
+  return true;
+}
+
+void Gateway::WaitFor(const std::shared_ptr<Call>& call, std::string response_body,
+                      const std::string& name, const std::string& last) {
   metrics_->waiting.Increment();
-  auto body = std::make_shared<std::string>(std::move(a.body));
-  const std::string name = parsed.game_server_name;
-  const std::string last = parsed.last_allocated;
+  auto body = std::make_shared<std::string>(std::move(response_body));
   WaiterRegistry::Ticket ticket =
       waiters_.Wait(call->ns, name, last, call->deadline,
                     [this, call, body, name, last](const Decision& d, const kube::ObjectPtr& obj,
@@ -320,16 +483,16 @@ void Gateway::OnDecided(const std::shared_ptr<Call>& call, const std::string& re
     call->ticket.reset();
   }
   if (d.verdict == Verdict::kWait && d.reason == "abandoned") {
-    ReportAbandoned(call, {ns, gs_name, last_allocated, "waiting"});
+    ReportAbandoned(call, {ns, gs_name, last_allocated, "waiting", call->key, call->answer_by});
     return Finish(call, ErrorAnswer(GrpcCode::kUnavailable, "abandoned"));
   }
   switch (d.verdict) {
     case Verdict::kAnswer: {
       std::string out;
       if (obj && RefreshMetadata(response_body, *obj->doc, &out).ok()) {
-        return Finish(call, JsonAnswer(200, std::move(out)));
+        return Deliver(call, ns, gs_name, obj, JsonAnswer(200, std::move(out)));
       }
-      return Finish(call, JsonAnswer(200, response_body));
+      return Deliver(call, ns, gs_name, obj, JsonAnswer(200, response_body));
     }
     case Verdict::kRetry:
       metrics_->Retry(ReasonLabel(d.reason));
@@ -339,6 +502,8 @@ void Gateway::OnDecided(const std::shared_ptr<Call>& call, const std::string& re
                  {"attempt", std::to_string(call->attempts)}});
       return Retry(call, fmt::format("{}: {}", gs_name, d.reason));
     case Verdict::kWait:
+      // Nobody is told this server's address: the resolver releases it at once (answer-by now).
+      Release(call, ns, gs_name);
       if (d.reason == "stopped") {
         return Finish(call, ErrorAnswer(GrpcCode::kUnavailable, "the gateway is shutting down"));
       }
@@ -370,7 +535,42 @@ void Gateway::Finish(const std::shared_ptr<Call>& call, server::HttpResponse res
   if (call->finished.exchange(true)) return;
   if (!call->abandoned.load()) metrics_->Request(res.status);
   metrics_->duration.Observe(std::chrono::duration<double>(Clock::now() - call->start).count());
-  if (call->attempts > 0) in_flight_.fetch_sub(1);
+  if (call->counted) in_flight_.fetch_sub(1);
+  if (!call->ns_key.empty()) {
+    std::lock_guard lock(keys_mu_);
+    auto it = by_key_.find(call->ns_key);
+    if (it != by_key_.end() && it->second.lock() == call) by_key_.erase(it);
+  }
+  std::vector<server::Responder> joined;
+  {
+    std::lock_guard lock(call->mu);
+    joined.swap(call->joined);
+  }
+  if (res.on_written && !joined.empty()) {
+    // One answer to every client of the call: the mark is undone only when none received it.
+    struct Tally {
+      std::mutex mu;
+      size_t left;
+      bool any = false;
+      std::function<void(bool)> then;
+    };
+    auto tally = std::make_shared<Tally>();
+    tally->left = joined.size() + 1;
+    tally->then = std::move(res.on_written);
+    res.on_written = [tally](bool written) {
+      std::function<void(bool)> then;
+      bool any = false;
+      {
+        std::lock_guard lock(tally->mu);
+        tally->any = tally->any || written;
+        if (--tally->left != 0) return;
+        then = std::move(tally->then);
+        any = tally->any;
+      }
+      then(any);
+    };
+  }
+  for (auto& r : joined) r(res);
   call->respond(std::move(res));
 }
 

@@ -28,6 +28,21 @@
 //     {"code":14,"message":"the gateway is shutting down"}; requests already accepted go on
 //     (waiting, and re-allocating) until answered;
 //   - every answer is given exactly once, from whatever thread decided it; no thread waits.
+//   No server lost (docs/gateway.md; gateway/delivery.h): every forwarded request carries
+//   metadata.annotations allocating.agones.dev/answer-by (the request's deadline, RFC 3339) and,
+//   with a key, allocating.agones.dev/request-key; a request setting those (or `delivered`)
+//   itself gets 400. Before a 200 naming a gated server, `mark_delivered` writes `delivered`;
+//   when that fails the server is released (`release_now`) and another is allocated while
+//   attempts and time remain. If the answer is then not written (HttpResponse::on_written false
+//   for every client of the call), `undeliver` takes back this call's delivery (the others of
+//   the same server stay: `delivered` lists every delivery, gateway/delivery.h). A client gone, the
+//   deadline passing or the shutdown's 503 release the call's server (`release_now`; the
+//   abandoned case through `on_abandoned`).
+//   Idempotency (header X-Allocating-Idempotency-Key, 1..128 of [A-Za-z0-9._~:-], else 400): a
+//   request whose key is in flight on this replica joins that call (one allocation, every client
+//   gets the answer; the call is abandoned only when all of them are gone); else a cached
+//   GameServer holding the key (`find_by_key`) is waited on (answer-by extended to this
+//   request's deadline) or, already playable, answered at once; else a new allocation.
 // Metrics: allocating_gateway_requests_total{code}, allocating_gateway_retries_total{reason},
 // allocating_gateway_waiting, allocating_gateway_request_duration_seconds,
 // allocating_gateway_attempts_total{result}, allocating_gateway_abandoned_total{phase}.
@@ -38,11 +53,15 @@
 #include <atomic>
 #include <chrono>
 #include <functional>
+#include <map>
 #include <memory>
+#include <mutex>
+#include <optional>
 #include <string>
 
 #include "gateway/io/allocator_client.h"
 #include "gateway/io/waiters.h"
+#include "policy/gameserver.h"
 #include "server/connection_server.h"
 
 namespace prometheus {
@@ -61,6 +80,19 @@ struct AbandonedAllocation {
   std::string name;
   std::string last_allocated;  // the allocation's agones.dev/last-allocated (its id)
   std::string phase;           // "waiting" (for confirmation) or "allocating" (answer came late)
+  std::string request_key;     // the request's idempotency key ("" when none): a retry may
+                               // still come for the server, so it is not released at once
+  std::string answer_by;       // the request's answer-by as written on the server
+};
+
+// One answer's delivery mark: the server, the delivery (a unique RFC 3339 time) and the
+// server as the gateway decided on it (its resourceVersion and `delivered`), so that the mark is
+// usually one write; std::nullopt when unknown.
+struct DeliveryMark {
+  std::string ns;
+  std::string name;
+  std::string at;
+  std::optional<policy::GameServerView> seen;
 };
 
 struct GatewayOptions {
@@ -70,6 +102,18 @@ struct GatewayOptions {
   int unallocated_status = 429;  // HTTP status of the gateway's own "no server" answers
   // Called (quickly, from any thread) for each abandoned allocation that holds a GameServer.
   std::function<void(const AbandonedAllocation&)> on_abandoned;
+  // "No server lost" (gateway/io/marks.h); each unset = that write is skipped (unit tests).
+  // `at`: the delivered time written (undeliver takes back only that mark); `expected`: the
+  // releasing call's answer-by (release_now moves it to now only while it is still that).
+  std::function<void(const DeliveryMark&, std::function<void(Status)>)> mark_delivered;
+  std::function<void(const std::string& ns, const std::string& name, const std::string& at)>
+      undeliver;
+  std::function<void(const std::string& ns, const std::string& name, const std::string& expected)>
+      release_now;
+  std::function<void(const std::string& ns, const std::string& name, const std::string& answer_by)>
+      extend_answer_by;
+  // The cached GameServer in `ns` holding the request with idempotency key `key`, or nullptr.
+  std::function<kube::ObjectPtr(const std::string& ns, const std::string& key)> find_by_key;
 };
 
 class Gateway {
@@ -91,6 +135,28 @@ class Gateway {
   struct Call;
   struct Metrics;
   void Attempt(const std::shared_ptr<Call>& call);
+  // Joins a call in flight with the same key on this replica; false when there is none.
+  bool Join(const std::string& ns_key, const server::HttpRequest& req, server::Responder& respond);
+  // The cached server holding the call's idempotency key, with the answer built from it.
+  struct KeyHolder {
+    policy::GameServerView gs;
+    std::string body;
+  };
+  std::optional<KeyHolder> FindKeyHolder(const std::shared_ptr<Call>& call) const;
+  // Waits on that server, its answer-by moved to this call's.
+  void WaitOnKeyHolder(const std::shared_ptr<Call>& call, KeyHolder holder);
+  // Waits on (or answers from) a cached server that holds the call's key; false when none.
+  bool Resume(const std::shared_ptr<Call>& call);
+  // After an allocation for a keyed call: when another server already holds the key, releases
+  // the new one and waits on that one (true).
+  bool Converge(const std::shared_ptr<Call>& call, const std::string& allocated);
+  void WaitFor(const std::shared_ptr<Call>& call, std::string body, const std::string& name,
+               const std::string& last_allocated);
+  // Marks the server delivered, then answers (or, when the mark fails, allocates again).
+  void Deliver(const std::shared_ptr<Call>& call, const std::string& ns, const std::string& name,
+               const kube::ObjectPtr& seen, server::HttpResponse res);
+  // Moves the server's answer-by to now while it is still the call's own (release_now).
+  void Release(const std::shared_ptr<Call>& call, const std::string& ns, const std::string& name);
   void OnAllocated(const std::shared_ptr<Call>& call, AllocatorAnswer answer);
   void OnDecided(const std::shared_ptr<Call>& call, const std::string& response_body,
                  const std::string& gs_name, const std::string& last_allocated,
@@ -108,6 +174,8 @@ class Gateway {
   std::unique_ptr<Metrics> metrics_;
   std::atomic<size_t> in_flight_{0};
   std::atomic<bool> draining_{false};
+  std::mutex keys_mu_;
+  std::map<std::string, std::weak_ptr<Call>> by_key_;  // "<ns>/<key>" -> the call in flight
 };
 
 }  // namespace aw::gateway

@@ -33,6 +33,8 @@ std::string_view VerdictName(Verdict v) {
       return "confirm-bypass";
     case Verdict::kBypassDeadline:
       return "bypass-deadline";
+    case Verdict::kRelease:
+      return "release";
   }
   return "unknown";
 }
@@ -100,8 +102,26 @@ std::optional<probe::Target> ResolveProbeTarget(const GameServerView& gs,
   return t;
 }
 
+bool AwaitsDelivery(const GameServerView& gs) {
+  return gs.Annotation(keys::kAnswerBy) && !gs.Annotation(keys::kDelivered) &&
+         gs.Annotation(keys::kOutcome) != keys::kOutcomeUndelivered;
+}
+
+policy::Delivery DeliveryOf(const GameServerView& gs, TimePoint now, std::chrono::nanoseconds grace,
+                            TimePoint* release_at) {
+  if (!AwaitsDelivery(gs)) return policy::Delivery::kNone;
+  auto t = util::ParseRfc3339(*gs.Annotation(keys::kAnswerBy));
+  if (!t) return policy::Delivery::kOverdue;
+  TimePoint due = std::chrono::time_point_cast<Clock::duration>(*t) +
+                  std::chrono::duration_cast<Clock::duration>(grace);
+  if (now >= due) return policy::Delivery::kOverdue;
+  if (release_at) *release_at = due;
+  return policy::Delivery::kPending;
+}
+
 Evaluation Evaluate(const GameServerView& gs, const policy::GateConfig& config,
-                    const ProbeObservation* last_probe, TimePoint now, TimePoint first_seen) {
+                    const ProbeObservation* last_probe, TimePoint now, TimePoint first_seen,
+                    std::chrono::nanoseconds undelivered_grace) {
   Evaluation ev;
   policy::ResolveInput in;
   in.opted_in = gs.OptedIn();
@@ -110,7 +130,25 @@ Evaluation Evaluate(const GameServerView& gs, const policy::GateConfig& config,
   in.scaled_down = gs.Annotation(keys::kOutcome) == keys::kOutcomeScaledDown;
   in.bypass = policy::BypassOf(gs);
   ev.bypass = in.bypass;
+  TimePoint release_at{};
+  in.delivery = DeliveryOf(gs, now, undelivered_grace, &release_at);
+  ev.delivery = in.delivery;
+  if (in.delivery == policy::Delivery::kPending) ev.release_at = release_at;
+  ev.release_action = config.on_undelivered;
   const policy::ResolveRule& pre = policy::DecideResolve(in);
+  if (pre.verdict == policy::ResolveVerdict::kRelease) {
+    ev.verdict = Verdict::kRelease;
+    ev.reason = "allocated by the gateway and never delivered";
+    return ev;
+  }
+  if (pre.verdict == policy::ResolveVerdict::kWait && in.phase == policy::Phase::kAllocated &&
+      in.bypass == policy::Bypass::kNone) {
+    // Allocated through the gate, waiting only for the gateway's delivery mark.
+    ev.verdict = Verdict::kWait;
+    ev.deadline = release_at;
+    ev.reason = "waiting for the gateway's delivery";
+    return ev;
+  }
   if (pre.verdict == policy::ResolveVerdict::kRecord) {
     ev.verdict = Verdict::kScaledDown;
     ev.reason = "scaled down while Allocating";
@@ -195,6 +233,9 @@ Evaluation Evaluate(const GameServerView& gs, const policy::GateConfig& config,
       break;
     case policy::ResolveVerdict::kBypassDeadline:
       ev.verdict = Verdict::kBypassDeadline;
+      break;
+    case policy::ResolveVerdict::kRelease:
+      ev.verdict = Verdict::kRelease;
       break;
   }
   return ev;

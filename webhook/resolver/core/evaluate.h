@@ -26,6 +26,12 @@
 //   - kConfirmBypass / kBypassDeadline / kWait: a recorded, still open bypass gets the same
 //     checks and deadline as an Allocating server; the deadline writes
 //     policy::BypassTimeoutAction(on-timeout) (`bypass_action`) and never changes the state.
+//   Allocation gateway (docs/gateway.md, "No server lost"; DeliveryOf()): a gated server
+//   (Allocating or Allocated) carrying `answer-by` without `delivered` (and not already released,
+//   outcome Undelivered) is kRelease once now >= answer-by + `undelivered_grace`: write
+//   config.on_undelivered (`release_action`) with outcome Undelivered. Before that an Allocated
+//   one is kWait with `deadline` = answer-by + grace (the requeue), an Allocating one waits for
+//   the earlier of its deadline and that time.
 // `failed` always lists the checks that do not pass, in words fit for a Warning Event.
 // Without a parsable `since`, the deadline counts from `first_seen` (when the resolver first saw
 // the server Allocating). Without an allocation id nothing can be confirmed (webhook row 4 adds
@@ -51,7 +57,8 @@ enum class Verdict {
   kScaledDown,
   kRecordBypass,
   kConfirmBypass,
-  kBypassDeadline
+  kBypassDeadline,
+  kRelease
 };
 std::string_view VerdictName(Verdict v);
 
@@ -74,7 +81,20 @@ struct Evaluation {
   TimePoint bypass_since{};       // for kRecordBypass
   std::string bypass_since_text;  // for kRecordBypass: bypass_since as written in `since`
   const policy::BypassTimeoutRule* bypass_action = nullptr;  // for kBypassDeadline
+  policy::Delivery delivery = policy::Delivery::kNone;
+  std::optional<TimePoint> release_at;  // answer-by + grace, while the delivery is pending
+  policy::OnUndelivered release_action = policy::OnUndelivered::kShutdown;  // for kRelease
 };
+
+// Whether the server waits for the gateway's delivery: it carries `answer-by`, no `delivered`, and
+// has not been released (outcome Undelivered). DeliveryOf() is kNone exactly when it does not.
+bool AwaitsDelivery(const GameServerView& gs);
+
+// Where the server stands towards the gateway's answer at `now` (policy::Delivery); `release_at`
+// (when not null) receives answer-by + grace for a pending one. An answer-by that does not parse
+// as RFC 3339 counts as passed (a forged or broken value never keeps a server for nobody).
+policy::Delivery DeliveryOf(const GameServerView& gs, TimePoint now, std::chrono::nanoseconds grace,
+                            TimePoint* release_at);
 
 // The scale-down row of the resolver's table alone (Evaluate() would answer kScaledDown).
 bool IsScaledDown(const GameServerView& gs);
@@ -90,7 +110,10 @@ std::optional<probe::Target> ResolveProbeTarget(const GameServerView& gs,
 
 probe::Type ToProbeType(policy::ProbeType t);
 
+inline constexpr std::chrono::nanoseconds kDefaultUndeliveredGrace = std::chrono::seconds(3);
+
 Evaluation Evaluate(const GameServerView& gs, const policy::GateConfig& config,
-                    const ProbeObservation* last_probe, TimePoint now, TimePoint first_seen);
+                    const ProbeObservation* last_probe, TimePoint now, TimePoint first_seen,
+                    std::chrono::nanoseconds undelivered_grace = kDefaultUndeliveredGrace);
 
 }  // namespace aw::resolver

@@ -72,4 +72,10 @@ std::string BypassDeadlinePatch(const GameServerView& gs, const policy::BypassTi
   return Build(gs, "", std::move(sets));
 }
 
+std::string ReleasePatch(const GameServerView& gs, policy::OnUndelivered action) {
+  // The resourceVersion test already refuses a patch on an object that gained `delivered`.
+  return Build(gs, policy::OnUndeliveredName(action),
+               {{std::string(keys::kOutcome), std::string(keys::kOutcomeUndelivered)}});
+}
+
 }  // namespace aw::resolver

@@ -15,6 +15,10 @@
 //                       removed.
 //   ConfirmBypassPatch: confirmed = <allocation>, outcome = Confirmed.
 //   BypassDeadlinePatch: the rule's outcome, and confirmed = <allocation> when it confirms.
+// Allocation gateway (a gated server allocated and never delivered):
+//   ReleasePatch: status.state = <on-undelivered> (Shutdown or Unhealthy), outcome = Undelivered,
+//                 and a test that `delivered` is still absent (a delivery written after the
+//                 decision makes the patch fail instead of releasing a delivered server).
 #pragma once
 
 #include <string>
@@ -31,5 +35,6 @@ std::string RecordBypassPatch(const GameServerView& gs, const std::string& alloc
                               const std::string& since);
 std::string ConfirmBypassPatch(const GameServerView& gs);
 std::string BypassDeadlinePatch(const GameServerView& gs, const policy::BypassTimeoutRule& rule);
+std::string ReleasePatch(const GameServerView& gs, policy::OnUndelivered action);
 
 }  // namespace aw::resolver
