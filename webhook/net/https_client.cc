@@ -684,8 +684,12 @@ void Op::ReadBody() {
   parser_->get().body().data = chunk_.data();
   parser_->get().body().size = chunk_.size();
   conn_->tcp().expires_after(req_.timeout);
+  // One parse step per read (async_read_some), handed on at once: a watch's event reaches the
+  // caller when its chunk arrives. http::async_read would go on reading until the message ended
+  // or the body buffer was full, holding back the events of a quiet watch until the server ended
+  // the stream (timeoutSeconds, minutes) or dropping them with the connection (a restart).
   conn_->With([&](auto& s) {
-    http::async_read(
+    http::async_read_some(
         s, conn_->buf, *parser_, [self = shared_from_this()](beast::error_code ec, size_t n) {
           self->a_.consumed += n;
           if (ec == http::error::need_buffer) ec = {};

@@ -104,7 +104,8 @@ class Call {
 class HttpsClient {
  public:
   using Done = std::function<void(StatusOr<Response>)>;
-  // Hands the caller the next piece of a 2xx stream's body; the client reads no further until
+  // Hands the caller the next piece of a 2xx stream's body as soon as it is read (a watch's event
+  // is never held back for more data or the stream's end); the client reads no further until
   // `resume` is called (from any thread): resume(true) reads on, resume(false) ends the call
   // successfully (the connection is closed).
   using Resume = std::function<void(bool more)>;
