@@ -9,8 +9,8 @@
 //   sources  the serving key pair poller (a runnable), the client CA poller and the allocator
 //            workers (services)
 //   health   the plain health/metrics listener (a service)
-//   cache    the GameServer informer (opted-in servers) and the waiters' timer thread (a runnable:
-//            ready once the informer has synced)
+//   cache    gateway::GameServerCache: the GameServer informer (opted-in servers), the waiters'
+//            timer thread and the request-key index (a runnable: ready once the informer synced)
 //   drain    waits, on stop, for the requests the stopped listener still answers (a service)
 //   gateway  the gateway's TLS listener (a service)
 // On SIGTERM readiness fails and new requests are refused (the listener stops accepting; a new
@@ -40,13 +40,12 @@
 
 #include "contract/keys.h"
 #include "gateway/io/allocator_client.h"
+#include "gateway/io/cache.h"
 #include "gateway/io/gateway.h"
 #include "gateway/io/grpc_service.h"
 #include "gateway/io/marks.h"
-#include "gateway/io/waiters.h"
 #include "kube/client.h"
 #include "kube/config.h"
-#include "kube/informer.h"
 #include "runtime/manager.h"
 #include "runtime/process.h"
 #include "runtime/service.h"
@@ -120,42 +119,9 @@ void Register(flags::FlagSet& fs, Flags* f) {
               std::chrono::milliseconds(100));
   fs.Duration("idle-timeout", &f->idle_timeout, "keep-alive idle timeout",
               std::chrono::milliseconds(100));
-  fs.String("allocator-address", &f->allocator.address,
-            "agones-allocator's REST URL: https://, or http:// for an allocator started with "
-            "--disable-tls");
-  fs.String("allocator-server-name", &f->allocator.server_name,
-            "name sent as TLS SNI and verified in agones-allocator's certificate (\"\" = the "
-            "address's host); e.g. the name in Agones' generated allocator-tls certificate");
-  fs.String("allocator-ca-file", &f->allocator.ca_file,
-            "CA (PEM) of agones-allocator's serving certificate (\"\" = system roots)");
-  fs.String("allocator-client-cert-file", &f->allocator.client_cert_file,
-            "client certificate (PEM) presented to agones-allocator");
-  fs.String("allocator-client-key-file", &f->allocator.client_key_file,
-            "client key (PEM) for --allocator-client-cert-file");
-  fs.Duration("allocator-timeout", &f->allocator.timeout,
-              "timeout of one call to agones-allocator (connect, TLS handshake, each write and "
-              "read), capped by what is left of the request's deadline when the call starts "
-              "(time queued for a worker counts against the deadline)",
-              std::chrono::milliseconds(10));
-  fs.Size("allocator-workers", &f->allocator.workers,
-          "threads calling agones-allocator (calls in flight at most)", 1, 256);
-  fs.Size("delivery-workers", &f->delivery_workers,
-          "threads writing the delivery marks (allocating.agones.dev/delivered, answer-by) on the "
-          "GameServers the gateway allocated: one Kubernetes API write before each answer",
-          1, 256);
-  fs.Duration("deadline", &f->gateway.default_deadline,
-              "default time budget of a request: allocation, waiting and re-allocations",
-              std::chrono::milliseconds(1));
-  fs.Duration("max-deadline", &f->gateway.max_deadline,
-              "largest per-request deadline (X-Allocating-Deadline header or "
-              "allocating.agones.dev/gateway-deadline annotation)",
-              std::chrono::milliseconds(1));
-  fs.Int("max-attempts", &f->gateway.max_attempts,
-         "allocations per request at most (the first one included)", 1, 100);
-  fs.Int("http-unallocated-status-code", &f->gateway.unallocated_status,
-         "HTTP status of the gateway's own \"no GameServer\" answers (gRPC code 8 in the body), "
-         "like agones-allocator's flag of the same name",
-         200, 599);
+  gateway::RegisterAllocatorFlags(fs, &f->allocator);
+  gateway::RegisterDeliveryFlags(fs, &f->delivery_workers);
+  gateway::RegisterGatewayFlags(fs, &f->gateway);
   fs.String("kubeconfig", &f->kubeconfig, "kubeconfig file (\"\" = in-cluster config)");
   fs.String("context", &f->context, "kubeconfig context (\"\" = current-context)");
   fs.String("namespace", &f->watch_namespace,
@@ -197,13 +163,12 @@ int main(int argc, char** argv) {
           runtime::ParseCommandLine(fs, argc, argv, "allocation-gateway")) {
     return *exit_code;
   }
-  if (f.gateway.default_deadline > f.gateway.max_deadline) {
-    std::fprintf(stderr, "allocation-gateway: --deadline is above --max-deadline\n");
-    return 2;
-  }
-  if (f.allocator.address.empty()) {
-    std::fprintf(stderr, "allocation-gateway: --allocator-address is required\n");
-    return 2;
+  for (const Status& st : {gateway::ValidateAllocatorOptions(f.allocator),
+                           gateway::ValidateGatewayOptions(f.gateway)}) {
+    if (!st.ok()) {
+      std::fprintf(stderr, "allocation-gateway: %s\n", st.message().c_str());
+      return 2;
+    }
   }
   log::Level level{};
   log::Format format{};
@@ -249,20 +214,13 @@ int main(int argc, char** argv) {
     log::error("cannot build the Kubernetes client", {{"error", client.status().ToString()}});
     return 1;
   }
-  kube::InformerOptions io;
-  io.name = "gateway-gameservers";
-  io.resource = kube::kGameServers;
-  io.namespace_ = f.watch_namespace;
-  io.label_selector = std::string(keys::kEnabledLabel) + "=true";
-  io.resync = std::chrono::seconds(60);
-  kube::Informer informer(**client, io, registry.get());
-  auto lookup = [&informer](const std::string& name) { return informer.GetByName(name); };
-  gateway::WaiterRegistry waiters(lookup);
-  informer.AddHandler(&waiters);
+  gateway::GameServerCache cache(**client, f.watch_namespace, registry.get());
+  gateway::WaiterRegistry& waiters = cache.waiters();
+  auto lookup = [&cache](const std::string& name) { return cache.Lookup(name); };
 
   // "No server lost" (docs/gateway.md): the gateway's writes on the servers it allocated, and
-  // idempotent retries found in the informer's cache. Destroyed (its queued writes sent) before
-  // the gateway, whose calls its callbacks reach.
+  // idempotent retries found in the cache's request-key index. Destroyed (its queued writes sent)
+  // before the gateway, whose calls its callbacks reach.
   auto marks = std::make_unique<gateway::GameServerMarks>(**client, f.delivery_workers);
   gateway::GatewayOptions gopts = f.gateway;
   gopts.mark_delivered = [&marks](const gateway::DeliveryMark& m,
@@ -285,8 +243,8 @@ int main(int argc, char** argv) {
     if (!a.request_key.empty()) return;
     marks->ReleaseNow(a.namespace_, a.name, a.answer_by);
   };
-  gopts.find_by_key = [&informer](const std::string& ns, const std::string& key) {
-    return gateway::FindByRequestKey(informer.Snapshot(), ns, key);
+  gopts.find_by_key = [&cache](const std::string& ns, const std::string& key) {
+    return cache.request_keys().Find(ns, key);
   };
   gateway::Gateway gw(gopts, allocator, waiters, lookup, *registry);
 
@@ -315,8 +273,8 @@ int main(int argc, char** argv) {
       &certs, client_ca.get(), *registry);
 
   server::HealthServer health(f.bind_address, f.health_port, *registry);
-  health.AddReadinessCheck("informer", [&informer]() -> std::optional<std::string> {
-    if (!informer.HasSynced()) return "GameServer informer not synced";
+  health.AddReadinessCheck("informer", [&cache]() -> std::optional<std::string> {
+    if (!cache.HasSynced()) return "GameServer informer not synced";
     return std::nullopt;
   });
   health.AddReadinessCheck("draining", [&gw]() -> std::optional<std::string> {
@@ -389,20 +347,7 @@ int main(int argc, char** argv) {
       {.group = "drain"});
   MustAdd(manager,
           runtime::MakeRunnable("gameserver-informer",
-                                [&](runtime::RunContext& ctx) {
-                                  waiters.Start();
-                                  informer.Start();
-                                  while (!ctx.stop().stop_requested()) {
-                                    if (informer.WaitForSync(std::chrono::milliseconds(200))) {
-                                      ctx.Ready();
-                                      break;
-                                    }
-                                  }
-                                  runtime::WaitForStop(ctx.stop());
-                                  informer.Stop();
-                                  waiters.Stop();
-                                  return Status::Ok();
-                                }),
+                                [&cache](runtime::RunContext& ctx) { return cache.Run(ctx); }),
           {.group = "cache"});
   MustAdd(
       manager,

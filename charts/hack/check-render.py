@@ -210,7 +210,7 @@ def main():
              f"{cfg['kind']} webhooks {[w['name'] for w in hooks]} != manifests/base's")
         for w, bw in zip(hooks, bhooks):
             for key in ("rules", "objectSelector", "matchPolicy", "sideEffects", "admissionReviewVersions",
-                        "reinvocationPolicy"):
+                        "reinvocationPolicy", "matchConditions"):
                 fact(w.get(key) == bw.get(key), f"{w['name']}: {key} {w.get(key)!r} != manifests/base {bw.get(key)!r}")
             fact(w["failurePolicy"] == v["webhooks"]["failurePolicy"], f"{w['name']}: failurePolicy {w['failurePolicy']}")
             fact(w["timeoutSeconds"] == v["webhooks"]["timeoutSeconds"], f"{w['name']}: timeoutSeconds")

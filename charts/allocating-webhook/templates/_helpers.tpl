@@ -113,6 +113,31 @@ admissionReviewVersions: ["v1"]
 timeoutSeconds: {{ .Values.webhooks.timeoutSeconds }}
 {{- end -}}
 
+{{- /*
+The GameServer webhooks' matchConditions, as in manifests/base (charts/hack/check-render.py
+compares them): a write that changes only the allocation gateway's delivery marks
+(allocating.agones.dev/delivered, answer-by) is not sent to the webhook.
+*/ -}}
+{{- define "aw.gameServerMatchConditions" -}}
+matchConditions:
+  - name: not-only-delivery-marks
+    expression: >-
+      request.operation != 'UPDATE' || oldObject == null || object == null ||
+      !(object.spec == oldObject.spec &&
+      ('status' in object) == ('status' in oldObject) &&
+      (!('status' in object) || object.status == oldObject.status) &&
+      ('labels' in object.metadata) == ('labels' in oldObject.metadata) &&
+      (!('labels' in object.metadata) || object.metadata.labels == oldObject.metadata.labels) &&
+      ('deletionTimestamp' in object.metadata) == ('deletionTimestamp' in oldObject.metadata) &&
+      ('finalizers' in object.metadata) == ('finalizers' in oldObject.metadata) &&
+      (!('finalizers' in object.metadata) || object.metadata.finalizers == oldObject.metadata.finalizers) &&
+      ('annotations' in object.metadata) && ('annotations' in oldObject.metadata) &&
+      object.metadata.annotations.all(k, k in ['allocating.agones.dev/delivered', 'allocating.agones.dev/answer-by'] ||
+        (k in oldObject.metadata.annotations && oldObject.metadata.annotations[k] == object.metadata.annotations[k])) &&
+      oldObject.metadata.annotations.all(k, k in ['allocating.agones.dev/delivered', 'allocating.agones.dev/answer-by'] ||
+        k in object.metadata.annotations))
+{{- end -}}
+
 {{- define "aw.certManagerAnnotation" -}}
 {{- if eq .Values.certs.mode "cert-manager" -}}
 annotations:

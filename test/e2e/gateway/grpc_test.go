@@ -196,20 +196,28 @@ func testGRPCIdempotentRetry(t *testing.T) {
 	e.waitState(t, "gs-k", "Allocating", 10*time.Second)
 	cancel()
 	receiveGRPC(t, ch, 5*time.Second)
-	ctx2, cancel2 := context.WithTimeout(metadata.NewOutgoingContext(harness.Ctx(t), md), 15*time.Second)
-	defer cancel2()
-	retry := allocateGRPC(ctx2, conn, e.ns)
+	e.retryGetsTheSameServer(t, conn, md, "gs-k", "gs-k2", calls)
+}
+
+// retryGetsTheSameServer: a retry with the key in `md` on `conn`, made while `held` waits for its
+// confirmation, is answered with `held` once it is confirmed; the allocator was called once since
+// `calls` and `spare` (the other Ready server) was never allocated.
+func (e *env) retryGetsTheSameServer(t *testing.T, conn *grpc.ClientConn, md metadata.MD, held, spare string, calls int64) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(metadata.NewOutgoingContext(harness.Ctx(t), md), 15*time.Second)
+	defer cancel()
+	retry := allocateGRPC(ctx, conn, e.ns)
 	time.Sleep(time.Second)
-	e.confirm(t, "gs-k")
+	e.confirm(t, held)
 	a := receiveGRPC(t, retry, 10*time.Second)
-	if a.err != nil || a.res.GameServerName != "gs-k" {
-		t.Fatalf("retry with the key: want gs-k, got %v %v\n%s", a.res, a.err, e.gw.LogTail(20))
+	if a.err != nil || a.res.GameServerName != held {
+		t.Fatalf("retry with the key: want %s, got %v %v\n%s", held, a.res, a.err, e.gw.LogTail(20))
 	}
 	if n := e.alloc.Calls.Load() - calls; n != 1 {
 		t.Errorf("want 1 allocator call for the key, got %d", n)
 	}
-	if s := harness.State(e.cp.GetGameServer(t, e.ns, "gs-k2")); s != "Ready" {
-		t.Errorf("a second server was allocated for the key: gs-k2 is %s", s)
+	if s := harness.State(e.cp.GetGameServer(t, e.ns, spare)); s != "Ready" {
+		t.Errorf("a second server was allocated for the key: %s is %s", spare, s)
 	}
 }
 
@@ -372,19 +380,5 @@ func testGRPCIdempotentRetryAfterKill(t *testing.T) {
 	if a := receiveGRPC(t, ch, 5*time.Second); a.err == nil {
 		t.Fatalf("the killed replica answered: %v", a.res)
 	}
-	ctx2, cancel2 := context.WithTimeout(metadata.NewOutgoingContext(harness.Ctx(t), md), 15*time.Second)
-	defer cancel2()
-	retry := allocateGRPC(ctx2, e.dial(t), e.ns)
-	time.Sleep(time.Second)
-	e.confirm(t, "gs-kk")
-	a := receiveGRPC(t, retry, 10*time.Second)
-	if a.err != nil || a.res.GameServerName != "gs-kk" {
-		t.Fatalf("retry to the other replica: want gs-kk, got %v %v\n%s", a.res, a.err, e.gw.LogTail(20))
-	}
-	if n := e.alloc.Calls.Load() - calls; n != 1 {
-		t.Errorf("want 1 allocator call for the key, got %d", n)
-	}
-	if s := harness.State(e.cp.GetGameServer(t, e.ns, "gs-kk2")); s != "Ready" {
-		t.Errorf("a second server was allocated for the key: gs-kk2 is %s", s)
-	}
+	e.retryGetsTheSameServer(t, e.dial(t), md, "gs-kk", "gs-kk2", calls) // to the other replica
 }

@@ -343,34 +343,11 @@ func (r *run) gameServers(ctx context.Context) {
 }
 
 func (r *run) createServers(n int) {
-	c := r.admin.Resource(harness.GameServerGVR).Namespace(r.ns)
 	t0 := time.Now()
-	work := make(chan int)
-	var wg sync.WaitGroup
-	for w := 0; w < 16; w++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := range work {
-				name := fmt.Sprintf("gs-%04d", i)
-				created, err := c.Create(context.Background(), harness.NewGameServer(name, true, harness.TimeoutKey, "8s"), metav1.CreateOptions{})
-				if err != nil {
-					r.t.Errorf("create %s: %v", name, err)
-					continue
-				}
-				_ = unstructured.SetNestedField(created.Object, "Ready", "status", "state")
-				_ = unstructured.SetNestedField(created.Object, "127.0.0.1", "status", "address")
-				if _, err := c.Update(context.Background(), created, metav1.UpdateOptions{}); err != nil {
-					r.t.Errorf("move %s to Ready: %v", name, err)
-				}
-			}
-		}()
+	_, errs := harness.CreateReadyMany(context.Background(), r.admin, r.ns, "gs", n, 16, harness.TimeoutKey, "8s")
+	for _, err := range errs {
+		r.t.Error(err)
 	}
-	for i := 0; i < n; i++ {
-		work <- i
-	}
-	close(work)
-	wg.Wait()
 	if !harness.Poll(60*time.Second, 20*time.Millisecond, func() bool { return r.alloc.CachedReady(r.ns) >= n }) {
 		r.t.Fatalf("the stand-in allocator's cache has %d of %d Ready servers", r.alloc.CachedReady(r.ns), n)
 	}

@@ -4,11 +4,13 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/dynamic"
 )
 
 // Contract keys used by the tests (webhook/contract/keys.h is the source of truth).
@@ -118,24 +120,67 @@ func HasAnnotation(u *unstructured.Unstructured, key string) bool {
 // as Agones would after the pod started (state changes are full UPDATEs: no status subresource).
 func (cp *ControlPlane) CreateReadyGameServer(t testing.TB, ns string, gs *unstructured.Unstructured) *unstructured.Unstructured {
 	t.Helper()
-	dyn := cp.Dynamic(t, Admin).Resource(GameServerGVR).Namespace(ns)
-	created, err := dyn.Create(context.Background(), gs, metav1.CreateOptions{})
+	ready, err := CreateReady(context.Background(), cp.Dynamic(t, Admin), ns, gs)
 	if err != nil {
-		t.Fatalf("create GameServer %s/%s: %v", ns, gs.GetName(), err)
+		t.Fatalf("%v", err)
+	}
+	return ready
+}
+
+// CreateReady is CreateReadyGameServer's two writes with the caller's client, returning an error
+// instead of failing a test (for the benchmarks' parallel creation).
+func CreateReady(ctx context.Context, dyn dynamic.Interface, ns string, gs *unstructured.Unstructured) (*unstructured.Unstructured, error) {
+	c := dyn.Resource(GameServerGVR).Namespace(ns)
+	created, err := c.Create(ctx, gs, metav1.CreateOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("create GameServer %s/%s: %v", ns, gs.GetName(), err)
 	}
 	_ = unstructured.SetNestedField(created.Object, "Ready", "status", "state")
 	_ = unstructured.SetNestedField(created.Object, "127.0.0.1", "status", "address")
 	_ = unstructured.SetNestedSlice(created.Object, []interface{}{
 		map[string]interface{}{"name": "default", "port": int64(7654)},
 	}, "status", "ports")
-	ready, err := dyn.Update(context.Background(), created, metav1.UpdateOptions{})
+	ready, err := c.Update(ctx, created, metav1.UpdateOptions{})
 	if err != nil {
-		t.Fatalf("move GameServer %s/%s to Ready: %v", ns, gs.GetName(), err)
+		return nil, fmt.Errorf("move GameServer %s/%s to Ready: %v", ns, gs.GetName(), err)
 	}
 	if State(ready) != "Ready" {
-		t.Fatalf("GameServer %s/%s: state %q after the Ready update", ns, gs.GetName(), State(ready))
+		return nil, fmt.Errorf("GameServer %s/%s: state %q after the Ready update", ns, gs.GetName(), State(ready))
 	}
-	return ready
+	return ready, nil
+}
+
+// CreateReadyMany creates opted-in GameServers named prefix-NNNN (n of them, with the given
+// annotations) and moves each to Ready as CreateReady does, `parallel` at a time. It returns the
+// names and one error per server that could not be made.
+func CreateReadyMany(ctx context.Context, dyn dynamic.Interface, ns, prefix string, n, parallel int, annotations ...string) ([]string, []error) {
+	names := make([]string, n)
+	for i := range names {
+		names[i] = fmt.Sprintf("%s-%04d", prefix, i)
+	}
+	work := make(chan string)
+	var mu sync.Mutex
+	var errs []error
+	var wg sync.WaitGroup
+	for w := 0; w < parallel; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for name := range work {
+				if _, err := CreateReady(ctx, dyn, ns, NewGameServer(name, true, annotations...)); err != nil {
+					mu.Lock()
+					errs = append(errs, err)
+					mu.Unlock()
+				}
+			}
+		}()
+	}
+	for _, name := range names {
+		work <- name
+	}
+	close(work)
+	wg.Wait()
+	return names, errs
 }
 
 // EscapeJSONPointer escapes one RFC 6901 reference token ("~" -> "~0", "/" -> "~1").

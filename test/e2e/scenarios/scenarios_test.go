@@ -493,3 +493,65 @@ func TestScenario10_OwnedAnnotationsCannotBeForged(t *testing.T) {
 		t.Fatalf("allocation annotation is %q after alice replaced it, want %q", got, allocation)
 	}
 }
+
+// 11. The allocation gateway's delivery marks skip the webhooks (the GameServer webhooks'
+// matchConditions in manifests/base): a write that changes only allocating.agones.dev/delivered
+// and answer-by reaches neither webhook; the same write with anything else in it (a forged owned
+// key, a label, the state) is reviewed as before.
+func TestScenario11_DeliveryMarksSkipTheWebhook(t *testing.T) {
+	e := gate(t, harness.RegisterOptions{})
+	ctx := harness.Ctx(t)
+	gs := e.allocating(t, "gs")
+	allocation := harness.Annotation(gs, harness.AllocationKey)
+	key := func(k string) string { return "/metadata/annotations/" + harness.EscapeJSONPointer(k) }
+
+	before := requestsTotal(t, e.wh)
+	got, err := harness.SDKPatch(ctx, e.cp.Dynamic(t, harness.User), e.ns, "gs",
+		map[string]interface{}{"op": "add", "path": key(harness.AnswerByKey), "value": "2030-01-01T00:00:00Z"},
+		map[string]interface{}{"op": "add", "path": key(harness.DeliveredKey), "value": "2030-01-01T00:00:00.000001Z"})
+	if err != nil {
+		t.Fatalf("writing the delivery marks: %v", err)
+	}
+	if harness.Annotation(got, harness.DeliveredKey) == "" || harness.State(got) != "Allocating" {
+		t.Fatalf("after the delivery marks: %s", harness.Describe(got))
+	}
+	if after := requestsTotal(t, e.wh); after != before {
+		t.Fatalf("a write of only the delivery marks reached the webhook (%v admission requests)", after-before)
+	}
+
+	// The marks with a forged owned key: reviewed, and the key never stored.
+	for _, k := range []string{harness.ConfirmedKey, harness.OutcomeKey} {
+		before = requestsTotal(t, e.wh)
+		_, err = harness.SDKPatch(ctx, e.cp.Dynamic(t, harness.User), e.ns, "gs",
+			map[string]interface{}{"op": "replace", "path": key(harness.DeliveredKey), "value": "2030-01-01T00:00:00.000002Z"},
+			map[string]interface{}{"op": "add", "path": key(k), "value": allocation})
+		if err != nil {
+			wantErrContains(t, err, "a mark with "+k, "denied the request", k)
+		}
+		if requestsTotal(t, e.wh) == before {
+			t.Fatalf("a delivery mark written with %s was not reviewed", k)
+		}
+		if stored := e.cp.GetGameServer(t, e.ns, "gs"); harness.HasAnnotation(stored, k) {
+			t.Fatalf("%s stored next to a delivery mark: %s", k, harness.Describe(stored))
+		}
+	}
+	// The marks with a state change: reviewed, so the untrusted promotion stays Allocating.
+	before = requestsTotal(t, e.wh)
+	got, err = harness.SDKPatch(ctx, e.cp.Dynamic(t, harness.User), e.ns, "gs",
+		map[string]interface{}{"op": "replace", "path": key(harness.DeliveredKey), "value": "2030-01-01T00:00:00.000003Z"},
+		map[string]interface{}{"op": "replace", "path": "/status/state", "value": "Allocated"})
+	if err == nil && harness.State(got) == "Allocated" {
+		t.Fatalf("a delivery mark carried an untrusted promotion: %s", harness.Describe(got))
+	}
+	if requestsTotal(t, e.wh) == before {
+		t.Fatal("a delivery mark with a state change was not reviewed")
+	}
+	// A label added next to the marks: reviewed.
+	before = requestsTotal(t, e.wh)
+	_, _ = harness.SDKPatch(ctx, e.cp.Dynamic(t, harness.User), e.ns, "gs",
+		map[string]interface{}{"op": "replace", "path": key(harness.DeliveredKey), "value": "2030-01-01T00:00:00.000004Z"},
+		map[string]interface{}{"op": "add", "path": "/metadata/labels/extra", "value": "x"})
+	if requestsTotal(t, e.wh) == before {
+		t.Fatal("a delivery mark with a label change was not reviewed")
+	}
+}

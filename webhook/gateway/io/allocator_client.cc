@@ -197,4 +197,31 @@ void AllocatorClient::Work() {
   }
 }
 
+void RegisterAllocatorFlags(flags::FlagSet& fs, AllocatorOptions* o) {
+  fs.String("allocator-address", &o->address,
+            "agones-allocator's REST URL: https://, or http:// for an allocator started with "
+            "--disable-tls");
+  fs.String("allocator-server-name", &o->server_name,
+            "name sent as TLS SNI and verified in agones-allocator's certificate (\"\" = the "
+            "address's host); e.g. the name in Agones' generated allocator-tls certificate");
+  fs.String("allocator-ca-file", &o->ca_file,
+            "CA (PEM) of agones-allocator's serving certificate (\"\" = system roots)");
+  fs.String("allocator-client-cert-file", &o->client_cert_file,
+            "client certificate (PEM) presented to agones-allocator");
+  fs.String("allocator-client-key-file", &o->client_key_file,
+            "client key (PEM) for --allocator-client-cert-file");
+  fs.Duration("allocator-timeout", &o->timeout,
+              "timeout of one call to agones-allocator (connect, TLS handshake, each write and "
+              "read), capped by what is left of the request's deadline when the call starts "
+              "(time queued for a worker counts against the deadline)",
+              std::chrono::milliseconds(10));
+  fs.Size("allocator-workers", &o->workers,
+          "threads calling agones-allocator (calls in flight at most)", 1, 256);
+}
+
+Status ValidateAllocatorOptions(const AllocatorOptions& o) {
+  if (o.address.empty()) return Status::InvalidArgument("--allocator-address is required");
+  return Status::Ok();
+}
+
 }  // namespace aw::gateway

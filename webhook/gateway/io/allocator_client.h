@@ -32,6 +32,7 @@
 #include <vector>
 
 #include "net/https_client.h"
+#include "util/flags.h"
 #include "util/status.h"
 
 namespace aw::gateway {
@@ -47,6 +48,11 @@ struct AllocatorOptions {
   std::chrono::nanoseconds timeout = std::chrono::seconds(10);
   size_t workers = 8;
 };
+
+// The allocator client's flags (--allocator-*), each defaulting to the struct's value.
+void RegisterAllocatorFlags(flags::FlagSet& fs, AllocatorOptions* o);
+// InvalidArgument naming the flag when the options cannot work (no --allocator-address).
+Status ValidateAllocatorOptions(const AllocatorOptions& o);
 
 struct AllocatorAnswer {
   Status status;  // non-OK: no HTTP answer

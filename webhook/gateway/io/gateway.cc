@@ -57,7 +57,7 @@ struct Gateway::Metrics {
                                                                       60, 120, 300})) {}
 
   void Request(int status) {
-    std::lock_guard lock(mu);
+    MutexLock lock(mu);
     auto it = by_code.find(status);
     if (it == by_code.end()) {
       it = by_code.emplace(status, &requests.Add({{"code", std::to_string(status)}})).first;
@@ -74,8 +74,8 @@ struct Gateway::Metrics {
   prometheus::Family<prometheus::Counter>& abandoned;
   prometheus::Gauge& waiting;
   prometheus::Histogram& duration;
-  std::mutex mu;
-  std::map<int, prometheus::Counter*> by_code;
+  Mutex mu;
+  std::map<int, prometheus::Counter*> by_code GUARDED_BY(mu);
 };
 
 struct Gateway::Call {
@@ -90,13 +90,13 @@ struct Gateway::Call {
   std::string ns_key;           // "<ns>/<key>" in by_key_
   std::string answer_by;        // the deadline as written in allocating.agones.dev/answer-by
   std::atomic<int> clients{1};  // the first client and those that joined it
-  std::vector<server::Responder> joined;  // guarded by mu
-  std::vector<std::string> history;       // "gs-a: timed out ..." per lost attempt
+  std::vector<server::Responder> joined GUARDED_BY(mu);
+  std::vector<std::string> history;  // "gs-a: timed out ..." per lost attempt
   server::Responder respond;
   std::atomic<bool> finished{false};
   std::atomic<bool> abandoned{false};  // the client went away
-  std::mutex mu;                       // guards ticket
-  WaiterRegistry::Ticket ticket;       // while waiting for a GameServer
+  Mutex mu;
+  WaiterRegistry::Ticket ticket GUARDED_BY(mu);  // while waiting for a GameServer
 };
 
 namespace {
@@ -221,7 +221,7 @@ void Gateway::Handle(const server::HttpRequest& req, server::Responder respond) 
   in_flight_.fetch_add(1);
   call->counted = true;
   if (!call->ns_key.empty()) {
-    std::lock_guard lock(keys_mu_);
+    MutexLock lock(keys_mu_);
     by_key_[call->ns_key] = call;
   }
   if (req.on_abandoned) {
@@ -238,7 +238,7 @@ bool Gateway::Join(const std::string& ns_key, const server::HttpRequest& req,
                    server::Responder& respond) {
   std::shared_ptr<Call> call;
   {
-    std::lock_guard lock(keys_mu_);
+    MutexLock lock(keys_mu_);
     auto it = by_key_.find(ns_key);
     if (it == by_key_.end()) return false;
     call = it->second.lock();
@@ -248,7 +248,7 @@ bool Gateway::Join(const std::string& ns_key, const server::HttpRequest& req,
     }
   }
   {
-    std::lock_guard lock(call->mu);
+    MutexLock lock(call->mu);
     if (call->finished.load() || call->abandoned.load()) return false;
     call->joined.push_back(std::move(respond));
     call->clients.fetch_add(1);
@@ -347,13 +347,13 @@ void Gateway::OnClientGone(const std::shared_ptr<Call>& call) {
   {
     // The call is abandoned only when every client of it (the first and those that joined with
     // the same key) is gone.
-    std::lock_guard lock(call->mu);
+    MutexLock lock(call->mu);
     if (call->clients.fetch_sub(1) != 1) return;
   }
   if (call->finished.load() || call->abandoned.exchange(true)) return;
   WaiterRegistry::Ticket ticket;
   {
-    std::lock_guard lock(call->mu);
+    MutexLock lock(call->mu);
     ticket = call->ticket;
   }
   // Waiting: the wait ends now (OnDecided reports it). Allocating: OnAllocated reports it when
@@ -468,7 +468,7 @@ void Gateway::WaitFor(const std::shared_ptr<Call>& call, std::string response_bo
                       OnDecided(call, *body, name, last, ns, d, obj);
                     });
   {
-    std::lock_guard lock(call->mu);
+    MutexLock lock(call->mu);
     call->ticket = ticket;
   }
   // The client may have gone between the allocator's answer and the registration.
@@ -479,7 +479,7 @@ void Gateway::OnDecided(const std::shared_ptr<Call>& call, const std::string& re
                         const std::string& gs_name, const std::string& last_allocated,
                         const std::string& ns, const Decision& d, const kube::ObjectPtr& obj) {
   {
-    std::lock_guard lock(call->mu);
+    MutexLock lock(call->mu);
     call->ticket.reset();
   }
   if (d.verdict == Verdict::kWait && d.reason == "abandoned") {
@@ -537,31 +537,30 @@ void Gateway::Finish(const std::shared_ptr<Call>& call, server::HttpResponse res
   metrics_->duration.Observe(std::chrono::duration<double>(Clock::now() - call->start).count());
   if (call->counted) in_flight_.fetch_sub(1);
   if (!call->ns_key.empty()) {
-    std::lock_guard lock(keys_mu_);
+    MutexLock lock(keys_mu_);
     auto it = by_key_.find(call->ns_key);
     if (it != by_key_.end() && it->second.lock() == call) by_key_.erase(it);
   }
   std::vector<server::Responder> joined;
   {
-    std::lock_guard lock(call->mu);
+    MutexLock lock(call->mu);
     joined.swap(call->joined);
   }
   if (res.on_written && !joined.empty()) {
     // One answer to every client of the call: the mark is undone only when none received it.
     struct Tally {
-      std::mutex mu;
-      size_t left;
-      bool any = false;
-      std::function<void(bool)> then;
+      Tally(size_t l, std::function<void(bool)> t) : left(l), then(std::move(t)) {}
+      Mutex mu;
+      size_t left GUARDED_BY(mu);
+      bool any GUARDED_BY(mu) = false;
+      std::function<void(bool)> then GUARDED_BY(mu);
     };
-    auto tally = std::make_shared<Tally>();
-    tally->left = joined.size() + 1;
-    tally->then = std::move(res.on_written);
+    auto tally = std::make_shared<Tally>(joined.size() + 1, std::move(res.on_written));
     res.on_written = [tally](bool written) {
       std::function<void(bool)> then;
       bool any = false;
       {
-        std::lock_guard lock(tally->mu);
+        MutexLock lock(tally->mu);
         tally->any = tally->any || written;
         if (--tally->left != 0) return;
         then = std::move(tally->then);
@@ -572,6 +571,29 @@ void Gateway::Finish(const std::shared_ptr<Call>& call, server::HttpResponse res
   }
   for (auto& r : joined) r(res);
   call->respond(std::move(res));
+}
+
+void RegisterGatewayFlags(flags::FlagSet& fs, GatewayOptions* o) {
+  fs.Duration("deadline", &o->default_deadline,
+              "default time budget of a request: allocation, waiting and re-allocations",
+              std::chrono::milliseconds(1));
+  fs.Duration("max-deadline", &o->max_deadline,
+              "largest per-request deadline (X-Allocating-Deadline header or "
+              "allocating.agones.dev/gateway-deadline annotation)",
+              std::chrono::milliseconds(1));
+  fs.Int("max-attempts", &o->max_attempts,
+         "allocations per request at most (the first one included)", 1, 100);
+  fs.Int("http-unallocated-status-code", &o->unallocated_status,
+         "HTTP status of the gateway's own \"no GameServer\" answers (gRPC code 8 in the body), "
+         "like agones-allocator's flag of the same name",
+         200, 599);
+}
+
+Status ValidateGatewayOptions(const GatewayOptions& o) {
+  if (o.default_deadline > o.max_deadline) {
+    return Status::InvalidArgument("--deadline is above --max-deadline");
+  }
+  return Status::Ok();
 }
 
 }  // namespace aw::gateway

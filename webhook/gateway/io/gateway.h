@@ -63,6 +63,8 @@
 #include "gateway/io/waiters.h"
 #include "policy/gameserver.h"
 #include "server/connection_server.h"
+#include "util/flags.h"
+#include "util/io/mutex.h"
 
 namespace prometheus {
 class Counter;
@@ -115,6 +117,12 @@ struct GatewayOptions {
   // The cached GameServer in `ns` holding the request with idempotency key `key`, or nullptr.
   std::function<kube::ObjectPtr(const std::string& ns, const std::string& key)> find_by_key;
 };
+
+// The request flags (--deadline, --max-deadline, --max-attempts, --http-unallocated-status-code),
+// each defaulting to the struct's value.
+void RegisterGatewayFlags(flags::FlagSet& fs, GatewayOptions* o);
+// InvalidArgument naming the flags when --deadline is above --max-deadline.
+Status ValidateGatewayOptions(const GatewayOptions& o);
 
 class Gateway {
  public:
@@ -174,8 +182,9 @@ class Gateway {
   std::unique_ptr<Metrics> metrics_;
   std::atomic<size_t> in_flight_{0};
   std::atomic<bool> draining_{false};
-  std::mutex keys_mu_;
-  std::map<std::string, std::weak_ptr<Call>> by_key_;  // "<ns>/<key>" -> the call in flight
+  Mutex keys_mu_;
+  std::map<std::string, std::weak_ptr<Call>> by_key_
+      GUARDED_BY(keys_mu_);  // "<ns>/<key>" -> the call in flight
 };
 
 }  // namespace aw::gateway

@@ -12,6 +12,7 @@
 #include "proto/allocation/allocation.pb.h"
 #include "proto/grpc/health/v1/health.pb.h"
 #include "util/duration.h"
+#include "util/io/mutex.h"
 #include "util/text.h"
 
 namespace aw::gateway {
@@ -58,7 +59,7 @@ struct GrpcService::Metrics {
                   .Help("gRPC calls answered on the gateway's port, by method and grpc-status")
                   .Register(r)) {}
   void Call(std::string_view method, int code) {
-    std::lock_guard lock(mu);
+    MutexLock lock(mu);
     auto key = std::make_pair(std::string(method), code);
     auto it = by.find(key);
     if (it == by.end()) {
@@ -68,8 +69,8 @@ struct GrpcService::Metrics {
     it->second->Increment();
   }
   prometheus::Family<prometheus::Counter>& calls;
-  std::mutex mu;
-  std::map<std::pair<std::string, int>, prometheus::Counter*> by;
+  Mutex mu;
+  std::map<std::pair<std::string, int>, prometheus::Counter*> by GUARDED_BY(mu);
 };
 
 server::HttpResponse GrpcError(int code, std::string_view message) {

@@ -19,32 +19,11 @@ std::string NowText() {
 
 }  // namespace
 
-kube::ObjectPtr FindByRequestKey(const std::vector<kube::ObjectPtr>& servers, const std::string& ns,
-                                 const std::string& key) {
-  kube::ObjectPtr best;
-  std::string best_at;
-  for (const kube::ObjectPtr& obj : servers) {
-    if (!obj || !obj->doc || obj->namespace_ != ns) continue;
-    const rapidjson::Value& doc = *obj->doc;
-    auto meta = doc.FindMember("metadata");
-    if (meta == doc.MemberEnd() || !meta->value.IsObject()) continue;
-    auto ann = meta->value.FindMember("annotations");
-    if (ann == meta->value.MemberEnd() || !ann->value.IsObject()) continue;
-    auto k = ann->value.FindMember(
-        rapidjson::StringRef(keys::kRequestKey.data(), keys::kRequestKey.size()));
-    if (k == ann->value.MemberEnd() || !k->value.IsString() ||
-        std::string_view(k->value.GetString(), k->value.GetStringLength()) != key) {
-      continue;
-    }
-    const policy::GameServerView gs = policy::ParseGameServer(doc);
-    if (!HoldsRequest(gs)) continue;
-    std::string at(gs.Annotation(keys::kLastAllocated).value_or(""));
-    if (!best || at < best_at) {  // RFC 3339 UTC times of one writer compare as text
-      best = obj;
-      best_at = std::move(at);
-    }
-  }
-  return best;
+void RegisterDeliveryFlags(flags::FlagSet& fs, size_t* workers) {
+  fs.Size("delivery-workers", workers,
+          "threads writing the delivery marks (allocating.agones.dev/delivered, answer-by) on the "
+          "GameServers the gateway allocated: one Kubernetes API write before each answer",
+          1, 256);
 }
 
 GameServerMarks::GameServerMarks(kube::Client& client, size_t workers)

@@ -31,16 +31,13 @@
 #include "kube/informer.h"
 #include "policy/gameserver.h"
 #include "runtime/thread_pool.h"
+#include "util/flags.h"
 #include "util/status.h"
 
 namespace aw::gateway {
 
-// Among cached GameServers, the one in `ns` carrying allocating.agones.dev/request-key `key` that
-// still holds its request (gateway/delivery.h, HoldsRequest); the earliest allocation when several
-// do (so every replica settles on the same one); nullptr when none. A linear scan of `servers` (the
-// opted-in GameServers of the gateway's informer).
-kube::ObjectPtr FindByRequestKey(const std::vector<kube::ObjectPtr>& servers, const std::string& ns,
-                                 const std::string& key);
+// --delivery-workers: the threads writing the marks (the constructor's `workers`).
+void RegisterDeliveryFlags(flags::FlagSet& fs, size_t* workers);
 
 class GameServerMarks {
  public:

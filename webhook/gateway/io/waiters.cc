@@ -24,8 +24,8 @@ struct WaiterRegistry::Waiter {
   const std::string last_allocated;
   Done done;
   net::steady_timer timer;  // touched on the timer thread only
-  std::mutex mu;            // guards bound_ns
-  std::string bound_ns;     // "" until the allocation was seen
+  Mutex mu;
+  std::string bound_ns GUARDED_BY(mu);  // "" until the allocation was seen
 };
 
 WaiterRegistry::WaiterRegistry(Lookup lookup)
@@ -50,7 +50,7 @@ void WaiterRegistry::Start() {
 void WaiterRegistry::Stop() {
   std::vector<std::shared_ptr<Waiter>> all;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     if (stopped_) return;
     stopped_ = true;
     for (auto& [key, w] : waiters_) all.push_back(w);
@@ -62,7 +62,7 @@ void WaiterRegistry::Stop() {
 }
 
 size_t WaiterRegistry::Waiting() const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   return waiters_.size();
 }
 
@@ -74,7 +74,7 @@ WaiterRegistry::Ticket WaiterRegistry::Wait(const std::string& ns_hint, const st
       std::make_shared<Waiter>(timers_, name, ns_hint, std::move(last_allocated), std::move(done));
   bool stopped;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     stopped = stopped_;
     if (!stopped) waiters_.emplace(name, w);
   }
@@ -118,7 +118,7 @@ void WaiterRegistry::Cancel(const Ticket& ticket, const std::string& reason) {
 Decision WaiterRegistry::Judge(Waiter& w, const kube::ObjectPtr& obj, bool deleted) {
   const policy::GameServerView view = policy::ParseGameServer(*obj->doc);
   {
-    std::lock_guard lock(w.mu);
+    MutexLock lock(w.mu);
     if (w.bound_ns.empty()) {
       if (view.Annotation(keys::kLastAllocated).value_or("") == w.last_allocated) {
         w.bound_ns = obj->namespace_;  // this allocation's copy: the server is here
@@ -135,7 +135,7 @@ Decision WaiterRegistry::Judge(Waiter& w, const kube::ObjectPtr& obj, bool delet
 void WaiterRegistry::Evaluate(const kube::ObjectPtr& obj, bool deleted) {
   std::vector<std::shared_ptr<Waiter>> matched;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     auto [b, e] = waiters_.equal_range(obj->name);
     for (auto it = b; it != e; ++it) matched.push_back(it->second);
   }
@@ -148,7 +148,7 @@ void WaiterRegistry::Evaluate(const kube::ObjectPtr& obj, bool deleted) {
 void WaiterRegistry::Finish(const std::shared_ptr<Waiter>& w, const Decision& d,
                             const kube::ObjectPtr& obj) {
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     auto [b, e] = waiters_.equal_range(w->name);
     auto it = b;
     for (; it != e; ++it) {
@@ -160,7 +160,7 @@ void WaiterRegistry::Finish(const std::shared_ptr<Waiter>& w, const Decision& d,
   net::post(timers_, [w] { w->timer.cancel(); });
   std::string ns;
   {
-    std::lock_guard lock(w->mu);
+    MutexLock lock(w->mu);
     ns = w->bound_ns.empty() ? w->ns_hint : w->bound_ns;
   }
   w->done(d, obj, ns);

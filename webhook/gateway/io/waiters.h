@@ -36,6 +36,7 @@
 
 #include "gateway/decision.h"
 #include "kube/informer.h"
+#include "util/io/mutex.h"
 
 namespace aw::gateway {
 
@@ -72,12 +73,12 @@ class WaiterRegistry final : public kube::InformerHandler {
   void Finish(const std::shared_ptr<Waiter>& w, const Decision& d, const kube::ObjectPtr& obj);
 
   const Lookup lookup_;
-  mutable std::mutex mu_;
-  std::multimap<std::string, std::shared_ptr<Waiter>> waiters_;  // key: name
+  mutable Mutex mu_;
+  std::multimap<std::string, std::shared_ptr<Waiter>> waiters_ GUARDED_BY(mu_);  // key: name
   boost::asio::io_context timers_;
   boost::asio::executor_work_guard<boost::asio::io_context::executor_type> work_;
   std::thread thread_;
-  bool stopped_ = false;
+  bool stopped_ GUARDED_BY(mu_) = false;
 };
 
 }  // namespace aw::gateway
