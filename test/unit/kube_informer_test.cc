@@ -16,6 +16,9 @@
 namespace aw::kube {
 namespace {
 
+// A watch chunk that ends the stream with a transport error (the server went away mid-stream).
+const std::string kReset = "<reset>";
+
 class FakeTransport final : public Transport {
  public:
   std::deque<std::string> lists;                 // bodies answered to list requests, in order
@@ -47,6 +50,7 @@ class FakeTransport final : public Transport {
     r.status = 200;
     if (!chunks.empty()) {
       for (const auto& c : chunks) {
+        if (c == kReset) return TransportError("read failed: connection reset by peer");
         if (!on_data(c)) return r;
       }
       return r;
@@ -193,6 +197,33 @@ TEST(InformerTest, WatchEndResumesFromLastResourceVersion) {
   auto paths = t->Paths();
   ASSERT_GE(paths.size(), 3u);
   EXPECT_NE(paths[2].find("resourceVersion=9"), std::string::npos) << paths[2];
+}
+
+// A watch whose connection is reset after some events (kube-apiserver restarting): the next watch
+// resumes after the last event applied, so none of them is delivered twice.
+TEST(InformerTest, ResetWatchResumesAfterTheLastEventApplied) {
+  auto owned = std::make_unique<FakeTransport>();
+  FakeTransport* t = owned.get();
+  t->lists.push_back(R"({"metadata":{"resourceVersion":"5"},"items":[]})");
+  t->watches.push_back({Ev("ADDED", Obj("x", "6")), Ev("MODIFIED", Obj("x", "7")), kReset});
+  t->watches.push_back({Ev("MODIFIED", Obj("x", "8"))});
+  Client client(std::move(owned));
+  InformerOptions o;
+  o.resource = kGameServers;
+  o.backoff_initial = std::chrono::milliseconds(1);
+  Informer inf(client, o);
+  Recorder rec;
+  inf.AddHandler(&rec);
+  inf.Start();
+  ASSERT_TRUE(rec.WaitForSyncs(1));
+  for (int i = 0; i < 2000 && rec.Events().size() < 4; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  inf.Stop();
+  EXPECT_EQ(rec.Events(),
+            (std::vector<std::string>{"synced", "upsert x@6", "upsert x@7", "upsert x@8"}));
+  auto paths = t->Paths();
+  ASSERT_GE(paths.size(), 3u);
+  EXPECT_NE(paths[2].find("resourceVersion=7"), std::string::npos) << paths[2];
 }
 
 }  // namespace

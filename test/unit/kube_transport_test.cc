@@ -27,6 +27,7 @@
 #include <vector>
 
 #include "kube/transport.h"
+#include "net/https_client.h"
 
 namespace aw::kube {
 namespace {
@@ -86,6 +87,10 @@ enum class Act {
   kPartialBody,        // headers announcing 100 bytes, 3 bytes, then close
   kChunked,            // 200, chunked: "a", "bc", "def"
   kHang,               // read the request, never answer
+  kHugeHeader,         // 200 with an 8 KiB header
+  kBigBody,            // 200 with a 10,000-byte body
+  kWatchLines,         // 200, chunked: three line-delimited JSON events split across chunks
+  kWatchThenHang,      // 200, chunked: one event, then the stream stays open (a quiet watch)
   kResetOnAccept,      // (request -1 only) RST before the TLS handshake
   kProceed,            // (request -1 only) handshake and serve
 };
@@ -213,7 +218,27 @@ class TestServer {
         Write(ssl, "3\r\ndef\r\n0\r\n\r\n");
         continue;
       }
-      if (act == Act::kHang) {
+      if (act == Act::kHugeHeader) {
+        Write(ssl, "HTTP/1.1 200 OK\r\nX-Big: " + std::string(8192, 'h') +
+                       "\r\nContent-Length: 2\r\n\r\nok");
+        continue;
+      }
+      if (act == Act::kBigBody) {
+        Write(ssl, "HTTP/1.1 200 OK\r\nContent-Length: 10000\r\n\r\n" + std::string(10000, 'b'));
+        continue;
+      }
+      if (act == Act::kWatchLines) {
+        Write(ssl, "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n");
+        Write(ssl, "10\r\n{\"type\":\"ADDED\"}\r\n");
+        Write(ssl, "14\r\n\n{\"type\":\"MODIFIED\"}\r\n");
+        Write(ssl, "14\r\n\n{\"type\":\"DELETED\"}\n\r\n0\r\n\r\n");
+        continue;
+      }
+      if (act == Act::kWatchThenHang) {
+        Write(ssl, "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n");
+        Write(ssl, "11\r\n{\"type\":\"ADDED\"}\n\r\n");
+      }
+      if (act == Act::kHang || act == Act::kWatchThenHang) {
         char tmp[64];
         while (SSL_read(ssl, tmp, sizeof(tmp)) > 0) {
         }
@@ -325,6 +350,8 @@ TEST_F(TransportTest, StreamsChunkedBodiesAndStopsWhenTheCallerSaysSo) {
     return false;
   });
   ASSERT_TRUE(r.ok()) << r.error().ToString();
+  // The caller stopped after its first piece: a piece is handed on as soon as it is parsed, so
+  // the first one is the first chunk's data.
   EXPECT_EQ(got, "a");
   // A chunked answer to a plain request is decoded too.
   auto d = t->Do(Req("GET", "/x"));
@@ -506,6 +533,143 @@ TEST_F(TransportTest, CancellationStopsAStream) {
   ASSERT_TRUE(got.has_value());
   ASSERT_FALSE(got->ok());
   EXPECT_TRUE(got->error().cancelled);
+}
+
+// The one HTTPS client (net/https_client.h) directly, with small limits.
+std::unique_ptr<net::BlockingClient> NewNetClient(int port, const std::string& ca_pem) {
+  net::ClientOptions o;
+  o.host = "127.0.0.1";
+  o.port = port;
+  o.ca_pem = ca_pem;
+  o.max_header_bytes = 4096;
+  o.max_body = 4096;
+  auto c = net::BlockingClient::Create(o);
+  EXPECT_TRUE(c.ok()) << c.status().message();
+  return c.ok() ? std::move(c).value() : nullptr;
+}
+
+net::Request NetReq(const std::string& method, const std::string& path,
+                    std::chrono::milliseconds timeout = std::chrono::seconds(20)) {
+  net::Request r;
+  r.method = method;
+  r.path = path;
+  r.timeout = timeout;
+  if (method != "GET") {
+    r.body = "{}";
+    r.content_type = "application/json";
+  }
+  return r;
+}
+
+TEST_F(TransportTest, ReadDeadlineExpiresWithAClearErrorAndNoRetry) {
+  TestServer server(
+      [](int conn, int req) { return conn == 0 && req == 0 ? Act::kRespond : Act::kHang; }, cert_);
+  auto c = NewNetClient(server.port(), cert_.cert_pem);
+  ASSERT_TRUE(c->Do(NetReq("GET", "/a")).ok());
+  // On the reused connection: a timeout is never retried, whatever the verb.
+  auto r = c->Do(NetReq("GET", "/hang", std::chrono::milliseconds(300)));
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), Status::Code::kUnavailable);
+  const std::string& m = r.status().message();
+  EXPECT_NE(m.find("GET 127.0.0.1:" + std::to_string(server.port()) +
+                   "/hang: read failed on a reused connection"),
+            std::string::npos)
+      << m;
+  EXPECT_NE(m.find("timed out after 300ms"), std::string::npos) << m;
+  EXPECT_EQ(m.find("first attempt"), std::string::npos) << m;
+  EXPECT_EQ(server.connections(), 1);
+  EXPECT_EQ(c->counters().stale_retries, 0u);
+}
+
+// A non-idempotent call (resend_on_closed_connection = false) on a reused connection the server
+// closes as the request arrives: the caller gets the error, the request is never sent twice.
+TEST_F(TransportTest, NonIdempotentRequestIsNeverResentOnANewConnection) {
+  TestServer server(
+      [](int conn, int req) {
+        return conn == 0 && req == 1 ? Act::kCloseAfterRequest : Act::kRespond;
+      },
+      cert_);
+  auto c = NewNetClient(server.port(), cert_.cert_pem);
+  ASSERT_TRUE(c->Do(NetReq("GET", "/a")).ok());
+  net::Request post = NetReq("POST", "/gameserverallocation");
+  post.resend_on_closed_connection = false;
+  auto r = c->Do(post);
+  ASSERT_FALSE(r.ok());
+  const std::string& m = r.status().message();
+  EXPECT_NE(m.find("read failed on a reused connection"), std::string::npos) << m;
+  EXPECT_NE(m.find("closed by the server"), std::string::npos) << m;
+  EXPECT_EQ(server.requests(), 2);
+  EXPECT_EQ(server.connections(), 1);
+  EXPECT_EQ(c->counters().stale_retries, 0u);
+  // The same failure of an idempotent call is retried once (the default).
+  ASSERT_TRUE(c->Do(NetReq("GET", "/b")).ok());
+}
+
+TEST_F(TransportTest, OversizedHeaderAndBodyAreClearErrors) {
+  for (Act act : {Act::kHugeHeader, Act::kBigBody}) {
+    TestServer server([act](int, int) { return act; }, cert_);
+    auto c = NewNetClient(server.port(), cert_.cert_pem);
+    auto r = c->Do(NetReq("GET", "/big"));
+    ASSERT_FALSE(r.ok());
+    const std::string& m = r.status().message();
+    if (act == Act::kHugeHeader) {
+      EXPECT_NE(m.find("malformed response: response headers over 4 KiB"), std::string::npos) << m;
+    } else {
+      EXPECT_NE(m.find("response body over 4 KiB"), std::string::npos) << m;
+    }
+    EXPECT_EQ(c->counters().stale_retries, 0u);
+  }
+}
+
+// A watch: chunked, line-delimited JSON events cut across chunk boundaries arrive in order, piece
+// by piece, and the caller may stop the stream after any piece.
+TEST_F(TransportTest, ChunkedWatchStreamDeliversEveryPiece) {
+  TestServer server([](int, int) { return Act::kWatchLines; }, cert_);
+  auto c = NewNetClient(server.port(), cert_.cert_pem);
+  std::string got;
+  int pieces = 0;
+  auto r = c->Stream(NetReq("GET", "/watch"), [&](std::string_view d) {
+    got.append(d);
+    ++pieces;
+    return true;
+  });
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_EQ(r->status, 200);
+  EXPECT_EQ(got, "{\"type\":\"ADDED\"}\n{\"type\":\"MODIFIED\"}\n{\"type\":\"DELETED\"}\n");
+  EXPECT_GE(pieces, 1);
+  got.clear();
+  r = c->Stream(NetReq("GET", "/watch"), [&](std::string_view d) {
+    got.append(d);
+    return false;
+  });
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_FALSE(got.empty());
+  EXPECT_TRUE(std::string("{\"type\":\"ADDED\"}\n{\"type\":\"MODIFIED\"}\n").starts_with(got) ||
+              got.starts_with("{\"type\":\"ADDED\"}"))
+      << got;
+}
+
+// A quiet watch: an event reaches the caller as soon as its chunk arrived, while the server keeps
+// the stream open (not when the stream ends, nor when 16 KiB of events have piled up).
+TEST_F(TransportTest, WatchEventArrivesWhileTheStreamStaysOpen) {
+  TestServer server([](int, int) { return Act::kWatchThenHang; }, cert_);
+  auto c = NewNetClient(server.port(), cert_.cert_pem);
+  std::string got;
+  auto r = c->Stream(NetReq("GET", "/watch", std::chrono::seconds(5)), [&](std::string_view d) {
+    got.append(d);
+    return got.find('\n') == std::string::npos;  // stop after the first whole event
+  });
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_EQ(got, "{\"type\":\"ADDED\"}\n");
+}
+
+TEST_F(TransportTest, StreamOfANonGetIsRefused) {
+  TestServer server([](int, int) { return Act::kRespond; }, cert_);
+  auto c = NewNetClient(server.port(), cert_.cert_pem);
+  auto r = c->Stream(NetReq("POST", "/x"), [](std::string_view) { return true; });
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), Status::Code::kInvalidArgument);
+  EXPECT_EQ(server.requests(), 0);
 }
 
 }  // namespace

@@ -1,6 +1,11 @@
 // The resolver's Kubernetes adapters (error classification) and its flags.
 #include <gtest/gtest.h>
 
+#include <deque>
+#include <memory>
+#include <vector>
+
+#include "kube/client.h"
 #include "kube/core/status.h"
 #include "resolver/kube_adapters.h"
 #include "resolver/service.h"
@@ -48,6 +53,70 @@ TEST(ClassifyPatchError, MapsApiErrors) {
   EXPECT_EQ(PatchStatusOf(ClassifyPatchError(Err(408, "Timeout", "slow"))), PatchStatus::kRetry);
   EXPECT_EQ(ClassifyPatchError(Err(409, "Conflict", "modified")).code(),
             Err(409, "Conflict", "modified").ToStatus().code());
+}
+
+// A transport that holds every asynchronous call until the test answers it.
+class HeldTransport final : public kube::Transport {
+ public:
+  kube::Result<kube::HttpResponse> Do(const kube::HttpRequest&) override {
+    return kube::TransportError("blocking call not expected");
+  }
+  kube::Result<kube::HttpResponse> Stream(const kube::HttpRequest&,
+                                          const std::function<bool(std::string_view)>&) override {
+    return kube::TransportError("stream not expected");
+  }
+  void DoAsync(const kube::HttpRequest& req, Done done) override {
+    held.push_back({req, std::move(done)});
+  }
+  void Shutdown() override {}
+  bool IsShutdown() const override { return false; }
+  // Answers the oldest held call with `status`.
+  void Answer(int status, std::string body) {
+    auto h = std::move(held.front());
+    held.pop_front();
+    kube::HttpResponse r;
+    r.status = status;
+    r.body = std::move(body);
+    h.second(std::move(r));
+  }
+  std::deque<std::pair<kube::HttpRequest, Done>> held;
+};
+
+// Outcome patches are asynchronous: at most max_in_flight are sent at once, the rest wait in order
+// and go out as answers come back; each completion carries the classified result.
+TEST(KubePatcher, AsynchronousPatchesAreBoundedAndClassified) {
+  auto owned = std::make_unique<HeldTransport>();
+  HeldTransport* t = owned.get();
+  kube::Client client(std::move(owned));
+  std::vector<Status> results(5);
+  std::vector<bool> called(5, false);
+  {
+    KubePatcher patcher(client, 2);
+    for (int i = 0; i < 5; ++i) {
+      patcher.PatchGameServerAsync("ns", "gs-" + std::to_string(i), "[]", [&, i](Status s) {
+        results[static_cast<size_t>(i)] = std::move(s);
+        called[static_cast<size_t>(i)] = true;
+      });
+    }
+    ASSERT_EQ(t->held.size(), 2u);  // two in flight, three waiting
+    EXPECT_EQ(t->held[0].first.method, "PATCH");
+    EXPECT_NE(t->held[0].first.path.find("/gameservers/gs-0"), std::string::npos);
+    EXPECT_EQ(t->held[0].first.content_type, "application/json-patch+json");
+    t->Answer(200, "{}");
+    ASSERT_EQ(t->held.size(), 2u);  // gs-2 took the freed slot
+    EXPECT_NE(t->held[1].first.path.find("/gameservers/gs-2"), std::string::npos);
+    t->Answer(409, R"({"kind":"Status","reason":"Conflict","code":409})");
+    t->Answer(500, "{}");
+    t->Answer(404, R"({"kind":"Status","reason":"NotFound","code":404})");
+    t->Answer(200, "{}");
+    EXPECT_TRUE(t->held.empty());
+  }  // the destructor returns: nothing in flight
+  for (bool c : called) EXPECT_TRUE(c);
+  EXPECT_TRUE(results[0].ok());
+  EXPECT_EQ(PatchStatusOf(results[1]), PatchStatus::kConflict);
+  EXPECT_EQ(PatchStatusOf(results[2]), PatchStatus::kRetry);
+  EXPECT_EQ(PatchStatusOf(results[3]), PatchStatus::kNotFound);
+  EXPECT_TRUE(results[4].ok());
 }
 
 TEST(ResolverFlags, ProbeTimeoutMustBeBelowThePeriod) {

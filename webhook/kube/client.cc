@@ -70,8 +70,9 @@ Client::~Client() { transport_->Shutdown(); }
 void Client::Shutdown() { transport_->Shutdown(); }
 bool Client::IsShutdown() const { return transport_->IsShutdown(); }
 
-Result<JsonPtr> Client::Call(HttpRequest req) {
-  auto r = transport_->Do(req);
+namespace {
+// The answer to `req` as a JSON document, or the ApiError it means.
+Result<JsonPtr> ToJson(const HttpRequest& req, Result<HttpResponse> r) {
   if (!r) return r.error();
   if (r->status < 200 || r->status >= 300)
     return ParseStatusError(r->status, r->body, r->retry_after);
@@ -88,6 +89,9 @@ Result<JsonPtr> Client::Call(HttpRequest req) {
   }
   return doc;
 }
+}  // namespace
+
+Result<JsonPtr> Client::Call(HttpRequest req) { return ToJson(req, transport_->Do(req)); }
 
 Result<JsonPtr> Client::Get(const Resource& r, std::string_view ns, std::string_view name,
                             Timeout timeout) {
@@ -188,6 +192,20 @@ Result<JsonPtr> Client::Patch(const Resource& r, std::string_view ns, std::strin
   req.content_type = std::string(PatchContentType(type));
   req.timeout = default_timeout_;
   return Call(std::move(req));
+}
+
+void Client::PatchAsync(const Resource& r, std::string_view ns, std::string_view name,
+                        PatchType type, const std::string& body,
+                        std::function<void(Result<JsonPtr>)> done) {
+  auto req = std::make_shared<HttpRequest>();
+  req->method = "PATCH";
+  req->path = r.Path(ns, name);
+  req->body = body;
+  req->content_type = std::string(PatchContentType(type));
+  req->timeout = default_timeout_;
+  transport_->DoAsync(*req, [req, done = std::move(done)](Result<HttpResponse> res) {
+    done(ToJson(*req, std::move(res)));
+  });
 }
 
 Result<JsonPtr> Client::Delete(const Resource& r, std::string_view ns, std::string_view name,

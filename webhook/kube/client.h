@@ -99,6 +99,10 @@ class Client {
                          Timeout timeout = std::nullopt);
   Result<JsonPtr> Patch(const Resource& r, std::string_view ns, std::string_view name,
                         PatchType type, const std::string& body, std::string_view sub = {});
+  // Patch() without a waiting thread: `done` runs exactly once, on the transport's I/O thread (it
+  // must not block), with what Patch() would return.
+  void PatchAsync(const Resource& r, std::string_view ns, std::string_view name, PatchType type,
+                  const std::string& body, std::function<void(Result<JsonPtr>)> done);
   // Returns the server's answer (the deleted object or a Status).
   Result<JsonPtr> Delete(const Resource& r, std::string_view ns, std::string_view name,
                          const std::string& delete_options_json = {});

@@ -193,8 +193,13 @@ Informer::WatchEnd Informer::WatchOnce(std::string* rv) {
   int t = std::max(1, opts_.watch_timeout_seconds);
   wo.timeout_seconds = t + std::uniform_int_distribution<int>(0, t - 1 > 0 ? t - 1 : 0)(gen);
   bool got_event = false;
+  std::string seen_rv;  // of the last event applied (a bookmark included)
   auto res = client_.Watch(opts_.resource, opts_.namespace_, wo, [&](WatchEvent& ev) {
     got_event = true;
+    if (ev.object) {
+      std::string v = MetaString(*ev.object, "resourceVersion");
+      if (!v.empty()) seen_rv = std::move(v);
+    }
     switch (ev.type) {
       case WatchEvent::Type::kAdded:
       case WatchEvent::Type::kModified:
@@ -218,6 +223,10 @@ Informer::WatchEnd Informer::WatchOnce(std::string* rv) {
     if (!res->empty()) *rv = *res;
     return WatchEnd::kRewatch;
   }
+  // The events applied before a failure (a connection reset when the server restarts) stay
+  // applied: the next watch resumes after them, as the header promises, not from where this one
+  // started (the server would send them again, and each would be delivered twice).
+  if (!seen_rv.empty()) *rv = seen_rv;
   const ApiError& e = res.error();
   if (e.cancelled || stop_.load()) return WatchEnd::kError;
   if (e.IsExpired()) {

@@ -1,48 +1,27 @@
-// HTTPS transport to the API server: HTTP/1.1 over OpenSSL, written for this client (no
-// third-party HTTP client), so that every failure can say exactly what failed.
+// The Kubernetes client's transport: the blocking interface (Do, Stream) the client, informers,
+// leader elector, Events and CRD guard call, and a fake of it in the unit tests.
 //
-// Promise: every request is sent over TLS (>= 1.2) (or plain TCP when the config asks for
-// plain_http: only the allocation gateway's upstream does), with the server certificate verified
-// against the configured CA only (the system roots when no CA is configured; nothing when the
-// config explicitly allows insecure), host name or IP SAN included (the config's tls_server_name
-// instead of the host when set, also sent as SNI), with the client certificate and/or a bearer
-// token; the token file is re-read when it changes (checked at most once a second, and
-// immediately after a 401). Every call has a connect timeout and a per-read/per-write timeout.
-// Shutdown() makes in-flight calls (including long watch streams) return promptly with a
-// cancelled error and future calls fail fast. Thread-safe: any number of threads may call
-// Do()/Stream() concurrently. Creating one sets SIGPIPE to ignored when it is still at its
-// default (a write to a connection the server closed must not kill the process).
-//
-// Connection pool (Do() only; every Stream() opens its own connection and closes it after):
-//   - up to 64 idle keep-alive connections, reused most-recently-used first;
-//   - a pooled connection is discarded instead of reused when it has been idle for 45 s or more
-//     (kube-apiserver's http.Server closes HTTP/1.1 and HTTP/2 connections idle for 90 s:
-//     IdleTimeout in k8s.io/apiserver/pkg/server/secure_serving.go; load balancers in front of
-//     it often close after 60 s), or when its socket is readable, hung up or in error while idle
-//     (an idle HTTP/1.1 connection has nothing to read: a TLS close_notify, a FIN or a RST means
-//     the server closed it; anything else is junk);
-//   - a request on a reused connection that fails before any response byte arrived because the
-//     connection was closed or reset (a write error, or EOF / close_notify / ECONNRESET while
-//     waiting for the status line: the server closed an idle connection as we sent on it) is
-//     sent again at once, once, on a new connection, whatever the verb, unless the request says
-//     resend_on_closed_connection = false. That is safe for every
-//     request this client makes: GET/LIST/WATCH are reads; a JSON patch with a resourceVersion
-//     test and a PUT carrying metadata.resourceVersion cannot apply twice (had the first copy
-//     reached the server, the second fails its precondition with 409/422 and the caller
-//     re-reads, as after any conflict); a merge patch sets the same fields to the same values
-//     again; a DELETE of a deleted object answers 404; a POST of a Lease that exists answers 409
-//     AlreadyExists; a POST of an Event could at worst record one Event twice, which Events
-//     tolerate (client-go's recorder retries them too). A server that closes an idle connection
-//     never read the request on it, so in practice the first copy never arrived;
-//   - never retried: a failure on a new connection, a timeout, a failure after any response byte
-//     (a partial status line, headers or body), a cancelled call;
-//   - counters() counts connections opened and reused, pooled connections dropped (closed by the
-//     server, or too old) and retries; each retry and each drop is also logged at debug.
-// Errors: a transport failure's message names the verb, host:port and path (query stripped), the
-// stage (resolve / connect / TLS handshake / write / read), whether the connection was new or
-// reused (and how long it was idle), the cause (strerror text, OpenSSL's error strings and the
-// certificate verification result, "closed by the server", "timed out after ..."), the request
-// bytes written out of the total and the response bytes received; after a retry, both attempts.
+// Promise: NewHttpsTransport() is the project's one HTTPS client (net/https_client.h, Boost.Beast,
+// asynchronous, on an I/O thread of its own) behind this interface; every promise of that client
+// holds here: TLS >= 1.2 verified against the configured CA (system roots when none; nothing when
+// insecure is allowed), tls_server_name as SNI and verified name, client certificate and/or bearer
+// token (the token file re-read when it changes and right after a 401), a connect timeout of
+// min(timeout, 10 s) and a per-read/per-write timeout, the keep-alive pool (64 idle connections,
+// none reused after 45 s idle or when its socket shows a close while idle: kube-apiserver closes
+// connections idle for 90 s, k8s.io/apiserver/pkg/server/secure_serving.go), and the one retry
+// rule: a request that fails on a reused connection before any byte of the answer because the
+// server closed or reset it is sent once more on a new connection, unless the request says
+// resend_on_closed_connection = false. That is safe for every request this client makes: reads;
+// a JSON patch with a resourceVersion test or a PUT with metadata.resourceVersion cannot apply
+// twice (409/422, and the caller re-reads); a merge patch sets the same values again; a DELETE of
+// a deleted object answers 404; a POST of an existing Lease answers 409; an Event posted twice is
+// tolerated (client-go's recorder retries them too). Never retried: a failure on a new
+// connection, a timeout, a failure after any answer byte, a cancelled call. Error messages name
+// the verb, host:port and path, the stage, new or reused connection, the cause and the bytes
+// written/received (net/https_client.h). Shutdown() makes in-flight calls (including watch
+// streams) return promptly with a cancelled error and future calls fail fast. Thread-safe: any
+// number of threads may call Do()/Stream() concurrently; a stream's on_data runs on the caller's
+// thread.
 #pragma once
 
 #include <chrono>
@@ -56,6 +35,10 @@
 #include "kube/config.h"
 #include "kube/core/status.h"
 #include "util/io/mutex.h"
+
+namespace aw::net {
+class Call;
+}  // namespace aw::net
 
 namespace aw::kube {
 
@@ -71,7 +54,7 @@ class Cancellation {
   friend class HttpsTransport;
   mutable Mutex mu_;
   bool cancelled_ GUARDED_BY(mu_) = false;
-  std::function<void()> stopper_ GUARDED_BY(mu_);  // set while a call is in flight
+  std::shared_ptr<net::Call> call_ GUARDED_BY(mu_);  // set while a call is in flight
 };
 
 struct HttpRequest {
@@ -112,6 +95,11 @@ class Transport {
   // (bounded) into the returned HttpResponse and `on_data` is not called.
   virtual Result<HttpResponse> Stream(const HttpRequest& req,
                                       const std::function<bool(std::string_view)>& on_data) = 0;
+  using Done = std::function<void(Result<HttpResponse>)>;
+  // Do() without a waiting thread: `done` runs exactly once, on the transport's I/O thread (it
+  // must not block; req.cancel is not used). This default, kept by fakes, calls Do() and then
+  // `done` on the calling thread.
+  virtual void DoAsync(const HttpRequest& req, Done done) { done(Do(req)); }
   // Cancels in-flight calls and makes future ones fail fast. Idempotent.
   virtual void Shutdown() = 0;
   virtual bool IsShutdown() const = 0;

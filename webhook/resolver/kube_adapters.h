@@ -6,7 +6,8 @@
 //   CacheNotifier   InformerHandler forwarding every change to Resolver::Notify (a deletion with
 //                   its last known object, to NotifyDeleted) and every
 //                   (re)sync to NotifyAll; it only queues, so the informer thread never waits.
-//   KubePatcher     Patcher on Client::Patch (application/json-patch+json). Errors map as
+//   KubePatcher     Patcher on Client::Patch / PatchAsync (application/json-patch+json; the
+//                   asynchronous form bounded to --resolver-workers in flight). Errors map as
 //                   kube::ApiError::ToStatus does (409 Conflict kConflict; 404 kNotFound;
 //                   transport/429/5xx/408 kRetry; other 4xx, AlreadyExists among them, kRejected),
 //                   except 422: a failed `test` op, kConflict, unless the message names a schema or
@@ -14,6 +15,9 @@
 //   KubeEvents      EventRecorder on kube::EventRecorder (non-blocking, rate-limited).
 #pragma once
 
+#include <algorithm>
+#include <deque>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -23,6 +27,7 @@
 #include "kube/informer.h"
 #include "resolver/core/ports.h"
 #include "resolver/resolver.h"
+#include "util/io/mutex.h"
 
 namespace aw::resolver {
 
@@ -55,12 +60,33 @@ Status ClassifyPatchError(const kube::ApiError& error);
 
 class KubePatcher final : public Patcher {
  public:
-  explicit KubePatcher(kube::Client& client) : client_(client) {}
+  // `max_in_flight`: asynchronous patches sent at once (--resolver-workers); the rest wait in
+  // order of arrival.
+  explicit KubePatcher(kube::Client& client, size_t max_in_flight = 32)
+      : client_(client), max_in_flight_(std::max<size_t>(1, max_in_flight)) {}
+  // Drain() and destroy.
+  ~KubePatcher() override;
+  // Waits until every patch started or waiting has completed (its callback ran).
+  void Drain();
   Status PatchGameServer(const std::string& ns, const std::string& name,
                          const std::string& json_patch) override;
+  // Client::PatchAsync, at most max_in_flight at once; `done` runs on the client's I/O thread.
+  void PatchGameServerAsync(const std::string& ns, const std::string& name,
+                            const std::string& json_patch,
+                            std::function<void(Status)> done) override;
 
  private:
+  struct Pending {
+    std::string ns, name, json_patch;
+    std::function<void(Status)> done;
+  };
+  void Send(Pending p);
   kube::Client& client_;
+  const size_t max_in_flight_;
+  Mutex mu_;
+  CondVar idle_;                                 // signalled when nothing is in flight
+  size_t in_flight_ GUARDED_BY(mu_) = 0;         // sent, callback not yet run
+  std::deque<Pending> waiting_ GUARDED_BY(mu_);  // beyond max_in_flight_
 };
 
 class KubeEvents final : public EventRecorder {

@@ -589,17 +589,24 @@ void Resolver::DispatchPatch(Entry& e, const std::string& key, const GameServerV
                   message = std::move(message), done = std::move(done), &patcher, &events,
                   decided]() mutable {
     auto start = std::chrono::steady_clock::now();
-    done.outcome = patcher.PatchGameServer(view->namespace_, view->name, patch);
     done.queued_seconds = std::chrono::duration<double>(start - decided).count();
-    done.patch_seconds =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    if (done.outcome.ok()) events.Record(*view, type, reason, message);
-    auto inbox = weak.lock();
-    if (!inbox) return;
-    MutexLock lock(inbox->mu);
-    if (!inbox->accepting) return;
-    inbox->patches.push_back(std::move(done));
-    inbox->cv.Signal();
+    // The patch is sent without holding a thread; its completion (on the Kubernetes client's I/O
+    // thread, or inline with a blocking fake) records the Event and hands the result to the loop.
+    patcher.PatchGameServerAsync(
+        view->namespace_, view->name, patch,
+        [weak, view, type, reason = std::move(reason), message = std::move(message),
+         done = std::move(done), &events, start](Status outcome) mutable {
+          done.outcome = std::move(outcome);
+          done.patch_seconds =
+              std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+          if (done.outcome.ok()) events.Record(*view, type, reason, message);
+          auto inbox = weak.lock();
+          if (!inbox) return;
+          MutexLock lock(inbox->mu);
+          if (!inbox->accepting) return;
+          inbox->patches.push_back(std::move(done));
+          inbox->cv.Signal();
+        });
   });
 }
 

@@ -11,7 +11,8 @@
 //     to look again (next probe, deadline, end of a backoff), which becomes a delayed add. One loop
 //     thread drains the queue and owns all per-server state, so one key is reconciled at a time.
 //   - Decisions come from Evaluate() (evaluate.h); writes are the patches in patches.h, applied
-//     on the Executor (never on the loop thread), at most one in flight per server.
+//     started through the Executor and sent asynchronously (Patcher::PatchGameServerAsync: no
+//     thread waits for a patch), at most one in flight per server.
 //   - Conflicts are re-decided on the next view of the object (or after a short backoff); a server
 //     deleted or moved out of Allocating by someone else is dropped; a view with the
 //     resourceVersion the resolver already resolved is ignored, so nothing is promoted twice.
@@ -150,7 +151,14 @@ class Resolver {
   TimePoint next_resync_{};
 };
 
-// The production Executor: a runtime::ThreadPool of `threads` workers. The destructor runs
+// The production Executor: runs each task at once on the posting thread. The resolver's tasks
+// only start an asynchronous patch or queue an Event (neither blocks), so no thread is needed.
+class InlineExecutor final : public Executor {
+ public:
+  void Post(std::function<void()> task) override { task(); }
+};
+
+// An Executor on a runtime::ThreadPool of `threads` workers. The destructor runs
 // every task already posted, then joins.
 class ThreadPoolExecutor final : public Executor {
  public:

@@ -62,16 +62,17 @@ struct ResolverService::Parts {
       : metrics(registry),
         cache(client, &registry, flags.namespace_),
         source(cache),
-        patcher(client),
+        patcher(client, flags.workers),
         events(recorder),
         prober(std::move(socket_prober)),
-        executor(flags.workers),
         resolver(Options(flags, policy), source, patcher, events, *prober, clock, executor,
                  &metrics),
         notifier(resolver),
         namespace_(flags.namespace_) {
     cache.AddHandler(&notifier);
   }
+  // Patches still in flight complete (their callbacks use `events`) before any part goes.
+  ~Parts() { patcher.Drain(); }
   static probe::ProberOptions ProberOpts(const ResolverFlags& f) {
     probe::ProberOptions o;
     o.timeout = std::chrono::duration_cast<std::chrono::milliseconds>(f.probe_timeout);
@@ -95,7 +96,7 @@ struct ResolverService::Parts {
   KubeEvents events;
   SystemWallClock clock;
   std::unique_ptr<probe::SocketProber> prober;
-  ThreadPoolExecutor executor;
+  InlineExecutor executor;
   Resolver resolver;
   CacheNotifier notifier;
   std::string namespace_;  // the cache's ("" = every namespace)

@@ -72,8 +72,9 @@ const (
 	deliveryWorkers  = 16
 	// gateway_main.cpp's count besides those three: the health listener, the informer, the
 	// waiters' timers, the client CA poller, the manager's supervisor and runner threads (2),
-	// plus main and its runner: 8, whatever the number of requests.
-	fixedThreads = 8
+	// main and its runner, and the I/O threads of the two HTTPS clients (net::BlockingClient:
+	// the Kubernetes client's and the allocator client's): 10, whatever the number of requests.
+	fixedThreads = 10
 )
 
 // Per-namespace behaviour of the game servers (driven by the bench's watch).

@@ -24,7 +24,7 @@ AllocatorClient::AllocatorClient(AllocatorOptions options) : options_(std::move(
 AllocatorClient::~AllocatorClient() { Stop(); }
 
 Status AllocatorClient::Init() {
-  kube::ClientConfig cfg;
+  net::ClientOptions cfg;
   std::string_view rest = options_.address;
   if (rest.starts_with("https://")) {
     rest.remove_prefix(8);
@@ -108,10 +108,10 @@ Status AllocatorClient::Init() {
       return s;
     }
   }
-  cfg.source = "allocator " + options_.address;
-  auto transport = kube::NewHttpsTransport(cfg);
-  if (!transport.ok()) return transport.status().Annotate("allocator client TLS");
-  transport_ = std::move(transport).value();
+  cfg.log_name = "allocator";
+  auto client = net::BlockingClient::Create(std::move(cfg));
+  if (!client.ok()) return client.status().Annotate("allocator client TLS");
+  client_ = std::move(client).value();
   return Status::Ok();
 }
 
@@ -133,7 +133,7 @@ void AllocatorClient::Stop() {
     threads.swap(threads_);
   }
   cv_.notify_all();
-  if (transport_) transport_->Shutdown();
+  if (client_) client_->Shutdown();
   for (auto& t : threads) t.join();
   for (auto& c : dropped) {
     c.done({Status::Unavailable("the gateway is shutting down"), 0, {}});
@@ -181,19 +181,19 @@ void AllocatorClient::Work() {
                  {}});
       continue;
     }
-    kube::HttpRequest req;
+    net::Request req;
     req.method = "POST";
     req.path = "/gameserverallocation";
     req.body = std::move(call.body);
     req.content_type = "application/json";
     req.timeout = timeout;
     req.resend_on_closed_connection = false;
-    auto res = transport_->Do(req);
-    if (!res) {
-      call.done({Status::Unavailable(res.error().message), 0, {}});
+    auto res = client_->Do(std::move(req));
+    if (!res.ok()) {
+      call.done({Status::Unavailable(res.status().message()), 0, {}});
       continue;
     }
-    call.done({Status::Ok(), res.value().status, std::move(res.value().body)});
+    call.done({Status::Ok(), res->status, std::move(res->body)});
   }
 }
 

@@ -4,12 +4,12 @@
 //
 // Promise:
 //   - Allocate() never blocks: the call is queued and run by one of `workers` threads (at most
-//     that many allocator calls at once; the HTTP/1.1 connections are kept alive and reused,
-//     kube/transport.h), and `done` is called on that worker thread with the allocator's HTTP
-//     status and body, or with a non-OK Status when no HTTP answer came: Unavailable for a
-//     connect, TLS or timeout failure or a stopped client; DeadlineExceeded, without any call,
-//     when the request's deadline passed while the call was queued (queue time counts against
-//     the request's deadline).
+//     that many allocator calls at once; the HTTP/1.1 connections are kept alive and reused by
+//     the project's one HTTPS client, net/https_client.h), and `done` is called on that worker
+//     thread with the allocator's HTTP status and body, or with a non-OK Status when no HTTP answer
+//     came: Unavailable for a connect, TLS or timeout failure or a stopped client;
+//     DeadlineExceeded, without any call, when the request's deadline passed while the call was
+//     queued (queue time counts against the request's deadline).
 //   - One attempt: connect, TLS handshake, each write and each read must each finish within
 //     min(`timeout`, time left to the request's deadline when a worker takes the call).
 //   - A POST is sent once: never re-sent by the transport, even when a reused keep-alive
@@ -31,7 +31,7 @@
 #include <thread>
 #include <vector>
 
-#include "kube/transport.h"
+#include "net/https_client.h"
 #include "util/flags.h"
 #include "util/status.h"
 
@@ -90,7 +90,7 @@ class AllocatorClient {
   void Work();
 
   const AllocatorOptions options_;
-  std::unique_ptr<kube::Transport> transport_;
+  std::unique_ptr<net::BlockingClient> client_;
   std::string base_path_;
   bool plain_ = false;
   std::mutex mu_;

@@ -39,14 +39,21 @@ enum class PatchStatus {
 PatchStatus PatchStatusOf(const Status& status);
 std::string_view PatchStatusName(PatchStatus s);
 
-// Write side: applies one RFC 6902 JSON patch to a GameServer. May block (network); called from
-// the resolver's patch workers, possibly concurrently. The Status's code says what happened (see
-// PatchStatus), its message why.
+// Write side: applies one RFC 6902 JSON patch to a GameServer. The Status's code says what
+// happened (see PatchStatus), its message why. PatchGameServer may block (network).
+// PatchGameServerAsync is what the resolver calls: `done` runs exactly once, on any thread, and
+// must not block; the default runs PatchGameServer and then `done` on the calling thread (fakes),
+// the production patcher sends the patch without a waiting thread (kube_adapters.h).
 class Patcher {
  public:
   virtual ~Patcher() = default;
   virtual Status PatchGameServer(const std::string& ns, const std::string& name,
                                  const std::string& json_patch) = 0;
+  virtual void PatchGameServerAsync(const std::string& ns, const std::string& name,
+                                    const std::string& json_patch,
+                                    std::function<void(Status)> done) {
+    done(PatchGameServer(ns, name, json_patch));
+  }
 };
 
 enum class EventType { kNormal, kWarning };
@@ -71,7 +78,8 @@ class SystemWallClock final : public WallClock {
   TimePoint Now() const override { return Clock::now(); }
 };
 
-// Runs blocking work (patches, events) off the loop thread.
+// Where the resolver starts its patches and Events, off the loop's pass: a ManualExecutor in
+// tests; in production an InlineExecutor (resolver.h), as starting either never blocks.
 class Executor {
  public:
   virtual ~Executor() = default;
