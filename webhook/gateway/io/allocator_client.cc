@@ -116,7 +116,7 @@ Status AllocatorClient::Init() {
 }
 
 void AllocatorClient::Start() {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   if (!threads_.empty()) return;
   for (size_t i = 0; i < std::max<size_t>(1, options_.workers); ++i) {
     threads_.emplace_back([this] { Work(); });
@@ -127,12 +127,12 @@ void AllocatorClient::Stop() {
   std::deque<Call> dropped;
   std::vector<std::thread> threads;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     stopping_ = true;
     dropped.swap(queue_);
     threads.swap(threads_);
   }
-  cv_.notify_all();
+  cv_.SignalAll();
   if (client_) client_->Shutdown();
   for (auto& t : threads) t.join();
   for (auto& c : dropped) {
@@ -151,10 +151,10 @@ std::chrono::milliseconds AllocatorClient::AttemptTimeout(
 void AllocatorClient::Allocate(std::string body, std::chrono::steady_clock::time_point deadline,
                                Done done) {
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     if (!stopping_) {
       queue_.push_back(Call{std::move(body), deadline, std::move(done)});
-      cv_.notify_one();
+      cv_.Signal();
       return;
     }
   }
@@ -165,8 +165,8 @@ void AllocatorClient::Work() {
   for (;;) {
     Call call;
     {
-      std::unique_lock lock(mu_);
-      cv_.wait(lock, [this] { return stopping_ || !queue_.empty(); });
+      MutexLock lock(mu_);
+      cv_.Wait(mu_, [this]() REQUIRES(mu_) { return stopping_ || !queue_.empty(); });
       if (stopping_) return;
       call = std::move(queue_.front());
       queue_.pop_front();

@@ -22,17 +22,16 @@
 #pragma once
 
 #include <chrono>
-#include <condition_variable>
 #include <deque>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "net/https_client.h"
 #include "util/flags.h"
+#include "util/io/mutex.h"
 #include "util/status.h"
 
 namespace aw::gateway {
@@ -68,12 +67,13 @@ class AllocatorClient {
   AllocatorClient& operator=(const AllocatorClient&) = delete;
 
   Status Init();
-  void Start();
-  void Stop();  // fails queued calls with Unavailable, joins the workers; idempotent
+  void Start() EXCLUDES(mu_);
+  void Stop() EXCLUDES(mu_);  // fails queued calls with Unavailable, joins the workers; idempotent
 
   using Done = std::function<void(AllocatorAnswer)>;
   // `deadline`: the request's; the call is not made once it has passed.
-  void Allocate(std::string body, std::chrono::steady_clock::time_point deadline, Done done);
+  void Allocate(std::string body, std::chrono::steady_clock::time_point deadline, Done done)
+      EXCLUDES(mu_);
   // The timeout of an attempt that a worker starts at `now`: min(per-attempt timeout, time left);
   // zero or less means the deadline passed in the queue.
   static std::chrono::milliseconds AttemptTimeout(std::chrono::nanoseconds per_attempt,
@@ -87,17 +87,17 @@ class AllocatorClient {
     std::chrono::steady_clock::time_point deadline;
     Done done;
   };
-  void Work();
+  void Work() EXCLUDES(mu_);
 
   const AllocatorOptions options_;
   std::unique_ptr<net::BlockingClient> client_;
   std::string base_path_;
   bool plain_ = false;
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::deque<Call> queue_;
-  bool stopping_ = false;
-  std::vector<std::thread> threads_;
+  Mutex mu_;
+  CondVar cv_;
+  std::deque<Call> queue_ GUARDED_BY(mu_);
+  bool stopping_ GUARDED_BY(mu_) = false;
+  std::vector<std::thread> threads_ GUARDED_BY(mu_);
 };
 
 }  // namespace aw::gateway
