@@ -26,19 +26,13 @@
 
 #include <prometheus/registry.h>
 #include <signal.h>
-#include <sys/resource.h>
 
 #include <atomic>
 #include <chrono>
 #include <cstdio>
-#include <cstring>
 #include <memory>
-#include <mutex>
-#include <stop_token>
 #include <string>
-#include <thread>
 
-#include "contract/keys.h"
 #include "gateway/io/allocator_client.h"
 #include "gateway/io/cache.h"
 #include "gateway/io/gateway.h"

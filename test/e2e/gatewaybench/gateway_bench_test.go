@@ -237,7 +237,7 @@ func (b *bench) latency(n int, summary map[string]interface{}, run latencyRun) {
 	t := b.t
 	figure, key := run.figure, run.key
 	p := b.newPhase(n, 0, run.spread, nil)
-	names := b.createServers(p.ns, "lat", n, harness.TimeoutKey, "60s")
+	b.createServers(p.ns, "lat", n, harness.TimeoutKey, "60s")
 	// The control: while the confirmations land, the same kind of write as the delivery mark (a
 	// JSON patch of one annotation on a GameServer, reviewed by no webhook) on a server of the
 	// namespace of its own (so that no allocation takes it), every 50 ms (20 writes/s: a sample
@@ -305,7 +305,6 @@ func (b *bench) latency(n int, summary map[string]interface{}, run latencyRun) {
 		}
 		deltas = append(deltas, a.at.Sub(r.allocatedAt))
 	}
-	_ = names
 	// A second reference, reported apart: the resolver's Allocated write (its log line's time,
 	// logged when the PATCH returned), so the watch fan-out to the gateway is inside the figure.
 	writes := resolverWrites(b.resolver.LogPath)

@@ -28,7 +28,6 @@
 
 #include "gateway/io/gateway.h"
 #include "kube/client.h"
-#include "kube/informer.h"
 #include "policy/gameserver.h"
 #include "runtime/thread_pool.h"
 #include "util/flags.h"
