@@ -113,6 +113,10 @@ class Client {
   Result<std::string> Watch(const Resource& r, std::string_view ns, const WatchOptions& opts,
                             const WatchHandler& handler);
 
+  // The transport's I/O executor (Transport::executor()): where the asynchronous calls' `done`
+  // runs, and where the asynchronous components put their timers.
+  boost::asio::any_io_executor executor() { return transport_->executor(); }
+
   // Cancels every in-flight call (watches included) and fails future calls fast.
   void Shutdown();
   bool IsShutdown() const;

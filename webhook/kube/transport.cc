@@ -1,10 +1,35 @@
 #include "kube/transport.h"
 
+#include <boost/asio/executor_work_guard.hpp>
+#include <boost/asio/io_context.hpp>
+#include <thread>
 #include <utility>
 
 #include "net/https_client.h"
 
 namespace aw::kube {
+
+struct Transport::FallbackIo {
+  boost::asio::io_context io{1};
+  boost::asio::executor_work_guard<boost::asio::io_context::executor_type> work{io.get_executor()};
+  std::thread thread;
+  ~FallbackIo() {
+    work.reset();
+    io.stop();
+    if (thread.joinable()) thread.join();
+  }
+};
+
+Transport::~Transport() = default;
+
+boost::asio::any_io_executor Transport::executor() {
+  MutexLock lk(fallback_mu_);
+  if (!fallback_io_) {
+    fallback_io_ = std::make_shared<FallbackIo>();
+    fallback_io_->thread = std::thread([io = &fallback_io_->io] { io->run(); });
+  }
+  return fallback_io_->io.get_executor();
+}
 
 void Cancellation::Cancel() {
   std::shared_ptr<net::Call> call;
@@ -84,6 +109,7 @@ class HttpsTransport final : public Transport {
       done(FromNet(std::move(r)));
     });
   }
+  boost::asio::any_io_executor executor() override { return client_->executor(); }
   void Shutdown() override { client_->Shutdown(); }
   bool IsShutdown() const override { return client_->IsShutdown(); }
   TransportCounters counters() const override {

@@ -24,6 +24,7 @@
 // thread.
 #pragma once
 
+#include <boost/asio/any_io_executor.hpp>
 #include <chrono>
 #include <cstdint>
 #include <functional>
@@ -86,7 +87,7 @@ struct TransportCounters {
 
 class Transport {
  public:
-  virtual ~Transport() = default;
+  virtual ~Transport();
   // Complete request/response. Any HTTP status is a successful Result; only transport failures
   // (connect, TLS, timeout, cancelled) are errors.
   virtual Result<HttpResponse> Do(const HttpRequest& req) = 0;
@@ -100,10 +101,20 @@ class Transport {
   // must not block; req.cancel is not used). This default, kept by fakes, calls Do() and then
   // `done` on the calling thread.
   virtual void DoAsync(const HttpRequest& req, Done done) { done(Do(req)); }
+  // The executor of the transport's I/O thread, where DoAsync's `done` runs: the asynchronous
+  // components of the Kubernetes side (their timers, their continuations) run on it and never
+  // block it. The default, kept by fakes in tests, is an io_context on a thread of its own,
+  // started on first use and joined by the destructor.
+  virtual boost::asio::any_io_executor executor();
   // Cancels in-flight calls and makes future ones fail fast. Idempotent.
   virtual void Shutdown() = 0;
   virtual bool IsShutdown() const = 0;
   virtual TransportCounters counters() const { return {}; }
+
+ private:
+  struct FallbackIo;
+  std::shared_ptr<FallbackIo> fallback_io_ GUARDED_BY(fallback_mu_);  // the default executor()'s
+  mutable Mutex fallback_mu_;
 };
 
 // InvalidArgument (naming the CA, client certificate or key) when the TLS material in `config`

@@ -844,6 +844,7 @@ void BlockingClient::Shutdown() { impl_->client->Shutdown(); }
 bool BlockingClient::IsShutdown() const { return impl_->client->IsShutdown(); }
 Counters BlockingClient::counters() const { return impl_->client->counters(); }
 HttpsClient& BlockingClient::async() { return *impl_->client; }
+asio::any_io_executor BlockingClient::executor() { return impl_->io.get_executor(); }
 
 namespace {
 // What the I/O thread hands the waiting caller: a piece of a stream, or the end.

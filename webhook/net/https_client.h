@@ -148,6 +148,9 @@ class BlockingClient {
   // The asynchronous client underneath, on this client's I/O thread (its callbacks run there and
   // must not block: never call Do()/Stream() of this BlockingClient from one).
   HttpsClient& async();
+  // The executor of this client's I/O thread: timers and other asynchronous work of the callers
+  // of async() run there (never blocking it).
+  boost::asio::any_io_executor executor();
 
  private:
   struct Impl;
