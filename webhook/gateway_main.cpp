@@ -195,17 +195,17 @@ int main(int argc, char** argv) {
     }
   }
 
-  // ---- Allocator client ----
-  gateway::AllocatorClient allocator(f.allocator);
-  if (Status s = allocator.Init(); !s.ok()) {
-    log::error("cannot configure the allocator client", {{"error", s.ToString()}});
-    return 1;
-  }
-
   // ---- Kubernetes client and the one GameServer informer ----
   StatusOr<std::unique_ptr<kube::Client>> client = BuildClient(f);
   if (!client.ok()) {
     log::error("cannot build the Kubernetes client", {{"error", client.status().ToString()}});
+    return 1;
+  }
+
+  // ---- Allocator client: its calls run on the Kubernetes client's I/O thread ----
+  gateway::AllocatorClient allocator(f.allocator);
+  if (Status s = allocator.Init((*client)->executor()); !s.ok()) {
+    log::error("cannot configure the allocator client", {{"error", s.ToString()}});
     return 1;
   }
   gateway::GameServerCache cache(**client, f.watch_namespace, registry.get());

@@ -8,12 +8,15 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <boost/asio/executor_work_guard.hpp>
+#include <boost/asio/io_context.hpp>
 #include <chrono>
 #include <cstdio>
 #include <fstream>
 #include <future>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "gateway/io/allocator_client.h"
 #include "server/connection_server.h"
@@ -210,6 +213,94 @@ TEST(AllocatorClient, PerAttemptTimeoutAndQueueTimeCounted) {
   done = true;
   client.Stop();
   server.join();
+}
+
+// Issue 25: the calls are asynchronous, on an executor the caller gives (the gateway's Kubernetes
+// I/O thread): at most --allocator-workers of them reach the allocator at once, the others wait
+// in the queue and all are answered; Stop() then ends a call the allocator never answers and one
+// still queued, both Unavailable, and returns once no `done` runs any more.
+TEST(AllocatorClient, AtMostWorkersInFlightOnTheGivenExecutorAndStopEndsEveryCall) {
+  Listener l;
+  std::atomic<int> active{0}, most{0}, served{0};
+  std::atomic<bool> hold{false}, done{false};
+  std::vector<std::thread> conns;
+  std::thread server([&] {
+    timeval tv{0, 100000};
+    ::setsockopt(l.fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+    while (!done.load()) {
+      int c = ::accept(l.fd, nullptr, nullptr);
+      if (c < 0) continue;
+      conns.emplace_back([&, c] {
+        std::string carry;
+        while (ReadRequest(c, &carry)) {
+          const int now = active.fetch_add(1) + 1;
+          int seen = most.load();
+          while (now > seen && !most.compare_exchange_weak(seen, now)) {
+          }
+          if (hold.load()) break;             // never answers: the client must end the call itself
+          std::this_thread::sleep_for(30ms);  // the allocator's work
+          active.fetch_sub(1);
+          served.fetch_add(1);
+          ::send(c, kOk.data(), kOk.size(), MSG_NOSIGNAL);
+        }
+        while (!done.load()) std::this_thread::sleep_for(10ms);
+        ::close(c);
+      });
+    }
+  });
+  boost::asio::io_context io;
+  auto work = boost::asio::make_work_guard(io);
+  std::thread io_thread([&io] { io.run(); });
+
+  AllocatorOptions o;
+  o.address = "http://127.0.0.1:" + std::to_string(l.port);
+  o.workers = 2;
+  auto client = std::make_unique<AllocatorClient>(o);
+  ASSERT_TRUE(client->Init(io.get_executor()).ok());
+  client->Start();
+  constexpr int kCalls = 8;
+  std::vector<std::promise<AllocatorAnswer>> answers(kCalls);
+  for (auto& p : answers) {
+    client->Allocate("{}", Clock::now() + 10s, [&p](AllocatorAnswer a) { p.set_value(a); });
+  }
+  for (auto& p : answers) {
+    AllocatorAnswer a = p.get_future().get();
+    ASSERT_TRUE(a.status.ok()) << a.status.ToString();
+    EXPECT_EQ(a.http_status, 200);
+  }
+  EXPECT_EQ(served.load(), kCalls);
+  EXPECT_EQ(most.load(), 2);  // never more than --allocator-workers at the allocator
+
+  hold = true;
+  active = 0;
+  std::promise<AllocatorAnswer> held, queued;
+  std::atomic<int> answered{0};
+  client->Allocate("{}", Clock::now() + 10s, [&](AllocatorAnswer a) {
+    answered.fetch_add(1);
+    held.set_value(a);
+  });
+  client->Allocate("{}", Clock::now() + 10s, [&](AllocatorAnswer a) {
+    answered.fetch_add(1);
+    queued.set_value(a);
+  });
+  client->Allocate("{}", Clock::now() + 10s, [&](AllocatorAnswer a) {
+    answered.fetch_add(1);
+    (void)a;
+  });
+  for (int i = 0; i < 500 && active.load() < 2; ++i) std::this_thread::sleep_for(10ms);
+  ASSERT_EQ(active.load(), 2);  // two held at the allocator, the third queued
+  const auto stop_start = Clock::now();
+  client->Stop();
+  EXPECT_LT(Clock::now() - stop_start, 2s);
+  EXPECT_EQ(answered.load(), 3);  // every `done` ran before Stop() returned
+  EXPECT_EQ(held.get_future().get().status.code(), Status::Code::kUnavailable);
+  EXPECT_EQ(queued.get_future().get().status.code(), Status::Code::kUnavailable);
+  client.reset();
+  done = true;
+  server.join();
+  for (auto& t : conns) t.join();
+  work.reset();
+  io_thread.join();
 }
 
 // --allocator-server-name: a certificate that names only 127.0.0.1, dialled as "localhost" (as a

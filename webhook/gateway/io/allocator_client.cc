@@ -23,7 +23,7 @@ AllocatorClient::AllocatorClient(AllocatorOptions options) : options_(std::move(
 
 AllocatorClient::~AllocatorClient() { Stop(); }
 
-Status AllocatorClient::Init() {
+Status AllocatorClient::Init(boost::asio::any_io_executor executor) {
   net::ClientOptions cfg;
   std::string_view rest = options_.address;
   if (rest.starts_with("https://")) {
@@ -109,35 +109,44 @@ Status AllocatorClient::Init() {
     }
   }
   cfg.log_name = "allocator";
-  auto client = net::BlockingClient::Create(std::move(cfg));
+  if (!executor) {
+    auto own = net::BlockingClient::Create(std::move(cfg));
+    if (!own.ok()) return own.status().Annotate("allocator client TLS");
+    own_io_ = std::move(own).value();
+    // Not owning: own_io_ owns the client and its thread.
+    client_ = std::shared_ptr<net::HttpsClient>(std::shared_ptr<void>(), &own_io_->async());
+    return Status::Ok();
+  }
+  auto client = net::HttpsClient::Create(std::move(executor), std::move(cfg));
   if (!client.ok()) return client.status().Annotate("allocator client TLS");
   client_ = std::move(client).value();
   return Status::Ok();
 }
 
 void AllocatorClient::Start() {
-  MutexLock lock(mu_);
-  if (!threads_.empty()) return;
-  for (size_t i = 0; i < std::max<size_t>(1, options_.workers); ++i) {
-    threads_.emplace_back([this] { Work(); });
+  {
+    MutexLock lock(mu_);
+    started_ = true;
   }
+  Pump();
 }
 
 void AllocatorClient::Stop() {
   std::deque<Call> dropped;
-  std::vector<std::thread> threads;
   {
     MutexLock lock(mu_);
+    if (stopping_ && queue_.empty() && in_flight_ == 0) return;
     stopping_ = true;
     dropped.swap(queue_);
-    threads.swap(threads_);
   }
-  cv_.SignalAll();
-  if (client_) client_->Shutdown();
-  for (auto& t : threads) t.join();
   for (auto& c : dropped) {
     c.done({Status::Unavailable("the gateway is shutting down"), 0, {}});
   }
+  // Ends the calls in flight promptly (Cancelled, answered as Unavailable), then waits for their
+  // `done` to have run: the owner may go away once Stop() returns.
+  if (client_) client_->Shutdown();
+  MutexLock lock(mu_);
+  idle_cv_.Wait(mu_, [this]() REQUIRES(mu_) { return in_flight_ == 0; });
 }
 
 std::chrono::milliseconds AllocatorClient::AttemptTimeout(
@@ -150,51 +159,71 @@ std::chrono::milliseconds AllocatorClient::AttemptTimeout(
 
 void AllocatorClient::Allocate(std::string body, std::chrono::steady_clock::time_point deadline,
                                Done done) {
+  bool queued = false;
   {
     MutexLock lock(mu_);
     if (!stopping_) {
       queue_.push_back(Call{std::move(body), deadline, std::move(done)});
-      cv_.Signal();
-      return;
+      queued = true;
     }
   }
-  done({Status::Unavailable("the gateway is shutting down"), 0, {}});
+  if (!queued) {
+    done({Status::Unavailable("the gateway is shutting down"), 0, {}});
+    return;
+  }
+  Pump();
 }
 
-void AllocatorClient::Work() {
+void AllocatorClient::Pump(bool holding) {
+  const bool in_callback = holding;
+  const size_t slots = std::max<size_t>(1, options_.workers);
   for (;;) {
     Call call;
     {
       MutexLock lock(mu_);
-      cv_.Wait(mu_, [this]() REQUIRES(mu_) { return stopping_ || !queue_.empty(); });
-      if (stopping_) return;
+      if (!holding) {
+        if (!started_ || stopping_ || queue_.empty() || in_flight_ >= slots) return;
+        ++in_flight_;
+        holding = true;
+      }
+      if (!started_ || stopping_ || queue_.empty()) {
+        // The last touch of `this` on a callback's path: Stop() may return after it.
+        if (--in_flight_ == 0) idle_cv_.SignalAll();
+        return;
+      }
       call = std::move(queue_.front());
       queue_.pop_front();
     }
-    const auto timeout =
-        AttemptTimeout(options_.timeout, call.deadline, std::chrono::steady_clock::now());
-    if (timeout.count() <= 0) {
+    if (call.deadline <= std::chrono::steady_clock::now()) {
       call.done({Status::DeadlineExceeded(
-                     "the request's deadline passed while it waited for an allocator worker "
-                     "(--allocator-workers)"),
+                     "the request's deadline passed while it waited for an allocator call slot "
+                     "(--allocator-workers calls in flight at most)"),
                  0,
                  {}});
-      continue;
+      continue;  // the slot is still held: the next queued call
     }
-    net::Request req;
-    req.method = "POST";
-    req.path = "/gameserverallocation";
-    req.body = std::move(call.body);
-    req.content_type = "application/json";
-    req.timeout = timeout;
-    req.resend_on_closed_connection = false;
-    auto res = client_->Do(std::move(req));
-    if (!res.ok()) {
-      call.done({Status::Unavailable(res.status().message()), 0, {}});
-      continue;
-    }
-    call.done({Status::Ok(), res->status, std::move(res->body)});
+    Send(std::move(call));  // the slot goes with the call
+    if (in_callback) return;
+    holding = false;
   }
+}
+
+void AllocatorClient::Send(Call call) {
+  net::Request req;
+  req.method = "POST";
+  req.path = "/gameserverallocation";
+  req.body = std::move(call.body);
+  req.content_type = "application/json";
+  req.timeout = AttemptTimeout(options_.timeout, call.deadline, std::chrono::steady_clock::now());
+  req.resend_on_closed_connection = false;
+  client_->Do(std::move(req), [this, done = std::move(call.done)](StatusOr<net::Response> res) {
+    if (!res.ok()) {
+      done({Status::Unavailable(res.status().message()), 0, {}});
+    } else {
+      done({Status::Ok(), res->status, std::move(res->body)});
+    }
+    Pump(/*holding=*/true);  // this call's slot: to the next queued call, or freed
+  });
 }
 
 void RegisterAllocatorFlags(flags::FlagSet& fs, AllocatorOptions* o) {
@@ -213,10 +242,12 @@ void RegisterAllocatorFlags(flags::FlagSet& fs, AllocatorOptions* o) {
   fs.Duration("allocator-timeout", &o->timeout,
               "timeout of one call to agones-allocator (connect, TLS handshake, each write and "
               "read), capped by what is left of the request's deadline when the call starts "
-              "(time queued for a worker counts against the deadline)",
+              "(time queued for a call slot counts against the deadline)",
               std::chrono::milliseconds(10));
   fs.Size("allocator-workers", &o->workers,
-          "threads calling agones-allocator (calls in flight at most)", 1, 256);
+          "calls to agones-allocator in flight at most (asynchronous calls: no thread each; "
+          "more wait in a queue, their time counted against their deadline)",
+          1, 256);
 }
 
 Status ValidateAllocatorOptions(const AllocatorOptions& o) {

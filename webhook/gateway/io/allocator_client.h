@@ -1,33 +1,38 @@
 // AllocatorClient: calls agones-allocator's REST API (POST /gameserverallocation) over mutual TLS
 // (the gateway's client certificate, the allocator's CA), or plain HTTP for an allocator started
-// with --disable-tls (an http:// address), from a fixed pool of worker threads.
+// with --disable-tls (an http:// address), as asynchronous calls of the project's one HTTPS
+// client (net/https_client.h): no thread waits for the allocator.
 //
 // Promise:
-//   - Allocate() never blocks: the call is queued and run by one of `workers` threads (at most
-//     that many allocator calls at once; the HTTP/1.1 connections are kept alive and reused by
-//     the project's one HTTPS client, net/https_client.h), and `done` is called on that worker
-//     thread with the allocator's HTTP status and body, or with a non-OK Status when no HTTP answer
-//     came: Unavailable for a connect, TLS or timeout failure or a stopped client;
-//     DeadlineExceeded, without any call, when the request's deadline passed while the call was
-//     queued (queue time counts against the request's deadline).
+//   - Allocate() never blocks: the call starts at once when fewer than `workers` allocator calls
+//     are in flight, else it is queued (first in, first out) until one ends. `done` is called
+//     exactly once, on the client's I/O thread (it must not block), with the allocator's HTTP
+//     status and body, or with a non-OK Status when no HTTP answer came: Unavailable for a
+//     connect, TLS or timeout failure or a stopped client; DeadlineExceeded, without any call,
+//     when the request's deadline passed while the call was queued (queue time counts against
+//     the request's deadline). After Stop(), `done` runs on the calling thread.
+//   - The HTTP/1.1 connections are kept alive and reused (the HTTPS client's pool).
 //   - One attempt: connect, TLS handshake, each write and each read must each finish within
-//     min(`timeout`, time left to the request's deadline when a worker takes the call).
+//     min(`timeout`, time left to the request's deadline when the call starts).
 //   - A POST is sent once: never re-sent by the transport, even when a reused keep-alive
 //     connection turns out closed (the allocator may have allocated a server for the first copy;
 //     sending again could allocate a second one). That failure is Unavailable like any other.
 //   - `server_name` replaces the address's host as the TLS SNI and the name verified in the
 //     allocator's certificate (Agones' generated `allocator-tls` certificate carries no DNS name
 //     that a Service address would match).
-//   - Init() loads the PEM files and returns InvalidArgument naming the bad flag or file.
+//   - Init(executor) loads the PEM files and returns InvalidArgument naming the bad flag or file.
+//     The calls run on `executor` (the gateway passes its Kubernetes client's I/O thread, so the
+//     two clients share one thread); without one, the client runs an I/O thread of its own.
+//   - Stop() (not from the I/O thread; idempotent) fails the queued calls with Unavailable, ends
+//     the calls in flight (Unavailable) and returns once no `done` of this client runs any more.
 #pragma once
 
+#include <boost/asio/any_io_executor.hpp>
 #include <chrono>
 #include <deque>
 #include <functional>
 #include <memory>
 #include <string>
-#include <thread>
-#include <vector>
 
 #include "net/https_client.h"
 #include "util/flags.h"
@@ -45,7 +50,7 @@ struct AllocatorOptions {
   std::string client_key_file;
   // Per attempt, capped by what is left of the request's deadline.
   std::chrono::nanoseconds timeout = std::chrono::seconds(10);
-  size_t workers = 8;
+  size_t workers = 8;  // allocator calls in flight at most (--allocator-workers)
 };
 
 // The allocator client's flags (--allocator-*), each defaulting to the struct's value.
@@ -66,15 +71,16 @@ class AllocatorClient {
   AllocatorClient(const AllocatorClient&) = delete;
   AllocatorClient& operator=(const AllocatorClient&) = delete;
 
-  Status Init();
-  void Start() EXCLUDES(mu_);
-  void Stop() EXCLUDES(mu_);  // fails queued calls with Unavailable, joins the workers; idempotent
+  // `executor`: where the calls run; none = an I/O thread of the client's own.
+  Status Init(boost::asio::any_io_executor executor = {});
+  void Start() EXCLUDES(mu_);  // calls queued before it start now
+  void Stop() EXCLUDES(mu_);   // see the promise; idempotent
 
   using Done = std::function<void(AllocatorAnswer)>;
   // `deadline`: the request's; the call is not made once it has passed.
   void Allocate(std::string body, std::chrono::steady_clock::time_point deadline, Done done)
       EXCLUDES(mu_);
-  // The timeout of an attempt that a worker starts at `now`: min(per-attempt timeout, time left);
+  // The timeout of an attempt that starts at `now`: min(per-attempt timeout, time left);
   // zero or less means the deadline passed in the queue.
   static std::chrono::milliseconds AttemptTimeout(std::chrono::nanoseconds per_attempt,
                                                   std::chrono::steady_clock::time_point deadline,
@@ -87,17 +93,23 @@ class AllocatorClient {
     std::chrono::steady_clock::time_point deadline;
     Done done;
   };
-  void Work() EXCLUDES(mu_);
+  // Starts queued calls while fewer than `workers` are in flight, and answers those whose
+  // deadline passed in the queue. `holding`: called by a call that ended, with its slot, which
+  // goes to the next queued call or is freed (the last touch of `this`: Stop() waits for it).
+  void Pump(bool holding = false) EXCLUDES(mu_);
+  void Send(Call call);
 
   const AllocatorOptions options_;
-  std::unique_ptr<net::BlockingClient> client_;
+  std::unique_ptr<net::BlockingClient> own_io_;  // when Init() got no executor
+  std::shared_ptr<net::HttpsClient> client_;
   std::string base_path_;
   bool plain_ = false;
   Mutex mu_;
-  CondVar cv_;
+  CondVar idle_cv_;  // signalled when in_flight_ drops to 0
   std::deque<Call> queue_ GUARDED_BY(mu_);
+  size_t in_flight_ GUARDED_BY(mu_) = 0;
+  bool started_ GUARDED_BY(mu_) = false;
   bool stopping_ GUARDED_BY(mu_) = false;
-  std::vector<std::thread> threads_ GUARDED_BY(mu_);
 };
 
 }  // namespace aw::gateway
