@@ -37,6 +37,7 @@
 #include "gateway/io/cache.h"
 #include "gateway/io/gateway.h"
 #include "gateway/io/grpc_service.h"
+#include "gateway/io/listener.h"
 #include "gateway/io/marks.h"
 #include "kube/client.h"
 #include "kube/config.h"
@@ -61,21 +62,10 @@ constexpr const char* kSummary =
     "agones-allocator; answers once the allocated GameServer is confirmed playable (Allocated),\n"
     "allocating again when it times out, becomes Unhealthy/Shutdown or is deleted.";
 
+// The process's flags, each registered by the component it configures; the Kubernetes client's
+// configuration is the process's own.
 struct Flags {
-  std::string bind_address = "0.0.0.0";
-  int port = 8443;
-  int health_port = 8080;
-  std::string tls_cert_file = "/certs/tls.crt";
-  std::string tls_key_file = "/certs/tls.key";
-  std::string client_ca_file = "/client-ca/ca.crt";
-  std::string client_ca_dir;
-  bool disable_mtls = false;
-  std::chrono::nanoseconds reload_interval = std::chrono::seconds(1);
-  size_t io_threads = 2;
-  size_t max_connections = 4096;
-  size_t max_body_bytes = 1024 * 1024;
-  std::chrono::nanoseconds read_timeout = std::chrono::seconds(10);
-  std::chrono::nanoseconds idle_timeout = std::chrono::seconds(120);
+  gateway::ListenerFlags listener;
   gateway::AllocatorOptions allocator;
   gateway::GatewayOptions gateway;
   size_t delivery_workers = 16;
@@ -83,36 +73,11 @@ struct Flags {
   std::string context;
   std::string watch_namespace;
   std::chrono::nanoseconds shutdown_grace = std::chrono::seconds(30);
-  std::string log_level = "info";
-  std::string log_format = "json";
+  log::Flags log;
 };
 
 void Register(flags::FlagSet& fs, Flags* f) {
-  fs.String("bind-address", &f->bind_address, "address the gateway and health ports bind to");
-  fs.Int("port", &f->port, "HTTPS port of the allocation API", 1, 65535);
-  fs.Int("health-port", &f->health_port, "plain-HTTP port for /healthz, /readyz, /metrics", 1,
-         65535);
-  fs.String("tls-cert-file", &f->tls_cert_file, "serving certificate (PEM), reloaded on change");
-  fs.String("tls-key-file", &f->tls_key_file, "serving private key (PEM), reloaded on change");
-  fs.String("client-ca-file", &f->client_ca_file,
-            "CA bundle (PEM) that client certificates must chain to (mTLS), reloaded on change");
-  fs.String("client-ca-dir", &f->client_ca_dir,
-            "directory of client CAs (every *.crt and *.pem in it, as agones-allocator reads its "
-            "allocator-client-ca Secret), reloaded on change; replaces --client-ca-file when set");
-  fs.Bool("disable-mtls", &f->disable_mtls,
-          "accept clients without a certificate (like agones-allocator's --disable-mtls)");
-  fs.Duration("cert-reload-interval", &f->reload_interval,
-              "how often the certificate, key and client CA files are re-read",
-              std::chrono::milliseconds(100));
-  fs.Size("io-threads", &f->io_threads, "threads serving the gateway's connections", 1, 64);
-  fs.Size("max-connections", &f->max_connections,
-          "open connections at most (waiting requests included)", 1, 1'000'000);
-  fs.Size("max-body-bytes", &f->max_body_bytes, "largest AllocationRequest body (413 above)", 1,
-          64 * 1024 * 1024);
-  fs.Duration("read-timeout", &f->read_timeout, "whole-request read deadline",
-              std::chrono::milliseconds(100));
-  fs.Duration("idle-timeout", &f->idle_timeout, "keep-alive idle timeout",
-              std::chrono::milliseconds(100));
+  gateway::RegisterListenerFlags(fs, &f->listener);
   gateway::RegisterAllocatorFlags(fs, &f->allocator);
   gateway::RegisterDeliveryFlags(fs, &f->delivery_workers);
   gateway::RegisterGatewayFlags(fs, &f->gateway);
@@ -123,8 +88,7 @@ void Register(flags::FlagSet& fs, Flags* f) {
   fs.Duration("shutdown-grace", &f->shutdown_grace,
               "on SIGTERM (readiness fails, new requests are refused), how long accepted requests "
               "may still wait for their GameServers and be answered; those left then get 503");
-  fs.Enum("log-level", &f->log_level, {"debug", "info", "warn", "error"}, "log level");
-  fs.Enum("log-format", &f->log_format, {"json", "text"}, "log format");
+  log::RegisterFlags(fs, &f->log);
 }
 
 template <typename Component>
@@ -164,27 +128,23 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
-  log::Level level{};
-  log::Format format{};
-  log::ParseLevel(f.log_level, &level);
-  log::ParseFormat(f.log_format, &format);
-  log::SetLevel(level);
-  log::SetFormat(format);
+  log::Apply(f.log);
 
   auto registry = std::make_shared<prometheus::Registry>();
   build::AddBuildInfoMetric(*registry, "allocating_gateway_build_info",
                             "The build: version, commit and build date as labels (always 1).");
-  const auto reload = std::chrono::duration_cast<std::chrono::milliseconds>(f.reload_interval);
+  const auto reload =
+      std::chrono::duration_cast<std::chrono::milliseconds>(f.listener.reload_interval);
 
   // ---- TLS material ----
-  server::CertReloader certs(f.tls_cert_file, f.tls_key_file, *registry, reload);
+  server::CertReloader certs(f.listener.tls_cert_file, f.listener.tls_key_file, *registry, reload);
   if (Status s = certs.LoadInitial(); !s.ok()) {
     log::error("cannot load the serving certificate", {{"error", s.ToString()}});
     return 1;
   }
   std::unique_ptr<server::ClientCaReloader> client_ca;
-  if (!f.disable_mtls) {
-    const std::string& ca_path = f.client_ca_dir.empty() ? f.client_ca_file : f.client_ca_dir;
+  if (!f.listener.disable_mtls) {
+    const std::string& ca_path = gateway::ClientCaPath(f.listener);
     client_ca = std::make_unique<server::ClientCaReloader>(ca_path, *registry, reload);
     if (Status s = client_ca->LoadInitial(); !s.ok()) {
       log::error(
@@ -242,31 +202,18 @@ int main(int argc, char** argv) {
   };
   gateway::Gateway gw(gopts, allocator, waiters, lookup, *registry);
 
-  server::ConnectionOptions co;
-  co.name = "gateway";
-  co.bind_address = f.bind_address;
-  co.port = f.port;
-  co.io_threads = f.io_threads;
-  co.max_connections = f.max_connections;
-  co.limits.max_body_bytes = f.max_body_bytes;
-  co.read_timeout = f.read_timeout;
-  co.idle_timeout = f.idle_timeout;
-  // gRPC (allocation.AllocationService, grpc.health.v1.Health) on the same port as REST, over
-  // HTTP/2 (ALPN h2); everything else is REST.
-  co.http2 = true;
-  co.h2.max_concurrent_streams = 1000;  // a matchmaker's connection holds one stream per wait
   gateway::GrpcService grpc(
       {.max_deadline = f.gateway.max_deadline},
       [&gw](const server::HttpRequest& req, server::Responder r) { gw.Handle(req, r); },
       [&gw] { return !gw.Draining(); }, *registry);
   server::ConnectionServer listener(
-      co,
+      gateway::ListenerOptions(f.listener),
       [&gw, &grpc](const server::HttpRequest& req, server::Responder r) {
         if (!grpc.Handle(req, r)) gw.Handle(req, r);
       },
       &certs, client_ca.get(), *registry);
 
-  server::HealthServer health(f.bind_address, f.health_port, *registry);
+  server::HealthServer health(f.listener.bind_address, f.listener.health_port, *registry);
   health.AddReadinessCheck("informer", [&cache]() -> std::optional<std::string> {
     if (!cache.HasSynced()) return "GameServer informer not synced";
     return std::nullopt;
@@ -353,10 +300,11 @@ int main(int argc, char** argv) {
           }),
       {.group = "gateway"});
   manager.OnStarted([&] {
-    log::info("allocation-gateway started", {{"port", std::to_string(f.port)},
-                                             {"health_port", std::to_string(f.health_port)},
-                                             {"allocator", f.allocator.address},
-                                             {"mtls", f.disable_mtls ? "false" : "true"}});
+    log::info("allocation-gateway started",
+              {{"port", std::to_string(f.listener.port)},
+               {"health_port", std::to_string(f.listener.health_port)},
+               {"allocator", f.allocator.address},
+               {"mtls", f.listener.disable_mtls ? "false" : "true"}});
   });
 
   // ---- Run until SIGTERM/SIGINT or a failure (as allocating-webhook's main) ----

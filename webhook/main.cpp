@@ -147,6 +147,8 @@ int main(int argc, char** argv) {
   flags::FlagSet fs("allocating-webhook", kSummary);
   server::ServerConfig server_cfg;
   server::RegisterServerFlags(fs, &server_cfg);
+  log::Flags log_flags;
+  log::RegisterFlags(fs, &log_flags);
   policy::Policy policy;
   server::RegisterPolicyFlags(fs, &policy);
   kube::KubeFlags kube_flags;
@@ -169,12 +171,7 @@ int main(int argc, char** argv) {
   }
 
   // ---- Logging -----------------------------------------------------------------------------
-  log::Level level{};
-  log::Format format{};
-  log::ParseLevel(server_cfg.log_level, &level);  // values checked by the flag parser
-  log::ParseFormat(server_cfg.log_format, &format);
-  log::SetLevel(level);
-  log::SetFormat(format);
+  log::Apply(log_flags);
 
   // ---- Components (built here, run by the manager below; they outlive it) ------------------
   // One metrics registry for every component; served on /metrics.
@@ -195,7 +192,7 @@ int main(int argc, char** argv) {
 
   server::AdmissionMetrics admission_metrics(*registry);
   server::AdmissionPipeline pipeline(policy, crd_readiness, admission_metrics,
-                                     server_cfg.https.max_body_bytes);
+                                     server_cfg.https.limits.max_body_bytes);
   server::AdmissionServer admission_server(server_cfg.https, certs, pipeline, admission_metrics,
                                            *registry);
   // The Buffer autoscaling webhook shares the admission port (a route of its own).

@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include "server/config.h"
+#include "util/io/log.h"
 
 namespace aw::server {
 namespace {
@@ -9,6 +10,7 @@ namespace {
 struct Parsed {
   ServerConfig cfg;
   policy::Policy policy;
+  log::Flags log;
   flags::FlagSet::Result result;
 };
 
@@ -17,6 +19,7 @@ Parsed Parse(const std::vector<std::string>& args) {
   flags::FlagSet fs("allocating-webhook", "test");
   RegisterServerFlags(fs, &p.cfg);
   RegisterPolicyFlags(fs, &p.policy);
+  log::RegisterFlags(fs, &p.log);
   p.result = fs.Parse(args);
   return p;
 }
@@ -27,7 +30,7 @@ TEST(ServerConfig, Defaults) {
   EXPECT_EQ(p.cfg.https.port, 8443);
   EXPECT_EQ(p.cfg.health_port, 8081);
   EXPECT_EQ(p.cfg.https.bind_address, "0.0.0.0");
-  EXPECT_EQ(p.cfg.https.max_body_bytes, 7u * 1024 * 1024);
+  EXPECT_EQ(p.cfg.https.limits.max_body_bytes, 7u * 1024 * 1024);
   EXPECT_FALSE(p.cfg.crd_accepts_allocating);
   EXPECT_EQ(p.policy.agones_controller_users,
             std::vector<std::string>{"system:serviceaccount:agones-system:agones-controller"});
@@ -57,9 +60,10 @@ TEST(ServerConfig, AllFlagsSet) {
   EXPECT_EQ(p.policy.default_timeout, std::chrono::minutes(1));
   EXPECT_EQ(p.cfg.https.max_connections, 10u);
   EXPECT_EQ(p.cfg.https.read_timeout, std::chrono::seconds(2));
-  EXPECT_EQ(p.cfg.https.keep_alive_timeout, std::chrono::seconds(95));
-  EXPECT_EQ(p.cfg.https.max_body_bytes, 2048u);
-  EXPECT_EQ(p.cfg.log_format, "text");
+  EXPECT_EQ(p.cfg.https.idle_timeout, std::chrono::seconds(95));
+  EXPECT_EQ(p.cfg.https.limits.max_body_bytes, 2048u);
+  EXPECT_EQ(p.log.format, "text");
+  EXPECT_EQ(p.log.level, "debug");
 }
 
 TEST(ServerConfig, InconsistentCombinationsRejected) {
@@ -84,9 +88,9 @@ TEST(ServerConfig, ConnectionLayerFlags) {
   auto d = Parse({});
   EXPECT_EQ(d.cfg.https.io_threads, 2u);
   EXPECT_EQ(d.cfg.https.handshake_timeout, std::chrono::seconds(5));
-  EXPECT_EQ(d.cfg.https.max_request_line_bytes, 8192u);
-  EXPECT_EQ(d.cfg.https.max_header_bytes, 32768u);
-  EXPECT_EQ(d.cfg.https.max_header_count, 100u);
+  EXPECT_EQ(d.cfg.https.limits.max_request_line_bytes, 8192u);
+  EXPECT_EQ(d.cfg.https.limits.max_header_bytes, 32768u);
+  EXPECT_EQ(d.cfg.https.limits.max_header_count, 100u);
   EXPECT_EQ(d.cfg.health.max_connections, 64u);
   auto p =
       Parse({"--io-threads=4", "--handshake-timeout=2s", "--max-request-line-bytes=1024",
@@ -94,9 +98,9 @@ TEST(ServerConfig, ConnectionLayerFlags) {
   ASSERT_EQ(p.result.status, flags::FlagSet::Status::kOk) << p.result.message;
   EXPECT_EQ(p.cfg.https.io_threads, 4u);
   EXPECT_EQ(p.cfg.https.handshake_timeout, std::chrono::seconds(2));
-  EXPECT_EQ(p.cfg.https.max_request_line_bytes, 1024u);
-  EXPECT_EQ(p.cfg.https.max_header_bytes, 4096u);
-  EXPECT_EQ(p.cfg.https.max_header_count, 20u);
+  EXPECT_EQ(p.cfg.https.limits.max_request_line_bytes, 1024u);
+  EXPECT_EQ(p.cfg.https.limits.max_header_bytes, 4096u);
+  EXPECT_EQ(p.cfg.https.limits.max_header_count, 20u);
   EXPECT_EQ(p.cfg.health.max_connections, 8u);
 }
 

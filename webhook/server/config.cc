@@ -17,9 +17,6 @@ void RegisterServerFlags(flags::FlagSet& fs, ServerConfig* cfg) {
             "PEM private key of the serving certificate; reloaded when it changes. Required");
   fs.Duration("cert-reload-interval", &cfg->cert_reload_interval,
               "How often the certificate and key files are checked for changes", milliseconds(10));
-  fs.Enum("log-level", &cfg->log_level, {"debug", "info", "warn", "error"},
-          "Lowest log level written");
-  fs.Enum("log-format", &cfg->log_format, {"json", "text"}, "Log line format");
   fs.Bool("crd-accepts-allocating", &cfg->crd_accepts_allocating,
           "Whether the GameServer CRD's status.state enum lists Allocating; while false the "
           "mutating webhook fails open (allows Allocated unchanged, with a warning)");
@@ -42,24 +39,24 @@ void RegisterServerFlags(flags::FlagSet& fs, ServerConfig* cfg) {
   fs.Duration("write-timeout", &cfg->https.write_timeout,
               "Longest a client may take to accept a whole response", milliseconds(1));
   fs.Duration(
-      "keep-alive-timeout", &cfg->https.keep_alive_timeout,
+      "keep-alive-timeout", &cfg->https.idle_timeout,
       "How long an idle keep-alive connection is kept open (keep it above the client's idle "
       "timeout, 90s for kube-apiserver)",
       std::chrono::seconds(1));
   fs.Size("keep-alive-max-requests", &cfg->https.keep_alive_max_requests,
           "Requests served on one connection before it is closed", 1, UINT32_MAX);
-  fs.Size("max-request-line-bytes", &cfg->https.max_request_line_bytes,
+  fs.Size("max-request-line-bytes", &cfg->https.limits.max_request_line_bytes,
           "Longest request line (method, target, version); longer ones get 414", 256, 1u << 20);
-  fs.Size("max-header-bytes", &cfg->https.max_header_bytes,
+  fs.Size("max-header-bytes", &cfg->https.limits.max_header_bytes,
           "Largest request head (request line and header fields); larger ones get 431", 1024,
           1u << 24);
-  fs.Size("max-header-count", &cfg->https.max_header_count,
+  fs.Size("max-header-count", &cfg->https.limits.max_header_count,
           "Most header fields in a request; more get 431", 8, 100000);
   fs.Size("health-max-connections", &cfg->health.max_connections,
           "Most connections open at once on the health port (its own io thread and cap; the "
           "same eviction rule as --max-connections)",
           1, 65536);
-  fs.Size("max-body-bytes", &cfg->https.max_body_bytes,
+  fs.Size("max-body-bytes", &cfg->https.limits.max_body_bytes,
           "Largest admission request body accepted; larger ones get 413", 1024, 1u << 30);
   fs.Duration(
       "shutdown-grace", &cfg->shutdown_grace,
@@ -101,7 +98,7 @@ Status Validate(const ServerConfig& cfg, const policy::Policy& p) {
   }
   if (cfg.https.port == cfg.health_port)
     return Status::InvalidArgument("--port and --health-port must differ");
-  if (cfg.https.max_request_line_bytes > cfg.https.max_header_bytes) {
+  if (cfg.https.limits.max_request_line_bytes > cfg.https.limits.max_header_bytes) {
     return Status::InvalidArgument("--max-request-line-bytes is larger than --max-header-bytes");
   }
   if (p.min_timeout > p.max_timeout)

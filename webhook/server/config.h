@@ -18,14 +18,12 @@
 namespace aw::server {
 
 struct ServerConfig {
-  ServerOptions https;
+  ConnectionOptions https;  // the admission listener (its defaults are the flags' defaults)
   int health_port = 8081;
   HealthOptions health;
   std::string tls_cert_file;
   std::string tls_key_file;
   std::chrono::nanoseconds cert_reload_interval = std::chrono::seconds(1);
-  std::string log_level = "info";
-  std::string log_format = "json";
   bool crd_accepts_allocating = false;
   // On SIGTERM: how long to wait for in-flight requests before exiting anyway.
   std::chrono::nanoseconds shutdown_grace = std::chrono::seconds(25);

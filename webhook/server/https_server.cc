@@ -11,28 +11,15 @@ HttpResponse FromAnswer(HttpAnswer answer) {
 
 }  // namespace
 
-AdmissionServer::AdmissionServer(ServerOptions options, const KeyPairSource& source,
+AdmissionServer::AdmissionServer(ConnectionOptions options, const KeyPairSource& source,
                                  AdmissionPipeline& pipeline, AdmissionMetrics& metrics,
                                  prometheus::Registry& registry)
-    : options_(std::move(options)), source_(source), pipeline_(pipeline), metrics_(metrics) {
-  ConnectionOptions c;
-  c.name = "admission";
-  c.bind_address = options_.bind_address;
-  c.port = options_.port;
-  c.io_threads = options_.io_threads;
-  c.max_connections = options_.max_connections;
-  c.limits.max_request_line_bytes = options_.max_request_line_bytes;
-  c.limits.max_header_bytes = options_.max_header_bytes;
-  c.limits.max_header_count = options_.max_header_count;
-  c.limits.max_body_bytes = options_.max_body_bytes;
-  c.handshake_timeout = options_.handshake_timeout;
-  c.read_timeout = options_.read_timeout;
-  c.write_timeout = options_.write_timeout;
-  c.idle_timeout = options_.keep_alive_timeout;
-  c.keep_alive_max_requests = options_.keep_alive_max_requests;
-  c.on_error = [this](int status) { metrics_.HttpError(status); };
+    : source_(source), pipeline_(pipeline), metrics_(metrics) {
+  options.name = "admission";
+  options.on_error = [this](int status) { metrics_.HttpError(status); };
   server_ = std::make_unique<ConnectionServer>(
-      std::move(c), [this](const HttpRequest& req) { return Route(req); }, &source_, registry);
+      std::move(options), [this](const HttpRequest& req) { return Route(req); }, &source_,
+      registry);
 }
 
 AdmissionServer::~AdmissionServer() = default;

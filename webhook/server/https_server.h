@@ -4,12 +4,14 @@
 //   - POST on each admission route goes through AdmissionPipeline (a `?timeout=` query is
 //     ignored); another method on those paths -> 405 with `Allow: POST`; GET /healthz -> "ok";
 //     any other path -> 404; every error answer has a plain-text message;
-//   - the connection rules of ConnectionServer (connection_server.h): `io_threads` threads serve
+//   - the connection rules of ConnectionServer (connection_server.h), with the listener's own
+//     ConnectionOptions (named "admission"; its `on_error` counts the connection layer's own
+//     answers in the admission metrics): `io_threads` threads serve
 //     every connection asynchronously; whole-request deadline (`read_timeout`), handshake,
-//     write and idle deadlines; head limits (414/431) and the body limit (413 before the body is
-//     read, for Content-Length and chunked bodies alike; connection kept when the rest of the body
-//     can be skipped); at `max_connections`, idle connections and then the oldest in-progress one
-//     are closed to admit a new client;
+//     write and idle (keep-alive) deadlines; head limits (414/431) and the body limit (413 before
+//     the body is read, for Content-Length and chunked bodies alike; connection kept when the rest
+//     of the body can be skipped); at `max_connections`, idle connections and then the oldest
+//     in-progress one are closed to admit a new client;
 //   - TLS per ConfigureServerContext, with the key pair read from `source` at each handshake.
 // Start() binds and serves; Stop() stops accepting, closes idle keep-alive connections and lets
 // requests in progress finish within their deadlines (WaitStopped waits for them).
@@ -29,26 +31,11 @@
 
 namespace aw::server {
 
-struct ServerOptions {
-  std::string bind_address = "0.0.0.0";
-  int port = 8443;
-  size_t io_threads = 2;
-  size_t max_connections = 1024;
-  std::chrono::nanoseconds handshake_timeout = std::chrono::seconds(5);
-  std::chrono::nanoseconds read_timeout = std::chrono::seconds(10);
-  std::chrono::nanoseconds write_timeout = std::chrono::seconds(10);
-  std::chrono::nanoseconds keep_alive_timeout = std::chrono::seconds(120);
-  size_t keep_alive_max_requests = 1'000'000;
-  size_t max_body_bytes = kDefaultMaxBodyBytes;
-  size_t max_request_line_bytes = 8 * 1024;
-  size_t max_header_bytes = 32 * 1024;
-  size_t max_header_count = 100;
-};
-
 class AdmissionServer {
  public:
-  AdmissionServer(ServerOptions options, const KeyPairSource& source, AdmissionPipeline& pipeline,
-                  AdmissionMetrics& metrics, prometheus::Registry& registry);
+  AdmissionServer(ConnectionOptions options, const KeyPairSource& source,
+                  AdmissionPipeline& pipeline, AdmissionMetrics& metrics,
+                  prometheus::Registry& registry);
   ~AdmissionServer();
   AdmissionServer(const AdmissionServer&) = delete;
   AdmissionServer& operator=(const AdmissionServer&) = delete;
@@ -71,7 +58,6 @@ class AdmissionServer {
  private:
   HttpResponse Route(const HttpRequest& req);
 
-  const ServerOptions options_;
   const KeyPairSource& source_;
   AdmissionPipeline& pipeline_;
   AdmissionMetrics& metrics_;

@@ -150,4 +150,18 @@ void Write(Level level, std::string_view msg, const Fields& fields) {
   std::fflush(stderr);
 }
 
+void RegisterFlags(flags::FlagSet& fs, Flags* f) {
+  fs.Enum("log-level", &f->level, {"debug", "info", "warn", "error"}, "Lowest log level written");
+  fs.Enum("log-format", &f->format, {"json", "text"}, "Log line format");
+}
+
+void Apply(const Flags& f) {
+  Level level = Level::kInfo;
+  Format format = Format::kJson;
+  ParseLevel(f.level, &level);
+  ParseFormat(f.format, &format);
+  SetLevel(level);
+  SetFormat(format);
+}
+
 }  // namespace aw::log

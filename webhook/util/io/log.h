@@ -5,6 +5,8 @@
 // threads never interleave within a line. Records below the configured level cost one atomic load.
 //
 //   aw::log::info("admission decision", {{"uid", uid}, {"decision", "rewritten"}});
+//
+// Both programs take --log-level and --log-format from RegisterFlags and Apply them once parsed.
 #pragma once
 
 #include <initializer_list>
@@ -12,6 +14,8 @@
 #include <string_view>
 #include <utility>
 #include <vector>
+
+#include "util/flags.h"
 
 namespace aw::log {
 
@@ -28,6 +32,15 @@ bool ParseFormat(std::string_view s, Format* out);
 
 void SetLevel(Level level);
 void SetFormat(Format format);
+
+// The log's flags (--log-level, --log-format), each defaulting to the struct's value.
+struct Flags {
+  std::string level = "info";
+  std::string format = "json";
+};
+void RegisterFlags(flags::FlagSet& fs, Flags* f);
+// Sets the level and format the flags name (values the flag parser has checked).
+void Apply(const Flags& f);
 bool Enabled(Level level);
 
 // Formats one record without writing it (exposed for tests).
