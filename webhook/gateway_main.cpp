@@ -309,19 +309,6 @@ int main(int argc, char** argv) {
 
   // ---- Run until SIGTERM/SIGINT or a failure (as allocating-webhook's main) ----
   const runtime::RunEnd end = runtime::RunUntilSignal(manager, signals);
-  const Status& result = end.result;
-  if (end.by_signal) {
-    marks.reset();  // the releases of the servers left waiting are sent before the exit
-    if (undrained || !result.ok()) {
-      log::warn("requests or components still running after --shutdown-grace; exiting",
-                {{"error", result.ToString()}});
-      std::fflush(stderr);
-      std::_Exit(0);
-    }
-    log::info("stopped");
-    return 0;
-  }
-  log::error("stopped after a component failed", {{"error", result.ToString()}});
-  std::fflush(stderr);
-  std::_Exit(1);
+  if (end.by_signal) marks.reset();  // the releases of the servers left waiting are sent first
+  return runtime::ExitCode(end, undrained);
 }

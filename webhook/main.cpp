@@ -274,28 +274,5 @@ int main(int argc, char** argv) {
   });
 
   // ---- Run until SIGTERM/SIGINT (other signals are logged and ignored) or a failure ----------
-  const runtime::RunEnd end = runtime::RunUntilSignal(manager, signals);
-  const Status& result = end.result;
-  if (end.by_signal) {
-    if (undrained) {
-      // A request still in progress after the grace period (a stuck client): exit anyway.
-      log::warn("requests still in progress after --shutdown-grace; exiting");
-      std::fflush(stderr);
-      std::_Exit(0);
-    }
-    if (!result.ok()) {
-      log::warn("components still running after --shutdown-grace; exiting",
-                {{"error", result.ToString()}});
-      std::fflush(stderr);
-      std::_Exit(0);
-    }
-    log::info("stopped");
-    return 0;
-  }
-  // A component failed (at start: a port in use; or later): it logged why; everything else has
-  // been stopped.
-  log::error("stopped after a component failed", {{"error", result.ToString()}});
-  std::fflush(stderr);
-  if (!result.ok() && result.code() == Status::Code::kDeadlineExceeded) std::_Exit(1);
-  return 1;
+  return runtime::ExitCode(runtime::RunUntilSignal(manager, signals), undrained);
 }

@@ -6,6 +6,7 @@
 
 #include <atomic>
 #include <cstdio>
+#include <cstdlib>
 #include <stop_token>
 #include <thread>
 
@@ -86,6 +87,29 @@ RunEnd RunUntilSignal(Manager& manager, const sigset_t& signals) {
   }
   runner.join();
   return end;
+}
+
+int ExitCode(const RunEnd& end, bool requests_left) {
+  const Status& result = end.result;
+  if (end.by_signal) {
+    if (requests_left || !result.ok()) {
+      // A request or a component still running after the grace period (a stuck client, a call
+      // that would not end): exit anyway, without waiting for their threads.
+      log::warn(requests_left ? "requests still in progress after --shutdown-grace; exiting"
+                              : "components still running after --shutdown-grace; exiting",
+                {{"error", result.ToString()}});
+      std::fflush(stderr);
+      std::_Exit(0);
+    }
+    log::info("stopped");
+    return 0;
+  }
+  // A component failed (at start: a port in use; or later): it logged why; everything else has
+  // been stopped.
+  log::error("stopped after a component failed", {{"error", result.ToString()}});
+  std::fflush(stderr);
+  if (result.code() == Status::Code::kDeadlineExceeded) std::_Exit(1);
+  return 1;
 }
 
 }  // namespace aw::runtime

@@ -12,7 +12,13 @@
 //     requests the manager's stop and joins it; any other signal in the set is logged ("signal
 //     ignored") and waited past. When the manager returns by itself (a component failed) it wakes
 //     the waiting thread (with SIGRTMIN, which the set must hold) and RunUntilSignal returns at
-//     once. What the process then does (exit codes, _Exit after a late stop) is the caller's.
+//     once.
+//   - ExitCode(end, requests_left), the same ending for both programs: after a signal, 0
+//   ("stopped"),
+//     or, when requests or components were still running at the deadline (`requests_left`, or
+//     `end.result` not OK), a warning and _Exit(0) at once (their threads still run); after a
+//     component failed, "stopped after a component failed" and 1 (_Exit(1) when something
+//     outlived the stop deadline).
 //   - SignalName(sig) is "SIGTERM" and so on ("signal N" for one without a name).
 //   - ParseCommandLine(fs, argc, argv, program) adds --version to `fs` and parses: --help prints
 //     the usage to stdout, --version the version text (util/build_info.h), and both give exit code
@@ -50,5 +56,7 @@ struct RunEnd {
 };
 
 RunEnd RunUntilSignal(Manager& manager, const sigset_t& signals);
+
+int ExitCode(const RunEnd& end, bool requests_left);
 
 }  // namespace aw::runtime
