@@ -7,6 +7,7 @@
 
 #include "util/base64.h"
 #include "util/io/file.h"
+#include "util/url.h"
 
 namespace aw::kube {
 namespace {
@@ -71,57 +72,18 @@ Status Fail(std::string msg) { return Status::InvalidArgument(std::move(msg)); }
 }  // namespace
 
 Status ParseServerUrl(std::string_view url, ClientConfig* out) {
-  constexpr std::string_view kHttps = "https://";
-  if (url.substr(0, kHttps.size()) != kHttps) {
+  if (!url.starts_with("https://")) {
     return Status::InvalidArgument(
         fmt::format("server URL {:?} must start with https://", std::string(url)));
   }
-  std::string_view rest = url.substr(kHttps.size());
-  size_t slash = rest.find('/');
-  std::string_view hostport = rest.substr(0, slash);
-  std::string_view path = slash == std::string_view::npos ? "" : rest.substr(slash);
-  while (!path.empty() && path.back() == '/') path.remove_suffix(1);
-  std::string host;
-  std::string_view port_s;
-  if (!hostport.empty() && hostport[0] == '[') {
-    size_t rb = hostport.find(']');
-    if (rb == std::string_view::npos)
-      return Status::InvalidArgument(
-          fmt::format("server URL {:?}: bad IPv6 literal", std::string(url)));
-    host = std::string(hostport.substr(1, rb - 1));
-    std::string_view after = hostport.substr(rb + 1);
-    if (!after.empty()) {
-      if (after[0] != ':')
-        return Status::InvalidArgument(fmt::format("server URL {:?}: bad port", std::string(url)));
-      port_s = after.substr(1);
-    }
-  } else {
-    size_t colon = hostport.rfind(':');
-    if (colon == std::string_view::npos) {
-      host = std::string(hostport);
-    } else {
-      host = std::string(hostport.substr(0, colon));
-      port_s = hostport.substr(colon + 1);
-    }
+  StatusOr<util::HttpUrl> parsed = util::ParseHttpUrl(url);
+  if (!parsed.ok()) {
+    return Status::InvalidArgument(
+        fmt::format("server URL {:?}: {}", std::string(url), parsed.status().message()));
   }
-  if (host.empty())
-    return Status::InvalidArgument(fmt::format("server URL {:?} has no host", std::string(url)));
-  int port = 443;
-  if (!port_s.empty()) {
-    if (port_s.size() > 5)
-      return Status::InvalidArgument(fmt::format("server URL {:?}: bad port", std::string(url)));
-    port = 0;
-    for (char c : port_s) {
-      if (c < '0' || c > '9')
-        return Status::InvalidArgument(fmt::format("server URL {:?}: bad port", std::string(url)));
-      port = port * 10 + (c - '0');
-    }
-    if (port <= 0 || port > 65535)
-      return Status::InvalidArgument(fmt::format("server URL {:?}: bad port", std::string(url)));
-  }
-  out->host = std::move(host);
-  out->port = port;
-  out->base_path = std::string(path);
+  out->host = std::move(parsed->host);
+  out->port = parsed->port;
+  out->base_path = std::move(parsed->base_path);
   return Status::Ok();
 }
 

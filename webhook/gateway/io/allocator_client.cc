@@ -5,6 +5,8 @@
 #include <fstream>
 #include <sstream>
 
+#include "util/url.h"
+
 namespace aw::gateway {
 namespace {
 
@@ -25,60 +27,17 @@ AllocatorClient::~AllocatorClient() { Stop(); }
 
 Status AllocatorClient::Init(boost::asio::any_io_executor executor) {
   net::ClientOptions cfg;
-  std::string_view rest = options_.address;
-  if (rest.starts_with("https://")) {
-    rest.remove_prefix(8);
-  } else if (rest.starts_with("http://")) {
-    rest.remove_prefix(7);
-    plain_ = true;
-  } else {
+  StatusOr<util::HttpUrl> url = util::ParseHttpUrl(options_.address);
+  if (!url.ok()) {
     return Status::InvalidArgument(fmt::format(
-        "--allocator-address: {:?} must be an https:// URL (or http:// for an allocator started "
-        "with --disable-tls)",
-        options_.address));
+        "--allocator-address: {:?}: {} (https://, or http:// for an allocator started with "
+        "--disable-tls)",
+        options_.address, url.status().message()));
   }
-  const size_t slash = rest.find('/');
-  std::string_view hostport = rest.substr(0, slash);
-  if (slash != std::string_view::npos) {
-    base_path_ = std::string(rest.substr(slash));
-    while (!base_path_.empty() && base_path_.back() == '/') base_path_.pop_back();
-  }
-  cfg.port = plain_ ? 80 : 443;
-  if (hostport.starts_with("[")) {
-    const size_t close = hostport.find(']');
-    if (close == std::string_view::npos) {
-      return Status::InvalidArgument("--allocator-address: unterminated IPv6 literal");
-    }
-    cfg.host = std::string(hostport.substr(1, close - 1));
-    hostport.remove_prefix(close + 1);
-    if (hostport.starts_with(":"))
-      hostport.remove_prefix(1);
-    else
-      hostport = {};
-  } else {
-    const size_t colon = hostport.rfind(':');
-    cfg.host = std::string(hostport.substr(0, colon));
-    hostport = colon == std::string_view::npos ? std::string_view() : hostport.substr(colon + 1);
-  }
-  if (!hostport.empty()) {
-    int port = 0;
-    for (char c : hostport) {
-      if (c < '0' || c > '9' || port > 65535) {
-        return Status::InvalidArgument(
-            fmt::format("--allocator-address: bad port in {:?}", options_.address));
-      }
-      port = port * 10 + (c - '0');
-    }
-    if (port < 1 || port > 65535) {
-      return Status::InvalidArgument(
-          fmt::format("--allocator-address: bad port in {:?}", options_.address));
-    }
-    cfg.port = port;
-  }
-  if (cfg.host.empty()) {
-    return Status::InvalidArgument(
-        fmt::format("--allocator-address: no host in {:?}", options_.address));
-  }
+  plain_ = !url->https;
+  cfg.host = std::move(url->host);
+  cfg.port = url->port;
+  base_path_ = std::move(url->base_path);
   cfg.base_path = base_path_;
   cfg.plain_http = plain_;
   cfg.tls_server_name = options_.server_name;
