@@ -3,9 +3,10 @@
 //
 // Promise: ParseHttpUrl("scheme://host[:port][/prefix]") splits an http:// or https:// URL into
 // its scheme, host (an IPv6 literal without its brackets), port (the scheme's default, 443 or 80,
-// when none, or an empty one after the colon, as Go's net/url reads it) and base path (the prefix without trailing slashes, "" for none). Anything else is
-// an InvalidArgument that says what is wrong ("must start with http:// or https://", "bad IPv6
-// literal", "bad port", "no host"), for the caller to prefix with the URL's source. Pure.
+// when none, or an empty one after the colon, as Go's net/url reads it) and base path (the prefix
+// without trailing slashes, "" for none). Anything else is an InvalidArgument that says what is
+// wrong ("must start with http:// or https://", "bad IPv6 literal", "bad port", "no host"), for the
+// caller to prefix with the URL's source. Pure.
 #pragma once
 
 #include <string>
