@@ -5,9 +5,9 @@
 // timeout; errors carry the API server's Status (see status.h). Watch() streams events to a
 // callback until the server ends the stream, the callback says stop, an ERROR event arrives
 // (returned as the ApiError, 410 => IsExpired()) or Shutdown() is called. The asynchronous verbs
-// (PatchAsync, ListAsync, ListAllAsync, WatchAsync) behave like their blocking twins (which share
-// their request building and decoding) without a waiting thread: their callbacks run on
-// executor() and must not block. Thread-safe.
+// (PatchAsync, GetAsync, ListAsync, ListAllAsync, WatchAsync) behave like their blocking twins
+// (which share their request building and decoding) without a waiting thread: their callbacks run
+// on executor() and must not block. Thread-safe.
 //
 //   kube::Client c(std::move(transport));
 //   auto gs = c.Get(kube::kGameServers, "default", "gs-1");

@@ -6,12 +6,11 @@
 // steady_timer on the client's I/O executor. Handlers see each change exactly once, in order, on
 // that I/O thread, so they MUST NOT block (no blocking Client call, no waiting on I/O, no join:
 // the blocking calls need that very thread); queue longer work elsewhere:
-//   OnAdd(obj)           object new (ADDED, or found on a re-list)
-//   OnUpdate(old, obj)   its resourceVersion changed (MODIFIED, or changed on a re-list); old is
-//                        the cached copy it replaces. A resync re-delivers OnUpdate(obj, obj).
-//   OnDelete(obj)        object gone (DELETED, or missing from a re-list); obj is the last known
-//   copy OnSynced()           a full (re)list was applied: the cache equals the server at that
-//   point
+//   OnAdd(obj)          object new (ADDED, or found on a re-list)
+//   OnUpdate(old, obj)  its resourceVersion changed (MODIFIED, or changed on a re-list); old is
+//                       the cached copy it replaces. A resync re-delivers OnUpdate(obj, obj).
+//   OnDelete(obj)       object gone (DELETED, or missing from a re-list); obj: the last known copy
+//   OnSynced()          a full (re)list was applied: the cache equals the server at that point
 // When the watch expires (410 as HTTP status or as an ERROR event), the server restarts, or the
 // connection drops, the informer re-watches from the resourceVersion of the last event applied or
 // re-lists and delivers only the difference (no lost and no duplicated state). Reconnects wait a
