@@ -172,7 +172,9 @@ bool StdinClosed(int timeout_ms) {
 
 class PrintHandler : public InformerHandler {
  public:
-  void OnUpsert(const ObjectPtr& o) override {
+  void OnAdd(const ObjectPtr& o) override { Upsert(o); }
+  void OnUpdate(const ObjectPtr&, const ObjectPtr& o) override { Upsert(o); }
+  void Upsert(const ObjectPtr& o) {
     Out(fmt::format(R"({{"ev":"upsert","name":"{}","rv":"{}","state":"{}"}})", o->name,
                     o->resource_version, Str(*o->doc, {"status", "state"})));
   }

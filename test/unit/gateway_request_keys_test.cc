@@ -46,31 +46,31 @@ std::string NameOf(const kube::ObjectPtr& o) { return o ? o->name : "<none>"; }
 
 TEST(RequestKeyIndex, FollowsUpsertsAndDeletes) {
   RequestKeyIndex index;
-  index.OnUpsert(Object({.name = "plain"}));
+  index.OnAdd(Object({.name = "plain"}));
   EXPECT_EQ(index.Size(), 0u) << "an object without a request key is not stored";
 
-  index.OnUpsert(Object({.name = "gs-a", .key = "k1"}));
+  index.OnAdd(Object({.name = "gs-a", .key = "k1"}));
   EXPECT_EQ(NameOf(index.Find("ns", "k1")), "gs-a");
   EXPECT_EQ(index.Find("other", "k1"), nullptr) << "keys are per namespace";
   EXPECT_EQ(index.Find("ns", "k2"), nullptr);
 
   // The key changes: found under the new one only.
-  index.OnUpsert(Object({.name = "gs-a", .key = "k2"}));
+  index.OnAdd(Object({.name = "gs-a", .key = "k2"}));
   EXPECT_EQ(index.Find("ns", "k1"), nullptr);
   EXPECT_EQ(NameOf(index.Find("ns", "k2")), "gs-a");
   EXPECT_EQ(index.Size(), 1u);
 
   // The key goes (the server was re-used by an allocation without one).
-  index.OnUpsert(Object({.name = "gs-a"}));
+  index.OnAdd(Object({.name = "gs-a"}));
   EXPECT_EQ(index.Find("ns", "k2"), nullptr);
   EXPECT_EQ(index.Size(), 0u);
 
-  index.OnUpsert(Object({.name = "gs-b", .key = "k3"}));
+  index.OnAdd(Object({.name = "gs-b", .key = "k3"}));
   index.OnDelete(Object({.name = "gs-b", .key = "k3"}));
   EXPECT_EQ(index.Find("ns", "k3"), nullptr);
   EXPECT_EQ(index.Size(), 0u);
   index.OnDelete(Object({.name = "never-seen", .key = "k3"}));  // harmless
-  index.OnUpsert(nullptr);
+  index.OnAdd(nullptr);
   index.OnDelete(nullptr);
 }
 
@@ -78,16 +78,16 @@ TEST(RequestKeyIndex, FindsTheServerThatStillHoldsTheRequest) {
   RequestKeyIndex index;
   // A re-allocation left two servers with the key: the released one is skipped, and of those
   // that hold it the earliest allocation wins on every replica.
-  index.OnUpsert(Object(
+  index.OnAdd(Object(
       {.name = "released", .key = "k", .last = "2026-01-02T03:04:01Z", .outcome = "Undelivered"}));
-  index.OnUpsert(Object({.name = "later", .key = "k", .last = "2026-01-02T03:04:09Z"}));
-  index.OnUpsert(Object(
+  index.OnAdd(Object({.name = "later", .key = "k", .last = "2026-01-02T03:04:09Z"}));
+  index.OnAdd(Object(
       {.name = "earlier", .key = "k", .state = "Allocating", .last = "2026-01-02T03:04:05Z"}));
   EXPECT_EQ(NameOf(index.Find("ns", "k")), "earlier");
-  index.OnUpsert(
+  index.OnAdd(
       Object({.name = "earlier", .key = "k", .state = "Shutdown", .last = "2026-01-02T03:04:05Z"}));
   EXPECT_EQ(NameOf(index.Find("ns", "k")), "later") << "a server that left the allocation";
-  index.OnUpsert(
+  index.OnAdd(
       Object({.name = "later", .key = "k", .last = "2026-01-02T03:04:09Z", .opted_in = false}));
   EXPECT_EQ(index.Find("ns", "k"), nullptr) << "a server no longer opted in holds nothing";
 }
@@ -119,7 +119,7 @@ TEST(RequestKeyIndex, SameAnswerAsTheLinearScan) {
         s.outcome = rng() % 4 == 0 ? "Undelivered" : "";
         auto obj = Object(s);
         cache[id] = obj;
-        index.OnUpsert(obj);
+        index.OnAdd(obj);
       }
       std::vector<kube::ObjectPtr> all;
       for (const auto& [id2, o] : cache) all.push_back(o);

@@ -86,17 +86,17 @@ TEST_F(WaitersTest, ConfirmedEventAnswers) {
   Result r;
   reg_.Wait("ns", "gs", kOurs, In(10s), r.Callback());
   EXPECT_EQ(reg_.Waiting(), 1u);
-  reg_.OnUpsert(Object("gs", "Allocating"));
+  reg_.OnAdd(Object("gs", "Allocating"));
   EXPECT_EQ(reg_.Waiting(), 1u);
-  reg_.OnUpsert(Object("other", "Allocated", "Confirmed"));
+  reg_.OnAdd(Object("other", "Allocated", "Confirmed"));
   EXPECT_EQ(reg_.Waiting(), 1u);
-  reg_.OnUpsert(Object("gs", "Allocated", "Confirmed"));
+  reg_.OnAdd(Object("gs", "Allocated", "Confirmed"));
   ASSERT_TRUE(r.WaitCalled(1s));
   EXPECT_EQ(r.d.verdict, Verdict::kAnswer);
   ASSERT_TRUE(r.obj);
   EXPECT_EQ(r.obj->name, "gs");
   EXPECT_EQ(reg_.Waiting(), 0u);
-  reg_.OnUpsert(Object("gs", "Unhealthy"));  // after the answer: nothing more
+  reg_.OnAdd(Object("gs", "Unhealthy"));  // after the answer: nothing more
   EXPECT_EQ(r.calls, 1);
 }
 
@@ -117,7 +117,7 @@ TEST_F(WaitersTest, DeleteAndUnhealthyRetry) {
   reg_.Wait("ns", "gs-a", kOurs, In(10s), a.Callback());
   reg_.Wait("ns", "gs-b", kOurs, In(10s), b.Callback());
   reg_.OnDelete(Object("gs-a", "Allocating"));
-  reg_.OnUpsert(Object("gs-b", "Unhealthy", "TimedOut"));
+  reg_.OnAdd(Object("gs-b", "Unhealthy", "TimedOut"));
   ASSERT_TRUE(a.WaitCalled(1s));
   ASSERT_TRUE(b.WaitCalled(1s));
   EXPECT_EQ(a.d.verdict, Verdict::kRetry);
@@ -133,7 +133,7 @@ TEST_F(WaitersTest, DeadlineFires) {
   EXPECT_EQ(r.d.verdict, Verdict::kWait);
   EXPECT_EQ(r.d.reason, "deadline");
   EXPECT_EQ(reg_.Waiting(), 0u);
-  reg_.OnUpsert(Object("gs", "Allocated", "Confirmed"));
+  reg_.OnAdd(Object("gs", "Allocated", "Confirmed"));
   EXPECT_EQ(r.calls, 1);
 }
 
@@ -159,14 +159,14 @@ TEST_F(WaitersTest, FindsTheServerInTheNamespaceTheAllocatorChose) {
   Result r;
   reg_.Wait("", "gs", kOurs, In(10s), r.Callback());  // no namespace in the request
   // A same-named server in another namespace, from another allocation: ignored.
-  reg_.OnUpsert(Object("gs", "Unhealthy", "TimedOut", "2027-01-01T00:00:00Z", "elsewhere"));
+  reg_.OnAdd(Object("gs", "Unhealthy", "TimedOut", "2027-01-01T00:00:00Z", "elsewhere"));
   reg_.OnDelete(Object("gs", "Allocating", "", "2025-01-01T00:00:00Z", "third"));
   EXPECT_EQ(reg_.Waiting(), 1u);
-  reg_.OnUpsert(Object("gs", "Allocating", "", kOurs, "policy-ns"));  // binds to policy-ns
+  reg_.OnAdd(Object("gs", "Allocating", "", kOurs, "policy-ns"));  // binds to policy-ns
   EXPECT_EQ(reg_.Waiting(), 1u);
-  reg_.OnUpsert(Object("gs", "Unhealthy", "TimedOut", kOurs, "other"));  // not the bound one
+  reg_.OnAdd(Object("gs", "Unhealthy", "TimedOut", kOurs, "other"));  // not the bound one
   EXPECT_EQ(reg_.Waiting(), 1u);
-  reg_.OnUpsert(Object("gs", "Allocated", "Confirmed", kOurs, "policy-ns"));
+  reg_.OnAdd(Object("gs", "Allocated", "Confirmed", kOurs, "policy-ns"));
   ASSERT_TRUE(r.WaitCalled(1s));
   EXPECT_EQ(r.d.verdict, Verdict::kAnswer);
   EXPECT_EQ(r.ns, "policy-ns");
@@ -190,7 +190,7 @@ TEST_F(WaitersTest, RequestNamespaceStillDecidesBeforeBinding) {
   // A newer allocation of the server in the request's namespace (the common case) is a loss.
   Result r;
   reg_.Wait("ns", "gs", kOurs, In(10s), r.Callback());
-  reg_.OnUpsert(Object("gs", "Allocating", "", "2027-01-01T00:00:00Z", "ns"));
+  reg_.OnAdd(Object("gs", "Allocating", "", "2027-01-01T00:00:00Z", "ns"));
   ASSERT_TRUE(r.WaitCalled(1s));
   EXPECT_EQ(r.d.verdict, Verdict::kRetry);
   EXPECT_EQ(r.ns, "ns");
@@ -205,7 +205,7 @@ TEST_F(WaitersTest, CancelCompletesOnceWithTheReason) {
   EXPECT_EQ(r.d.reason, "abandoned");
   EXPECT_EQ(reg_.Waiting(), 0u);
   reg_.Cancel(ticket, "again");
-  reg_.OnUpsert(Object("gs", "Allocated", "Confirmed"));
+  reg_.OnAdd(Object("gs", "Allocated", "Confirmed"));
   EXPECT_EQ(r.calls, 1);
   EXPECT_EQ(r.d.reason, "abandoned");
 }

@@ -317,7 +317,7 @@ bool Eventually(F f, std::chrono::milliseconds timeout = 10s) {
   while (!f()) {
     if (std::chrono::steady_clock::now() >= deadline) return false;
     std::this_thread::sleep_for(
-        5ms);  // the guard publishes from its own threads: read, not awaited
+        5ms);  // the guard publishes from the client's I/O thread: read, not awaited
   }
   return true;
 }
@@ -335,6 +335,15 @@ class CrdGuardTest : public FakeApiTest {
         r.body = R"({"metadata":{"resourceVersion":"1"},"items":[)" + crd_ + "]}";
       } else if (req.method == "GET") {
         r.body = crd_;
+      } else if (req.method == "PATCH" && !patch_statuses_.empty()) {
+        // A scripted refusal: 422 (the test op failed), 403, 500 ...
+        r.status = patch_statuses_.front();
+        patch_statuses_.erase(patch_statuses_.begin());
+        r.body = R"({"kind":"Status","code":)" + std::to_string(r.status) + R"(,"reason":")" +
+                 (r.status == 422   ? "Invalid"
+                  : r.status == 403 ? "Forbidden"
+                                    : "InternalError") +
+                 R"(","message":"scripted"})";
       } else if (req.method == "PATCH") {
         crd_ = kCrdWithAllocating;
         r.body = crd_;
@@ -348,6 +357,7 @@ class CrdGuardTest : public FakeApiTest {
 
   std::mutex crd_mu_;
   std::string crd_ = kCrdWithoutAllocating;
+  std::vector<int> patch_statuses_;  // answers to the next PATCHes before the one that applies
 };
 
 TEST_F(CrdGuardTest, TheLeaderAddsAllocatingToTheEnumAndThenAcceptsIt) {
@@ -384,6 +394,54 @@ TEST_F(CrdGuardTest, AFollowerFailsOpenAndRepairsOnlyOnceItLeads) {
   ASSERT_TRUE(api->WaitFor([](const auto& s) { return Count(s, "PATCH") == 1; }));
   EXPECT_TRUE(Eventually([&] { return readiness.AcceptsAllocating(); }));
   guard.Stop();
+}
+
+// A failed `test` op (422: the enum changed under us) re-reads the CRD and patches again at once.
+TEST_F(CrdGuardTest, ARefusedTestOpReReadsAndPatchesAgain) {
+  {
+    std::lock_guard<std::mutex> lk(crd_mu_);
+    patch_statuses_ = {422};
+  }
+  FakeApi* api = api_;
+  contract::AtomicCrdReadiness readiness(false);
+  CrdGuard guard(*client_, CrdGuardOptions{}, readiness, nullptr);
+  guard.SetLeader(true);
+  guard.Start();
+  ASSERT_TRUE(api->WaitFor([](const auto& s) { return Count(s, "PATCH") == 2; }));
+  EXPECT_TRUE(Eventually([&] { return readiness.AcceptsAllocating(); }));
+  // GET (read), PATCH (refused), GET (re-read), PATCH (applied), in that order.
+  std::vector<std::string> repair;
+  for (const auto& s : api->Requests()) {
+    if (s.method == "PATCH" || (s.method == "GET" && s.path.find('?') == std::string::npos)) {
+      repair.push_back(s.method);
+    }
+  }
+  EXPECT_EQ(repair, (std::vector<std::string>{"GET", "PATCH", "GET", "PATCH"}));
+  guard.Stop();
+}
+
+// Another error backs off (about 500 ms, then 1 s); Stop() during that backoff returns at once
+// and nothing more is sent.
+TEST_F(CrdGuardTest, StopDuringTheRepairBackoffIsPrompt) {
+  {
+    std::lock_guard<std::mutex> lk(crd_mu_);
+    patch_statuses_ = {500, 500};
+  }
+  FakeApi* api = api_;
+  contract::AtomicCrdReadiness readiness(false);
+  CrdGuard guard(*client_, CrdGuardOptions{}, readiness, nullptr);
+  guard.SetLeader(true);
+  guard.Start();
+  // 500, then after the backoff 500 again: the next backoff is running.
+  ASSERT_TRUE(api->WaitFor([](const auto& s) { return Count(s, "PATCH") == 2; }));
+  EXPECT_FALSE(readiness.AcceptsAllocating());
+  auto start = std::chrono::steady_clock::now();
+  guard.Stop();
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 2s);
+  size_t sent = api->Requests().size();
+  EXPECT_EQ(Count(api->Requests(), "PATCH"), 2u);
+  guard.Stop();  // idempotent
+  EXPECT_EQ(api->Requests().size(), sent);
 }
 
 }  // namespace

@@ -101,7 +101,9 @@ Result<JsonPtr> Client::Get(const Resource& r, std::string_view ns, std::string_
   return Call(std::move(req));
 }
 
-Result<JsonPtr> Client::List(const Resource& r, std::string_view ns, const ListOptions& o) {
+namespace {
+
+HttpRequest ListRequest(const Resource& r, std::string_view ns, const ListOptions& o) {
   std::string q;
   AddParam(&q, "labelSelector", o.label_selector);
   AddParam(&q, "fieldSelector", o.field_selector);
@@ -113,24 +115,30 @@ Result<JsonPtr> Client::List(const Resource& r, std::string_view ns, const ListO
   req.path = r.Path(ns) + q;
   req.timeout = o.timeout + std::chrono::seconds(5);
   req.cancel = o.cancel;
-  return Call(std::move(req));
+  return req;
 }
 
-Result<ListResult> Client::ListAll(const Resource& r, std::string_view ns, ListOptions o) {
+// ListAll's paging, shared by the blocking and the asynchronous call: Step() takes the answer to
+// the page asked with `opts` and says whether the list is complete, failed, or needs `opts` next.
+struct ListAllState {
+  enum class Next { kDone, kError, kPage };
+  ListOptions opts;
   bool restarted = false;
   ListResult out;
-  while (true) {
-    auto page = List(r, ns, o);
+  std::optional<ApiError> error;
+
+  Next Step(Result<JsonPtr> page) {
     if (!page) {
-      if (page.error().IsExpired() && !o.continue_token.empty() && !restarted) {
+      if (page.error().IsExpired() && !opts.continue_token.empty() && !restarted) {
         // The continue token expired: start over with one unpaginated list.
         restarted = true;
         out = ListResult{};
-        o.continue_token.clear();
-        o.limit = 0;
-        continue;
+        opts.continue_token.clear();
+        opts.limit = 0;
+        return Next::kPage;
       }
-      return page.error();
+      error = page.error();
+      return Next::kError;
     }
     ++out.pages;
     rapidjson::Document& d = **page;
@@ -139,7 +147,8 @@ Result<ListResult> Client::ListAll(const Resource& r, std::string_view ns, ListO
       e.http_status = 200;
       e.reason = "InvalidResponse";
       e.message = "list response is not an object";
-      return e;
+      error = e;
+      return Next::kError;
     }
     auto items = d.FindMember("items");
     if (items != d.MemberEnd() && items->value.IsArray()) {
@@ -156,9 +165,78 @@ Result<ListResult> Client::ListAll(const Resource& r, std::string_view ns, ListO
       auto c = md->value.FindMember("continue");
       if (c != md->value.MemberEnd() && c->value.IsString()) cont = c->value.GetString();
     }
-    if (cont.empty()) return out;
-    o.continue_token = cont;
+    if (cont.empty()) return Next::kDone;
+    opts.continue_token = cont;
+    return Next::kPage;
   }
+};
+
+}  // namespace
+
+Result<JsonPtr> Client::List(const Resource& r, std::string_view ns, const ListOptions& o) {
+  return Call(ListRequest(r, ns, o));
+}
+
+void Client::ListAsync(const Resource& r, std::string_view ns, const ListOptions& o,
+                       std::function<void(Result<JsonPtr>)> done) {
+  auto req = std::make_shared<HttpRequest>(ListRequest(r, ns, o));
+  transport_->DoAsync(*req, [req, done = std::move(done)](Result<HttpResponse> res) {
+    done(ToJson(*req, std::move(res)));
+  });
+}
+
+Result<ListResult> Client::ListAll(const Resource& r, std::string_view ns, ListOptions o) {
+  ListAllState st;
+  st.opts = std::move(o);
+  while (true) {
+    switch (st.Step(List(r, ns, st.opts))) {
+      case ListAllState::Next::kDone:
+        return std::move(st.out);
+      case ListAllState::Next::kError:
+        return *st.error;
+      case ListAllState::Next::kPage:
+        break;
+    }
+  }
+}
+
+namespace {
+// One link of ListAllAsync's chain: asks for the page st->opts, then the next, until done.
+struct ListAllChain {
+  Client* client;
+  Resource resource;
+  std::string ns;
+  ListAllState state;
+  std::function<void(Result<ListResult>)> done;
+};
+void ListAllStep(const std::shared_ptr<ListAllChain>& ch) {
+  ch->client->ListAsync(ch->resource, ch->ns, ch->state.opts, [ch](Result<JsonPtr> page) {
+    ListAllState* st = &ch->state;
+    auto* done = &ch->done;
+    switch (st->Step(std::move(page))) {
+      case ListAllState::Next::kDone:
+        (*done)(std::move(st->out));
+        return;
+      case ListAllState::Next::kError:
+        (*done)(*st->error);
+        return;
+      case ListAllState::Next::kPage:
+        ListAllStep(ch);
+        return;
+    }
+  });
+}
+}  // namespace
+
+void Client::ListAllAsync(const Resource& r, std::string_view ns, ListOptions o,
+                          std::function<void(Result<ListResult>)> done) {
+  auto ch = std::make_shared<ListAllChain>();
+  ch->client = this;
+  ch->resource = r;
+  ch->ns = std::string(ns);
+  ch->state.opts = std::move(o);
+  ch->done = std::move(done);
+  ListAllStep(ch);
 }
 
 Result<JsonPtr> Client::Create(const Resource& r, std::string_view ns, const std::string& body,
@@ -208,6 +286,16 @@ void Client::PatchAsync(const Resource& r, std::string_view ns, std::string_view
   });
 }
 
+void Client::GetAsync(const Resource& r, std::string_view ns, std::string_view name,
+                      std::function<void(Result<JsonPtr>)> done) {
+  auto req = std::make_shared<HttpRequest>();
+  req->path = r.Path(ns, name);
+  req->timeout = default_timeout_;
+  transport_->DoAsync(*req, [req, done = std::move(done)](Result<HttpResponse> res) {
+    done(ToJson(*req, std::move(res)));
+  });
+}
+
 Result<JsonPtr> Client::Delete(const Resource& r, std::string_view ns, std::string_view name,
                                const std::string& delete_options_json) {
   HttpRequest req;
@@ -219,8 +307,9 @@ Result<JsonPtr> Client::Delete(const Resource& r, std::string_view ns, std::stri
   return Call(std::move(req));
 }
 
-Result<std::string> Client::Watch(const Resource& r, std::string_view ns, const WatchOptions& o,
-                                  const WatchHandler& handler) {
+namespace {
+
+HttpRequest WatchRequest(const Resource& r, std::string_view ns, const WatchOptions& o) {
   std::string q = "?watch=true";
   AddParam(&q, "labelSelector", o.label_selector);
   AddParam(&q, "fieldSelector", o.field_selector);
@@ -232,14 +321,19 @@ Result<std::string> Client::Watch(const Resource& r, std::string_view ns, const 
   // The server ends the stream after timeoutSeconds; a silent connection beyond that is dead.
   req.timeout = std::chrono::seconds((o.timeout_seconds > 0 ? o.timeout_seconds : 300) + 30);
   req.cancel = o.cancel;
+  return req;
+}
 
-  std::string last_rv = o.resource_version;
-  std::optional<ApiError> event_error;
-  bool handler_stopped = false;
-  LineFramer framer;
-  auto res = transport_->Stream(req, [&](std::string_view chunk) {
+// The watch stream's decoding, shared by Watch and WatchAsync: Feed() takes each chunk (false:
+// stop reading), Finish() turns the stream's end into Watch()'s result.
+class WatchDecoder {
+ public:
+  WatchDecoder(std::string start_rv, std::function<bool(WatchEvent&)> handler)
+      : last_rv_(std::move(start_rv)), handler_(std::move(handler)) {}
+
+  bool Feed(std::string_view chunk) {
     bool keep = true;
-    bool ok = framer.Feed(chunk, [&](std::string_view line) {
+    bool ok = framer_.Feed(chunk, [&](std::string_view line) {
       if (!keep) return;
       StatusOr<WatchEvent> ev = ParseWatchEvent(line);
       if (!ev) {
@@ -247,39 +341,64 @@ Result<std::string> Client::Watch(const Resource& r, std::string_view ns, const 
         e.http_status = 200;
         e.reason = "InvalidWatchEvent";
         e.message = ev.status().message();
-        event_error = e;
+        event_error_ = e;
         keep = false;
         return;
       }
       if (ev->type == WatchEvent::Type::kError) {
-        event_error = ev->error;
+        event_error_ = ev->error;
         keep = false;
         return;
       }
       std::string rv = MetaString(*ev->object, "resourceVersion");
-      if (!handler(*ev)) {
-        handler_stopped = true;
-        keep = false;
-      }
-      if (!rv.empty()) last_rv = rv;
+      if (!handler_(*ev)) keep = false;
+      if (!rv.empty()) last_rv_ = rv;
     });
     if (!ok) {
       ApiError e;
       e.http_status = 200;
       e.reason = "InvalidWatchEvent";
       e.message = "watch event exceeds the line size limit";
-      event_error = e;
+      event_error_ = e;
       return false;
     }
     return keep;
-  });
-  if (event_error) return *event_error;
-  if (!res) return res.error();
-  if (res->status < 200 || res->status >= 300) {
-    return ParseStatusError(res->status, res->body, res->retry_after);
   }
-  (void)handler_stopped;
-  return last_rv;
+
+  Result<std::string> Finish(const Result<HttpResponse>& res) {
+    if (event_error_) return *event_error_;
+    if (!res) return res.error();
+    if (res->status < 200 || res->status >= 300) {
+      return ParseStatusError(res->status, res->body, res->retry_after);
+    }
+    return last_rv_;
+  }
+
+ private:
+  std::string last_rv_;
+  std::function<bool(WatchEvent&)> handler_;
+  std::optional<ApiError> event_error_;
+  LineFramer framer_;
+};
+
+}  // namespace
+
+Result<std::string> Client::Watch(const Resource& r, std::string_view ns, const WatchOptions& o,
+                                  const WatchHandler& handler) {
+  HttpRequest req = WatchRequest(r, ns, o);
+  WatchDecoder dec(o.resource_version, [&handler](WatchEvent& ev) { return handler(ev); });
+  auto res = transport_->Stream(req, [&](std::string_view chunk) { return dec.Feed(chunk); });
+  return dec.Finish(res);
+}
+
+void Client::WatchAsync(const Resource& r, std::string_view ns, const WatchOptions& o,
+                        std::function<bool(WatchEvent&)> handler,
+                        std::function<void(Result<std::string>)> done) {
+  auto dec = std::make_shared<WatchDecoder>(o.resource_version, std::move(handler));
+  transport_->StreamAsync(
+      WatchRequest(r, ns, o),
+      [dec](std::string_view chunk, Transport::Resume resume) { resume(dec->Feed(chunk)); },
+      [dec, done = std::move(done)](Result<HttpResponse> res) { done(dec->Finish(res)); });
 }
 
 StatusOr<std::unique_ptr<Client>> NewClient(const ClientConfig& config) {

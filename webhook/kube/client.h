@@ -4,7 +4,10 @@
 // apiextensions.k8s.io, coordination.k8s.io, ...) described by a Resource. Every call has a
 // timeout; errors carry the API server's Status (see status.h). Watch() streams events to a
 // callback until the server ends the stream, the callback says stop, an ERROR event arrives
-// (returned as the ApiError, 410 => IsExpired()) or Shutdown() is called. Thread-safe.
+// (returned as the ApiError, 410 => IsExpired()) or Shutdown() is called. The asynchronous verbs
+// (PatchAsync, GetAsync, ListAsync, ListAllAsync, WatchAsync) behave like their blocking twins
+// (which share their request building and decoding) without a waiting thread: their callbacks run
+// on executor() and must not block. Thread-safe.
 //
 //   kube::Client c(std::move(transport));
 //   auto gs = c.Get(kube::kGameServers, "default", "gs-1");
@@ -103,6 +106,24 @@ class Client {
   // must not block), with what Patch() would return.
   void PatchAsync(const Resource& r, std::string_view ns, std::string_view name, PatchType type,
                   const std::string& body, std::function<void(Result<JsonPtr>)> done);
+  // Get() without a waiting thread: `done` runs exactly once, on the I/O thread, with what Get()
+  // would return.
+  void GetAsync(const Resource& r, std::string_view ns, std::string_view name,
+                std::function<void(Result<JsonPtr>)> done);
+  // List() / ListAll() without a waiting thread: `done` runs exactly once, on the I/O thread
+  // (with the fake transports' default DoAsync, on the calling thread), with what the blocking
+  // call would return. opts.cancel, when set, aborts the call (a cancelled error).
+  void ListAsync(const Resource& r, std::string_view ns, const ListOptions& opts,
+                 std::function<void(Result<JsonPtr>)> done);
+  void ListAllAsync(const Resource& r, std::string_view ns, ListOptions opts,
+                    std::function<void(Result<ListResult>)> done);
+  // Watch() without a waiting thread: `handler` runs on the I/O thread for each event, in order
+  // (return false to stop), then `done` exactly once, on the I/O thread, with what Watch() would
+  // return (same end rules: an ERROR event => its ApiError, 410 => IsExpired(); the handler's stop
+  // or the server's end => the last resourceVersion seen; Shutdown()/opts.cancel => cancelled).
+  void WatchAsync(const Resource& r, std::string_view ns, const WatchOptions& opts,
+                  std::function<bool(WatchEvent&)> handler,
+                  std::function<void(Result<std::string>)> done);
   // Returns the server's answer (the deleted object or a Status).
   Result<JsonPtr> Delete(const Resource& r, std::string_view ns, std::string_view name,
                          const std::string& delete_options_json = {});

@@ -9,14 +9,18 @@
 // `test` of the current enum, re-read and retried on conflict/test failure, with backoff on other
 // errors. A 403 (RBAC) is logged once, clearly; the guard keeps watching and failing open. While
 // the CRD does not accept the state, a warning is logged at most once a minute.
+// It holds no thread: its informer and its repair (asynchronous Get/Patch calls chained by their
+// callbacks, and a steady_timer for the backoff and the periodic re-check) run on the client's I/O
+// executor. SetLeader() may be called from any thread (it only posts). Stop(), not from the I/O
+// thread, stops the informer, cancels the timer and returns once no callback of the guard runs;
+// an answer still in flight is then dropped unread.
 #pragma once
 
 #include <atomic>
-#include <condition_variable>
+#include <chrono>
+#include <functional>
 #include <memory>
-#include <mutex>
 #include <string>
-#include <thread>
 
 #include "contract/crd_state.h"
 #include "kube/core/crd_enum.h"
@@ -42,19 +46,29 @@ class CrdGuard final : private InformerHandler {
   CrdGuard(Client& client, CrdGuardOptions opts, contract::AtomicCrdReadiness& readiness,
            prometheus::Registry* registry);
   ~CrdGuard() override;
-  void Start() EXCLUDES(mu_);
-  void Stop() EXCLUDES(mu_);
+  void Start() EXCLUDES(core_mu_);
+  void Stop() EXCLUDES(core_mu_);
   // Called by leader election (or once with true when leader election is off).
-  void SetLeader(bool leader) EXCLUDES(mu_);
+  void SetLeader(bool leader) EXCLUDES(core_mu_);
   bool Accepts() const { return accepts_.load(); }
 
  private:
-  void OnUpsert(const ObjectPtr& obj) override;
+  struct Core;
+  void OnAdd(const ObjectPtr& obj) override;
+  void OnUpdate(const ObjectPtr& old, const ObjectPtr& obj) override;
   void OnDelete(const ObjectPtr& last_known) override;
   void Evaluate(const ObjectPtr& obj);
   void Publish(bool accepts, const std::string& why) EXCLUDES(publish_mu_);
-  void RunRepairs() EXCLUDES(mu_);
-  bool TryRepair();  // one attempt cycle; false when it should be retried later
+  // Asks for a re-check on the I/O thread: `change` = the CRD or the leadership changed.
+  void Wake(bool change) EXCLUDES(core_mu_);
+  // I/O thread only: the old repair loop's body, then the timer for the next check.
+  void Tick(const std::shared_ptr<Core>& core, bool woke_by_change);
+  void Arm(const std::shared_ptr<Core>& core, std::chrono::milliseconds wait);
+  // One attempt cycle (up to 5 re-reads on conflict); done(false) when it should be retried later.
+  void TryRepair(const std::shared_ptr<Core>& core, int attempt, std::function<void(bool)> done);
+  // Wraps a callback of the I/O thread: runs it only while the guard runs (Stop() waits for it).
+  template <typename F>
+  auto Guarded(const std::shared_ptr<Core>& core, F f);
 
   Client& client_;
   CrdGuardOptions opts_;
@@ -63,14 +77,10 @@ class CrdGuard final : private InformerHandler {
   std::atomic<bool> accepts_{false};
   std::atomic<bool> leader_{false};
   std::atomic<bool> known_{false};
-  Mutex publish_mu_;  // orders publications from the informer and repair threads
+  Mutex publish_mu_;  // orders publications from Start() and the I/O thread
   bool published_once_ GUARDED_BY(publish_mu_) = false;
-  Mutex mu_;
-  CondVar cv_;  // wakes the repair thread: a change (dirty_) or stop
-  bool dirty_ GUARDED_BY(mu_) = false;
-  bool stop_ GUARDED_BY(mu_) = false;
-  bool forbidden_logged_ = false;  // repair thread only
-  std::thread repair_thread_;      // started by Start, joined by Stop (the owner's thread)
+  Mutex core_mu_;
+  std::shared_ptr<Core> core_ GUARDED_BY(core_mu_);  // while started
   prometheus::Gauge* gauge_ = nullptr;
   prometheus::Counter* repairs_ok_ = nullptr;
   prometheus::Counter* repairs_failed_ = nullptr;

@@ -5,7 +5,7 @@
 // in informer.h applies; in short, for the resolver:
 //
 //   kube::GameServerCache cache(client, &registry);      // all namespaces
-//   cache.AddHandler(&my_handler);   // OnUpsert(obj) / OnDelete(obj) / OnSynced(), one thread
+//   cache.AddHandler(&my_handler);   // OnAdd / OnUpdate / OnDelete / OnSynced, on the I/O thread
 //   cache.Start();
 //   ...
 //   for (const kube::ObjectPtr& gs : cache.Snapshot()) { const rapidjson::Document& d = *gs->doc; }
@@ -14,7 +14,7 @@
 // obj->doc is the full GameServer JSON (metadata.labels/annotations, status.state, status.address,
 // status.ports...) and obj->resource_version is what an optimistic-concurrency patch must test.
 // The cache never writes; the resolver writes through kube::Client::Patch and sees its own write
-// come back through OnUpsert.
+// come back through OnUpdate.
 #pragma once
 
 #include "contract/keys.h"

@@ -1,31 +1,36 @@
 // A watch-backed cache of one kind of object (client-go "informer" semantics, simplified).
 //
-// Promise: after Start(), a background thread lists the objects (paginated), then watches from
-// the list's resourceVersion with bookmarks, and keeps an in-memory copy keyed by
-// namespace/name. Handlers see each change exactly once, in order, on that thread:
-//   OnUpsert(obj)  object new, or its resourceVersion changed (ADDED / MODIFIED / found on re-list)
-//   OnDelete(obj)  object gone (DELETED, or missing from a re-list); obj is the last known copy
-//   OnSynced()     a full (re)list was applied: the cache equals the server at that point
+// Promise: after Start(), the informer lists the objects (paginated), then watches from the list's
+// resourceVersion with bookmarks, and keeps an in-memory copy keyed by namespace/name. It holds no
+// thread: it is a state machine of asynchronous calls (Client::ListAllAsync, WatchAsync) and a
+// steady_timer on the client's I/O executor. Handlers see each change exactly once, in order, on
+// that I/O thread, so they MUST NOT block (no blocking Client call, no waiting on I/O, no join:
+// the blocking calls need that very thread); queue longer work elsewhere:
+//   OnAdd(obj)          object new (ADDED, or found on a re-list)
+//   OnUpdate(old, obj)  its resourceVersion changed (MODIFIED, or changed on a re-list); old is
+//                       the cached copy it replaces. A resync re-delivers OnUpdate(obj, obj).
+//   OnDelete(obj)       object gone (DELETED, or missing from a re-list); obj: the last known copy
+//   OnSynced()          a full (re)list was applied: the cache equals the server at that point
 // When the watch expires (410 as HTTP status or as an ERROR event), the server restarts, or the
-// connection drops, the informer re-watches from the last seen resourceVersion or re-lists and
-// delivers only the difference (no lost and no duplicated state). Reconnects use capped
-// exponential backoff with jitter. Every `resync` period (0 = off) each cached object is
-// re-delivered to OnUpsert (a safety net; checked when an event or bookmark arrives or the watch
-// restarts, so its precision is about a minute: keep precise timers elsewhere). Stop() cancels the
-// in-flight list/watch and returns within ~1s.
-// Snapshot()/Get() are thread-safe and cheap (shared immutable objects).
+// connection drops, the informer re-watches from the resourceVersion of the last event applied or
+// re-lists and delivers only the difference (no lost and no duplicated state). Reconnects wait a
+// capped exponential backoff with jitter (a timer). Every `resync` period (0 = off) each cached
+// object is re-delivered (a safety net; checked when an event or bookmark arrives or the watch
+// restarts, so its precision is about a minute: keep precise timers elsewhere). Stop(), from any
+// thread but the I/O thread (never from a handler), cancels the in-flight list/watch and the
+// timer and waits (at most ~10 s) until no callback of this informer runs or is pending.
+// Snapshot()/Get()/WaitForSync() are thread-safe and cheap (shared immutable objects).
 #pragma once
 
 #include <atomic>
 #include <chrono>
-#include <condition_variable>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <string>
-#include <thread>
 #include <vector>
 
+#include "kube/backoff.h"
 #include "kube/client.h"
 #include "util/io/mutex.h"
 
@@ -52,8 +57,11 @@ using ObjectPtr = std::shared_ptr<const CachedObject>;
 class InformerHandler {
  public:
   virtual ~InformerHandler() = default;
-  // Called on the informer thread; keep them short (queue work elsewhere). Never call Stop() here.
-  virtual void OnUpsert(const ObjectPtr& obj) = 0;
+  // Called on the client's I/O thread: never block there (queue work elsewhere), never call
+  // Stop() here.
+  virtual void OnAdd(const ObjectPtr& obj) = 0;
+  // `old` is the cached copy `obj` replaces (the same object for a resync).
+  virtual void OnUpdate(const ObjectPtr& old, const ObjectPtr& obj) = 0;
   virtual void OnDelete(const ObjectPtr& last_known) = 0;
   virtual void OnSynced() {}
 };
@@ -82,7 +90,9 @@ class Informer {
 
   void AddHandler(InformerHandler* h);  // before Start(); not owned; must outlive the informer
   void Start();
-  void Stop();  // idempotent; joins the thread
+  // Idempotent; cancels the in-flight call and the timer and waits (bounded) for their callbacks.
+  // Not from the I/O thread (a handler): it would wait for itself.
+  void Stop();
   bool HasSynced() const { return synced_.load(); }
   // Waits until the first list was applied (or timeout / Stop). Returns HasSynced().
   bool WaitForSync(std::chrono::milliseconds timeout);
@@ -92,14 +102,24 @@ class Informer {
   std::vector<ObjectPtr> GetByName(const std::string& name) const EXCLUDES(mu_);
 
  private:
-  void Run();
-  bool Relist();  // returns false when stopping or on error
-  enum class WatchEnd { kRewatch, kRelist, kError };
-  WatchEnd WatchOnce(std::string* rv);
+  // What the in-flight calls' and the timer's callbacks share with the informer: they outlive it
+  // only as far as a Stop() that timed out, and then find `stopped` and touch nothing else.
+  struct Core;
+  // Runs `f` on the I/O thread as one pending step of `core` unless it has stopped.
+  template <typename F>
+  auto Step(const std::shared_ptr<Core>& core, F f);
+  void List(const std::shared_ptr<Core>& core);
+  void OnListed(const std::shared_ptr<Core>& core, Result<ListResult> res);
+  void Watch(const std::shared_ptr<Core>& core);
+  bool OnEvent(WatchEvent& ev);
+  void OnWatchEnd(const std::shared_ptr<Core>& core, Result<std::string> res);
+  // Waits `d` on the timer, then runs `next` (unless stopped).
+  void After(const std::shared_ptr<Core>& core, std::chrono::milliseconds d,
+             void (Informer::*next)(const std::shared_ptr<Core>&));
   void ApplyUpsert(JsonPtr doc);
   void ApplyDelete(const JsonPtr& doc);
   void ResyncAll();
-  bool SleepFor(std::chrono::milliseconds d);  // false when stopping
+  void MaybeResync();
   void CountRestart(const std::string& reason);
 
   Client& client_;
@@ -108,15 +128,19 @@ class Informer {
   mutable Mutex mu_;
   std::map<std::string, ObjectPtr> store_ GUARDED_BY(mu_);  // key ns/name
   std::atomic<bool> synced_{false};
-  std::atomic<bool> stop_{false};
-  // wait_cv_ wakes WaitForSync and SleepFor when synced_ or stop_ change (atomics, written under
-  // wait_mu_ so that a waiter cannot miss the change between its test and its sleep).
+  // wait_cv_ wakes WaitForSync when synced_ changes or the informer stops (written under wait_mu_
+  // so that a waiter cannot miss the change between its test and its sleep).
   Mutex wait_mu_;
   CondVar wait_cv_;
-  std::thread thread_;
+  bool stopped_ GUARDED_BY(wait_mu_) = false;
+  Mutex core_mu_;
+  std::shared_ptr<Core> core_ GUARDED_BY(core_mu_);  // of the current run; null when stopped
+  // I/O thread only (one step runs at a time):
+  Backoff backoff_;
   std::chrono::steady_clock::time_point last_resync_;
-  std::string resume_rv_;
-  Cancellation cancel_;  // aborts the in-flight list/watch on Stop()
+  std::chrono::steady_clock::time_point watch_started_;
+  std::string rv_;       // where the next watch starts
+  std::string seen_rv_;  // of the last event the current watch applied (a bookmark included)
   prometheus::Family<prometheus::Counter>* restarts_ = nullptr;
   prometheus::Gauge* objects_ = nullptr;
 };

@@ -2,8 +2,11 @@
 
 #include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/io_context.hpp>
+#include <boost/asio/post.hpp>
+#include <future>
 #include <thread>
 #include <utility>
+#include <vector>
 
 #include "net/https_client.h"
 
@@ -20,7 +23,66 @@ struct Transport::FallbackIo {
   }
 };
 
-Transport::~Transport() = default;
+// The helper threads of the default StreamAsync (test-only path), joined by ~Transport.
+struct Transport::StreamHelpers {
+  std::vector<std::thread> threads;
+  ~StreamHelpers() {
+    for (auto& t : threads) {
+      if (t.joinable()) t.join();
+    }
+  }
+};
+
+Transport::~Transport() {
+  std::shared_ptr<StreamHelpers> helpers;
+  {
+    MutexLock lk(fallback_mu_);
+    helpers = std::move(helpers_);
+  }
+  helpers.reset();  // joins the helper threads while the fallback executor still runs
+}
+
+namespace {
+// Hands one chunk's resume() answer from the executor to the waiting helper thread; a resume that
+// is dropped without being called (the executor stopped) counts as resume(false).
+class ResumeGate {
+ public:
+  ~ResumeGate() { Set(false); }
+  void Set(bool more) {
+    MutexLock lk(mu_);
+    if (set_) return;
+    set_ = true;
+    promise_.set_value(more);
+  }
+  std::future<bool> Future() { return promise_.get_future(); }
+
+ private:
+  Mutex mu_;
+  bool set_ GUARDED_BY(mu_) = false;
+  std::promise<bool> promise_;
+};
+}  // namespace
+
+void Transport::StreamAsync(const HttpRequest& req, OnChunk on_chunk, Done done) {
+  boost::asio::any_io_executor ex = executor();
+  std::thread helper(
+      [this, req, ex, on_chunk = std::move(on_chunk), done = std::move(done)]() mutable {
+        Result<HttpResponse> res = Stream(req, [&](std::string_view data) {
+          auto gate = std::make_shared<ResumeGate>();
+          std::future<bool> more = gate->Future();
+          boost::asio::post(ex, [gate, data = std::string(data), &on_chunk]() mutable {
+            on_chunk(data, [gate](bool m) { gate->Set(m); });
+          });
+          gate.reset();
+          return more.get();
+        });
+        boost::asio::post(
+            ex, [done = std::move(done), res = std::move(res)]() mutable { done(std::move(res)); });
+      });
+  MutexLock lk(fallback_mu_);
+  if (!helpers_) helpers_ = std::make_shared<StreamHelpers>();
+  helpers_->threads.push_back(std::move(helper));
+}
 
 boost::asio::any_io_executor Transport::executor() {
   MutexLock lk(fallback_mu_);
@@ -105,9 +167,31 @@ class HttpsTransport final : public Transport {
     return Run(req, &on_data);
   }
   void DoAsync(const HttpRequest& req, Done done) override {
-    client_->async().Do(ToNet(req), [done = std::move(done)](StatusOr<net::Response> r) {
-      done(FromNet(std::move(r)));
-    });
+    if (req.cancel && req.cancel->cancelled()) {
+      boost::asio::post(client_->executor(),
+                        [done = std::move(done)] { done(TransportError("call cancelled", true)); });
+      return;
+    }
+    Register(req.cancel,
+             client_->async().Do(ToNet(req), [done = std::move(done)](StatusOr<net::Response> r) {
+               done(FromNet(std::move(r)));
+             }));
+  }
+  void StreamAsync(const HttpRequest& req, OnChunk on_chunk, Done done) override {
+    if (req.cancel && req.cancel->cancelled()) {
+      boost::asio::post(client_->executor(),
+                        [done = std::move(done)] { done(TransportError("call cancelled", true)); });
+      return;
+    }
+    Register(req.cancel, client_->async().Stream(
+                             ToNet(req),
+                             [on_chunk = std::move(on_chunk)](std::string_view data,
+                                                              net::HttpsClient::Resume resume) {
+                               on_chunk(data, std::move(resume));
+                             },
+                             [done = std::move(done)](StatusOr<net::Response> r) {
+                               done(FromNet(std::move(r)));
+                             }));
   }
   boost::asio::any_io_executor executor() override { return client_->executor(); }
   void Shutdown() override { client_->Shutdown(); }
@@ -147,6 +231,20 @@ class HttpsTransport final : public Transport {
       cancel->call_ = nullptr;
     }
     return FromNet(std::move(r));
+  }
+
+  // Lets `cancel` (optional) cancel the asynchronous `call`; a Cancel() that came before is
+  // applied at once. The call stays registered until the next one (cancelling an ended call is a
+  // no-op).
+  static void Register(Cancellation* cancel, const std::shared_ptr<net::Call>& call) {
+    if (!cancel || !call) return;
+    bool cancelled;
+    {
+      MutexLock lk(cancel->mu_);
+      cancel->call_ = call;
+      cancelled = cancel->cancelled_;
+    }
+    if (cancelled) call->Cancel();
   }
 
   std::unique_ptr<net::BlockingClient> client_;

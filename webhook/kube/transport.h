@@ -1,5 +1,6 @@
-// The Kubernetes client's transport: the blocking interface (Do, Stream) the client, informers,
-// leader elector, Events and CRD guard call, and a fake of it in the unit tests.
+// The Kubernetes client's transport: the blocking interface (Do, Stream) and the asynchronous one
+// (DoAsync, StreamAsync on executor()) the client, informers, leader elector, Events and CRD guard
+// call, and a fake of it in the unit tests.
 //
 // Promise: NewHttpsTransport() is the project's one HTTPS client (net/https_client.h, Boost.Beast,
 // asynchronous, on an I/O thread of its own) behind this interface; every promise of that client
@@ -20,8 +21,8 @@
 // the verb, host:port and path, the stage, new or reused connection, the cause and the bytes
 // written/received (net/https_client.h). Shutdown() makes in-flight calls (including watch
 // streams) return promptly with a cancelled error and future calls fail fast. Thread-safe: any
-// number of threads may call Do()/Stream() concurrently; a stream's on_data runs on the caller's
-// thread.
+// number of threads may call Do()/Stream()/DoAsync()/StreamAsync() concurrently; a blocking
+// stream's on_data runs on the caller's thread, an asynchronous call's callbacks on executor().
 #pragma once
 
 #include <boost/asio/any_io_executor.hpp>
@@ -98,9 +99,22 @@ class Transport {
                                       const std::function<bool(std::string_view)>& on_data) = 0;
   using Done = std::function<void(Result<HttpResponse>)>;
   // Do() without a waiting thread: `done` runs exactly once, on the transport's I/O thread (it
-  // must not block; req.cancel is not used). This default, kept by fakes, calls Do() and then
-  // `done` on the calling thread.
+  // must not block); req.cancel, when set, cancels the call like Do()'s. This default, kept by
+  // fakes, calls Do() and then `done` on the calling thread.
   virtual void DoAsync(const HttpRequest& req, Done done) { done(Do(req)); }
+  // Stream() without a waiting thread. For a 2xx answer, `on_chunk` receives each piece of the
+  // body as it is read, on executor(); the transport reads no further until `resume` is called
+  // (from any thread, exactly once per chunk): resume(true) reads on, resume(false) ends the call
+  // successfully. `done` runs exactly once, on executor(), after the last on_chunk returned and
+  // its resume was called, with what Stream() would return. req.cancel, when set, cancels the call
+  // (done then gets a cancelled error). Callbacks must not block.
+  // This default, kept by the fakes of the unit tests (a test-only path: the real transport
+  // overrides it), runs the blocking Stream() on a helper thread of its own, posts each chunk to
+  // executor() and waits for its resume; the helper threads are joined by ~Transport, so a fake's
+  // Stream() must return on Shutdown() or req.cancel.
+  using Resume = std::function<void(bool more)>;
+  using OnChunk = std::function<void(std::string_view data, Resume resume)>;
+  virtual void StreamAsync(const HttpRequest& req, OnChunk on_chunk, Done done);
   // The executor of the transport's I/O thread, where DoAsync's `done` runs: the asynchronous
   // components of the Kubernetes side (their timers, their continuations) run on it and never
   // block it. The default, kept by fakes in tests, is an io_context on a thread of its own,
@@ -113,8 +127,10 @@ class Transport {
 
  private:
   struct FallbackIo;
-  std::shared_ptr<FallbackIo> fallback_io_ GUARDED_BY(fallback_mu_);  // the default executor()'s
+  struct StreamHelpers;
   mutable Mutex fallback_mu_;
+  std::shared_ptr<FallbackIo> fallback_io_ GUARDED_BY(fallback_mu_);  // the default executor()'s
+  std::shared_ptr<StreamHelpers> helpers_ GUARDED_BY(fallback_mu_);   // default StreamAsync's
 };
 
 // InvalidArgument (naming the CA, client certificate or key) when the TLS material in `config`

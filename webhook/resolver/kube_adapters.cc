@@ -42,7 +42,7 @@ std::vector<std::shared_ptr<const GameServerView>> CacheSource::List() {
   return out;
 }
 
-void CacheNotifier::OnUpsert(const kube::ObjectPtr& obj) {
+void CacheNotifier::Upsert(const kube::ObjectPtr& obj) {
   if (obj) resolver_.Notify(obj->namespace_, obj->name);
 }
 

@@ -5,7 +5,8 @@
 //                   memoised per resourceVersion (one parse per object change). Loop thread only.
 //   CacheNotifier   InformerHandler forwarding every change to Resolver::Notify (a deletion with
 //                   its last known object, to NotifyDeleted) and every
-//                   (re)sync to NotifyAll; it only queues, so the informer thread never waits.
+//                   (re)sync to NotifyAll; it only queues, so the informer's (I/O) thread never
+//                   waits.
 //   KubePatcher     Patcher on Client::Patch / PatchAsync (application/json-patch+json; the
 //                   asynchronous form bounded to --resolver-workers in flight). Errors map as
 //                   kube::ApiError::ToStatus does (409 Conflict kConflict; 404 kNotFound;
@@ -47,11 +48,13 @@ class CacheSource final : public GameServerSource {
 class CacheNotifier final : public kube::InformerHandler {
  public:
   explicit CacheNotifier(Resolver& resolver) : resolver_(resolver) {}
-  void OnUpsert(const kube::ObjectPtr& obj) override;
+  void OnAdd(const kube::ObjectPtr& obj) override { Upsert(obj); }
+  void OnUpdate(const kube::ObjectPtr&, const kube::ObjectPtr& obj) override { Upsert(obj); }
   void OnDelete(const kube::ObjectPtr& last_known) override;
   void OnSynced() override;
 
  private:
+  void Upsert(const kube::ObjectPtr& obj);
   Resolver& resolver_;
 };
 

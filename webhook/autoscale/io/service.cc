@@ -112,7 +112,7 @@ Status GameServerCountsWatch::Run(runtime::RunContext& ctx) {
   return Status::Ok();
 }
 
-void GameServerCountsFeed::OnUpsert(const kube::ObjectPtr& obj) {
+void GameServerCountsFeed::Upsert(const kube::ObjectPtr& obj) {
   endpoint_.counts().Upsert(obj->namespace_, obj->name, FactsOf(*obj->doc));
 }
 

@@ -75,11 +75,13 @@ class AutoscaleEndpoint {
 class GameServerCountsFeed final : public kube::InformerHandler {
  public:
   explicit GameServerCountsFeed(AutoscaleEndpoint& endpoint) : endpoint_(endpoint) {}
-  void OnUpsert(const kube::ObjectPtr& obj) override;
+  void OnAdd(const kube::ObjectPtr& obj) override { Upsert(obj); }
+  void OnUpdate(const kube::ObjectPtr&, const kube::ObjectPtr& obj) override { Upsert(obj); }
   void OnDelete(const kube::ObjectPtr& last_known) override;
   void OnSynced() override;
 
  private:
+  void Upsert(const kube::ObjectPtr& obj);
   AutoscaleEndpoint& endpoint_;
 };
 

@@ -38,7 +38,7 @@ kube::ObjectPtr FindByRequestKey(const std::vector<kube::ObjectPtr>& servers, co
   return best;
 }
 
-void RequestKeyIndex::OnUpsert(const kube::ObjectPtr& obj) {
+void RequestKeyIndex::Upsert(const kube::ObjectPtr& obj) {
   if (!obj) return;
   const std::string ns_name = obj->namespace_ + "/" + obj->name;
   const std::optional<std::string_view> key = RequestKeyOf(*obj);

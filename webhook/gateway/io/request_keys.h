@@ -13,7 +13,8 @@
 //     whatever the order of its cache; nullptr when none. The same answer as FindByRequestKey over
 //     the whole cache, in time proportional to the servers carrying that key (one, or a few after
 //     re-allocations).
-//   - Thread-safe: the handler calls run on the informer thread, Find on any thread.
+//   - Thread-safe: the handler calls run on the informer's (the client's I/O) thread, Find on any
+//     thread.
 #pragma once
 
 #include <map>
@@ -38,13 +39,17 @@ kube::ObjectPtr FindByRequestKey(const std::vector<kube::ObjectPtr>& servers, co
 
 class RequestKeyIndex final : public kube::InformerHandler {
  public:
-  void OnUpsert(const kube::ObjectPtr& obj) override EXCLUDES(mu_);
+  void OnAdd(const kube::ObjectPtr& obj) override EXCLUDES(mu_) { Upsert(obj); }
+  void OnUpdate(const kube::ObjectPtr&, const kube::ObjectPtr& obj) override EXCLUDES(mu_) {
+    Upsert(obj);
+  }
   void OnDelete(const kube::ObjectPtr& last_known) override EXCLUDES(mu_);
 
   kube::ObjectPtr Find(const std::string& ns, const std::string& key) const EXCLUDES(mu_);
   size_t Size() const EXCLUDES(mu_);  // objects indexed
 
  private:
+  void Upsert(const kube::ObjectPtr& obj) EXCLUDES(mu_);
   void Remove(const std::string& ns_name) REQUIRES(mu_);
 
   mutable Mutex mu_;

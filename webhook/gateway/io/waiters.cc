@@ -166,8 +166,6 @@ void WaiterRegistry::Finish(const std::shared_ptr<Waiter>& w, const Decision& d,
   w->done(d, obj, ns);
 }
 
-void WaiterRegistry::OnUpsert(const kube::ObjectPtr& obj) { Evaluate(obj, false); }
-
 void WaiterRegistry::OnDelete(const kube::ObjectPtr& last_known) { Evaluate(last_known, true); }
 
 }  // namespace aw::gateway

@@ -12,10 +12,11 @@
 //
 // Promise:
 //   - Wait() registers the waiter, then evaluates it at once against the informer's cache (so an
-//     event that arrived before the registration is not missed); afterwards every OnUpsert /
-//     OnDelete of that name re-evaluates it with gateway::Decide as above.
+//     event that arrived before the registration is not missed); afterwards every OnAdd /
+//     OnUpdate / OnDelete of that name re-evaluates it with gateway::Decide as above.
 //   - `done` is called exactly once per Wait(): with the first non-kWait decision and the object
-//     that decided it (on the informer thread, or the caller's thread for the first check), with
+//     that decided it (on the informer's thread, which is the Kubernetes client's I/O thread, or
+//     the caller's thread for the first check), with
 //     {kWait, "deadline"} when the deadline passes first (on the timer thread), with
 //     {kWait, <reason>} from Cancel() (on the caller's thread), or with {kWait, "stopped"} from
 //     Stop(). `ns` is the bound namespace, else `ns_hint`. It must not block.
@@ -62,7 +63,10 @@ class WaiterRegistry final : public kube::InformerHandler {
   void Cancel(const Ticket& ticket, const std::string& reason);
   size_t Waiting() const;
 
-  void OnUpsert(const kube::ObjectPtr& obj) override;
+  void OnAdd(const kube::ObjectPtr& obj) override { Evaluate(obj, false); }
+  void OnUpdate(const kube::ObjectPtr&, const kube::ObjectPtr& obj) override {
+    Evaluate(obj, false);
+  }
   void OnDelete(const kube::ObjectPtr& last_known) override;
 
  private:
