@@ -49,8 +49,16 @@ std::unique_ptr<Runnable> Component(std::string name, Journal& j) {
   });
 }
 
+// Waits (at most 10 s: then the test fails) until `e` is in the journal.
 void WaitFor(Journal& j, const std::string& e) {
-  while (j.Index(e) == j.Get().size()) std::this_thread::sleep_for(1ms);
+  const auto deadline = std::chrono::steady_clock::now() + 10s;
+  while (j.Index(e) == j.Get().size()) {
+    if (std::chrono::steady_clock::now() > deadline) {
+      ADD_FAILURE() << "no \"" << e << "\" within 10 s";
+      return;
+    }
+    std::this_thread::sleep_for(1ms);
+  }
 }
 
 TEST(Status, OkAndErrors) {
@@ -144,14 +152,18 @@ TEST(Manager, LeaderRunnablesRunOnlyWhileLeading) {
   EXPECT_EQ(j.Index("start resolver"), j.Get().size());  // not leading: not started
   m.SetLeader(true);
   WaitFor(j, "start resolver");
-  m.SetLeader(false);  // waits for it to stop
+  m.SetLeader(false);  // returns at once; Run's thread stops it and waits for it
+  WaitFor(j, "stop resolver");
   EXPECT_LT(j.Index("stop resolver"), j.Get().size());
   m.SetLeader(true);  // runs again
   auto starts = [&j] {
     auto ev = j.Get();
     return std::count(ev.begin(), ev.end(), std::string("start resolver"));
   };
-  while (starts() < 2) std::this_thread::sleep_for(1ms);
+  const auto deadline = std::chrono::steady_clock::now() + 10s;
+  while (starts() < 2 && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(1ms);
+  ASSERT_EQ(starts(), 2);
   runner.request_stop();
   runner.join();
   EXPECT_TRUE(result.ok()) << result.ToString();

@@ -103,6 +103,15 @@ class Client {
   // must not block), with what Patch() would return.
   void PatchAsync(const Resource& r, std::string_view ns, std::string_view name, PatchType type,
                   const std::string& body, std::function<void(Result<JsonPtr>)> done);
+  // Get(), Create() and Update() the same way: `done` runs exactly once, on the transport's I/O
+  // thread (it must not block), with what the blocking call would return.
+  using AsyncDone = std::function<void(Result<JsonPtr>)>;
+  void GetAsync(const Resource& r, std::string_view ns, std::string_view name, AsyncDone done,
+                Timeout timeout = std::nullopt);
+  void CreateAsync(const Resource& r, std::string_view ns, const std::string& body, AsyncDone done,
+                   Timeout timeout = std::nullopt);
+  void UpdateAsync(const Resource& r, std::string_view ns, std::string_view name,
+                   const std::string& body, AsyncDone done, Timeout timeout = std::nullopt);
   // Returns the server's answer (the deleted object or a Status).
   Result<JsonPtr> Delete(const Resource& r, std::string_view ns, std::string_view name,
                          const std::string& delete_options_json = {});
@@ -123,6 +132,8 @@ class Client {
 
  private:
   Result<JsonPtr> Call(HttpRequest req);
+  // The one asynchronous path: DoAsync, then the answer as JSON (or the ApiError it means).
+  void CallAsync(HttpRequest req, std::function<void(Result<JsonPtr>)> done);
   std::unique_ptr<Transport> transport_;
 
  public:

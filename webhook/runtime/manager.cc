@@ -248,17 +248,17 @@ Status Manager::Run(std::stop_token stop) {
       f();
       lock.Lock();
     }
-    groups_started_ = true;
-    if (leader_ && !failed_or_stopped()) {
-      for (size_t i = 0; i < slots_.size(); ++i) {
-        if (slots_[i]->options.needs_leader && !slots_[i]->running) Start(i);
-      }
+    // Leadership changes, applied here one after the other (SetLeader only records them).
+    while (true) {
+      cv_.Wait(mu_, stop, [&]() REQUIRES(mu_) {
+        return !FirstFailure().empty() || leader_wish_ != leader_;
+      });
+      if (failed_or_stopped()) break;
+      ApplyLeadership();
     }
-    cv_.Wait(mu_, stop, [&]() REQUIRES(mu_) { return !FirstFailure().empty(); });
   }
 
   // Stop: leader runnables, then the groups from last to first, under one deadline.
-  stopping_ = true;
   const auto deadline = std::chrono::steady_clock::now() + stop_deadline_;
   std::vector<std::string> stuck;
   std::vector<size_t> leaders;
@@ -287,20 +287,29 @@ Status Manager::Run(std::stop_token stop) {
 
 void Manager::SetLeader(bool leader) {
   MutexLock lock(mu_);
-  if (leader_ == leader) return;
-  leader_ = leader;
+  leader_wish_ = leader;
+  cv_.SignalAll();  // Run's thread applies it (ApplyLeadership)
+}
+
+void Manager::ApplyLeadership() {
+  leader_ = leader_wish_;
   std::vector<size_t> leaders;
   for (size_t i = 0; i < slots_.size(); ++i) {
     if (slots_[i]->options.needs_leader) leaders.push_back(i);
   }
-  if (leader) {
-    if (!groups_started_ || stopping_) return;  // Run starts them once the groups are up
+  if (leader_) {
     for (size_t i : leaders) {
       if (!slots_[i]->running) Start(i);
     }
     return;
   }
-  StopAndWait(leaders, std::chrono::steady_clock::now() + stop_deadline_);
+  std::vector<std::string> stuck =
+      StopAndWait(leaders, std::chrono::steady_clock::now() + stop_deadline_);
+  for (const auto& name : stuck) {
+    log::error("manager: leader runnable still running at the stop deadline after leadership was "
+               "lost",
+               {{"runnable", name}});
+  }
 }
 
 }  // namespace aw::runtime
