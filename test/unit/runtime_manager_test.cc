@@ -172,6 +172,36 @@ TEST(Manager, LeaderRunnablesRunOnlyWhileLeading) {
   EXPECT_EQ(ev.back(), "stop http");
 }
 
+// SetLeader returns at once (an elector calls it from an I/O thread), and a loss followed at
+// once by a gain is applied in order: the leader runnable stops, then runs again.
+TEST(Manager, ALossThenAGainIsAppliedInOrder) {
+  Journal j;
+  Manager m({"servers"}, 5s);
+  ASSERT_TRUE(m.Add(Component("http", j), {"servers"}).ok());
+  ASSERT_TRUE(m.Add(Component("resolver", j), {"servers", true}).ok());
+  Status result;
+  std::jthread runner([&](std::stop_token st) { result = m.Run(st); });
+  m.SetLeader(true);
+  WaitFor(j, "start resolver");
+  m.SetLeader(false);
+  m.SetLeader(true);
+  auto count = [&j](const std::string& e) {
+    auto ev = j.Get();
+    return std::count(ev.begin(), ev.end(), e);
+  };
+  const auto deadline = std::chrono::steady_clock::now() + 10s;
+  while (count("start resolver") < 2 && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(1ms);
+  ASSERT_EQ(count("start resolver"), 2);
+  EXPECT_EQ(count("stop resolver"), 1);
+  auto ev = j.Get();
+  EXPECT_LT(std::find(ev.begin(), ev.end(), "stop resolver") - ev.begin(),
+            std::find(ev.rbegin(), ev.rend(), "start resolver").base() - ev.begin() - 1);
+  runner.request_stop();
+  runner.join();
+  EXPECT_TRUE(result.ok()) << result.ToString();
+}
+
 TEST(Manager, LeadershipBeforeTheGroupsAreUpWaitsForThem) {
   Journal j;
   Manager m({"servers"}, 5s);

@@ -251,7 +251,7 @@ Status Manager::Run(std::stop_token stop) {
     // Leadership changes, applied here one after the other (SetLeader only records them).
     while (true) {
       cv_.Wait(mu_, stop, [&]() REQUIRES(mu_) {
-        return !FirstFailure().empty() || leader_wish_ != leader_;
+        return !FirstFailure().empty() || !leader_changes_.empty();
       });
       if (failed_or_stopped()) break;
       ApplyLeadership();
@@ -287,12 +287,17 @@ Status Manager::Run(std::stop_token stop) {
 
 void Manager::SetLeader(bool leader) {
   MutexLock lock(mu_);
+  if (leader_wish_ == leader) return;
   leader_wish_ = leader;
-  cv_.SignalAll();  // Run's thread applies it (ApplyLeadership)
+  // Every change, in order (a loss then a gain before Run's thread looks still stops and
+  // restarts the leader runnables): Run's thread applies them (ApplyLeadership).
+  leader_changes_.push_back(leader);
+  cv_.SignalAll();
 }
 
 void Manager::ApplyLeadership() {
-  leader_ = leader_wish_;
+  leader_ = leader_changes_.front();
+  leader_changes_.pop_front();
   std::vector<size_t> leaders;
   for (size_t i = 0; i < slots_.size(); ++i) {
     if (slots_[i]->options.needs_leader) leaders.push_back(i);

@@ -36,6 +36,7 @@
 
 #include <chrono>
 #include <condition_variable>
+#include <deque>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -130,8 +131,8 @@ class Manager {
   void MarkReady(size_t i) EXCLUDES(mu_);
   bool GroupReady(size_t group) REQUIRES(mu_);
   std::string FirstFailure() REQUIRES(mu_);  // "" when none
-  // On Run's thread: makes leader_ the last wish; starts or stops (and waits for) the leader
-  // runnables. Releases mu_ while waiting.
+  // On Run's thread: applies the oldest recorded change; starts or stops (and waits for) the
+  // leader runnables. Releases mu_ while waiting.
   void ApplyLeadership() REQUIRES(mu_);
   // Asks the slots to stop and waits for them until `deadline`; names of those still running.
   // Releases mu_ while a service stops and while waiting.
@@ -150,6 +151,7 @@ class Manager {
   bool running_ GUARDED_BY(mu_) = false;         // Run() between start and stop
   bool leader_ GUARDED_BY(mu_) = false;       // applied by Run's thread
   bool leader_wish_ GUARDED_BY(mu_) = false;  // the last SetLeader()
+  std::deque<bool> leader_changes_ GUARDED_BY(mu_);  // recorded, not yet applied (in order)
   std::function<void()> on_started_ GUARDED_BY(mu_);
 };
 
