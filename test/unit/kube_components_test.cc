@@ -460,7 +460,8 @@ TEST_F(EventRecorderTest, TheTokenBucketSpacesTheSends) {
   EXPECT_GE(std::chrono::steady_clock::now() - t0, 190ms);
   // In order.
   auto seen = api_->Requests();
-  for (int i = 0; i < 3; ++i) EXPECT_EQ(Field(seen.at(i).body, "message"), "message " + std::to_string(i));
+  for (int i = 0; i < 3; ++i)
+    EXPECT_EQ(Field(seen.at(i).body, "message"), "message " + std::to_string(i));
   events.Stop();
 }
 

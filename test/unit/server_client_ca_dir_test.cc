@@ -4,13 +4,11 @@
 #include <prometheus/registry.h>
 #include <unistd.h>
 
+#include <boost/asio/executor_work_guard.hpp>
+#include <boost/asio/io_context.hpp>
 #include <filesystem>
 #include <fstream>
 #include <string>
-#include <thread>
-
-#include <boost/asio/executor_work_guard.hpp>
-#include <boost/asio/io_context.hpp>
 #include <thread>
 
 #include "server/client_ca_reloader.h"

@@ -6,6 +6,8 @@
 #include <openssl/x509.h>
 #include <prometheus/registry.h>
 
+#include <boost/asio/executor_work_guard.hpp>
+#include <boost/asio/io_context.hpp>
 #include <filesystem>
 #include <fstream>
 #include <memory>
@@ -14,9 +16,6 @@
 #include <thread>
 
 #include "runtime/manager.h"
-#include <boost/asio/executor_work_guard.hpp>
-#include <boost/asio/io_context.hpp>
-
 #include "server/cert_reloader.h"
 #include "server/tls_keypair.h"
 
@@ -233,7 +232,8 @@ TEST_F(ReloaderTest, StartStopIsClean) {
   stop.request_stop();
   runner.join();
   EXPECT_LT(std::chrono::steady_clock::now() - asked, 5s) << "Run did not return promptly on stop";
-  EXPECT_TRUE(result.ok()) << result.ToString();  work.reset();
+  EXPECT_TRUE(result.ok()) << result.ToString();
+  work.reset();
   ioc.stop();
   io.join();
 }

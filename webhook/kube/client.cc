@@ -213,8 +213,8 @@ void Client::PatchAsync(const Resource& r, std::string_view ns, std::string_view
   CallAsync(std::move(req), std::move(done));
 }
 
-void Client::GetAsync(const Resource& r, std::string_view ns, std::string_view name,
-                      AsyncDone done, Timeout timeout) {
+void Client::GetAsync(const Resource& r, std::string_view ns, std::string_view name, AsyncDone done,
+                      Timeout timeout) {
   HttpRequest req;
   req.path = r.Path(ns, name);
   req.timeout = timeout.value_or(default_timeout_);

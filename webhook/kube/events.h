@@ -74,8 +74,7 @@ class EventRecorder {
   // the I/O thread, unreported). Idempotent.
   void Stop();
   // Any thread, the I/O thread included: takes a mutex briefly, never waits for I/O.
-  void Record(const ObjectReference& obj, EventType type, std::string reason,
-              std::string message);
+  void Record(const ObjectReference& obj, EventType type, std::string reason, std::string message);
 
  private:
   struct Core;  // the queue and the sender, shared with its pending handlers

@@ -11,7 +11,6 @@
 #include <random>
 
 #include "kube/core/lease_logic.h"
-
 #include "util/io/log.h"
 
 namespace aw::kube {
@@ -33,7 +32,6 @@ std::string ValidateLeaderElectionConfig(const LeaderElectionConfig& c) {
   if (c.lease_duration < std::chrono::seconds(1)) return "--lease-duration must be at least 1s";
   return {};
 }
-
 
 // The state machine. Every field below `mu` is touched only on the executor (one thread: the
 // Kubernetes I/O thread), by the handlers, which hold a shared_ptr to it; the fields under `mu`
@@ -57,9 +55,9 @@ struct LeaderElector::Core {
 
   std::atomic<bool> leading{false};
   mutable Mutex mu;
-  CondVar cv;                             // signalled when finished
+  CondVar cv;  // signalled when finished
   bool stop_requested GUARDED_BY(mu) = false;
-  bool finished GUARDED_BY(mu) = false;   // no more callbacks, no more writes
+  bool finished GUARDED_BY(mu) = false;  // no more callbacks, no more writes
   std::string last_leader GUARDED_BY(mu);
   // Held while a callback runs; Stop() clears callbacks_on under it when it gives up waiting, so
   // no callback runs after Stop() returned.
@@ -69,12 +67,12 @@ struct LeaderElector::Core {
   // Executor only.
   boost::asio::steady_timer timer;
   std::mt19937 gen;
-  bool stopping = false;          // the executor saw the stop request
-  bool round_in_flight = false;   // a Get/Create/Update of a round is outstanding
+  bool stopping = false;         // the executor saw the stop request
+  bool round_in_flight = false;  // a Get/Create/Update of a round is outstanding
   std::optional<LeaseRecord> observed;
   Clock::time_point observed_time{};
   Clock::time_point last_renew{};
-  JsonPtr held;                   // the Lease as last written by us (for the release)
+  JsonPtr held;  // the Lease as last written by us (for the release)
 
   std::string Lease() const { return cfg.namespace_ + "/" + cfg.name; }
 
@@ -161,7 +159,9 @@ struct LeaderElector::Core {
         1, std::chrono::duration_cast<std::chrono::seconds>(cfg.lease_duration).count()));
     LeaseRecord next = NextLeaseRecord(action, current, cfg.identity, secs,
                                        FormatMicroTime(std::chrono::system_clock::now()));
-    auto written = [self, next](Result<JsonPtr> res) { self->OnWritten(self, next, std::move(res)); };
+    auto written = [self, next](Result<JsonPtr> res) {
+      self->OnWritten(self, next, std::move(res));
+    };
     if (action == LeaseAction::kCreate) {
       rapidjson::Document d(rapidjson::kObjectType);
       auto& a = d.GetAllocator();

@@ -1,5 +1,6 @@
-// The Kubernetes client's transport: the blocking interface (Do, Stream) the client, informers,
-// leader elector, Events and CRD guard call, and a fake of it in the unit tests.
+// The Kubernetes client's transport: the blocking interface (Do, Stream) the client, informers and
+// CRD guard call, the asynchronous one (DoAsync, executor()) the leader elector, Events and the
+// resolver's patches use, and a fake of it in the unit tests.
 //
 // Promise: NewHttpsTransport() is the project's one HTTPS client (net/https_client.h, Boost.Beast,
 // asynchronous, on an I/O thread of its own) behind this interface; every promise of that client

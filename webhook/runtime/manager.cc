@@ -250,9 +250,8 @@ Status Manager::Run(std::stop_token stop) {
     }
     // Leadership changes, applied here one after the other (SetLeader only records them).
     while (true) {
-      cv_.Wait(mu_, stop, [&]() REQUIRES(mu_) {
-        return !FirstFailure().empty() || !leader_changes_.empty();
-      });
+      cv_.Wait(mu_, stop,
+               [&]() REQUIRES(mu_) { return !FirstFailure().empty() || !leader_changes_.empty(); });
       if (failed_or_stopped()) break;
       ApplyLeadership();
     }
@@ -311,9 +310,10 @@ void Manager::ApplyLeadership() {
   std::vector<std::string> stuck =
       StopAndWait(leaders, std::chrono::steady_clock::now() + stop_deadline_);
   for (const auto& name : stuck) {
-    log::error("manager: leader runnable still running at the stop deadline after leadership was "
-               "lost",
-               {{"runnable", name}});
+    log::error(
+        "manager: leader runnable still running at the stop deadline after leadership was "
+        "lost",
+        {{"runnable", name}});
   }
 }
 

@@ -148,9 +148,9 @@ class Manager {
   // Slot's fields cannot name the manager's mutex). A slot's runnable and service pointers are
   // set before Run() and never change after.
   std::vector<std::unique_ptr<Slot>> slots_ GUARDED_BY(mu_);
-  bool running_ GUARDED_BY(mu_) = false;         // Run() between start and stop
-  bool leader_ GUARDED_BY(mu_) = false;       // applied by Run's thread
-  bool leader_wish_ GUARDED_BY(mu_) = false;  // the last SetLeader()
+  bool running_ GUARDED_BY(mu_) = false;             // Run() between start and stop
+  bool leader_ GUARDED_BY(mu_) = false;              // applied by Run's thread
+  bool leader_wish_ GUARDED_BY(mu_) = false;         // the last SetLeader()
   std::deque<bool> leader_changes_ GUARDED_BY(mu_);  // recorded, not yet applied (in order)
   std::function<void()> on_started_ GUARDED_BY(mu_);
 };

@@ -90,8 +90,9 @@ CertReloader::Step CertReloader::PollStep(bool looked_again) {
   if (!contents && last_read_error_ && contents.status().message() == *last_read_error_) {
     return Step::kUnchanged;
   }
-  KeyPairResult result = contents ? ParseKeyPair(contents->cert, contents->key, cert_path_, key_path_)
-                                  : KeyPairResult(contents.status());
+  KeyPairResult result = contents
+                             ? ParseKeyPair(contents->cert, contents->key, cert_path_, key_path_)
+                             : KeyPairResult(contents.status());
   if (!result) {
     // A writer that replaces the two files one after the other is briefly inconsistent: look
     // again shortly before calling the change bad. (Secret volumes swap both at once.)

@@ -10,10 +10,10 @@
 // Promise: CurrentCa() always returns the last valid bundle (never a half-written one) and is
 // cheap and thread-safe. Once Start(ex) is called, a steady_timer on the executor it is given (an
 // existing io_context: the gateway gives it the health server's io thread; no thread of its own)
-// re-reads the file (or the directory's file names and contents) every `interval` through its path (a Kubernetes Secret volume's `..data` symlink
-// swap is seen) and installs the new bundle when the contents changed and every block in a file
-// is a PEM certificate. A bad or missing file is logged and counted once per distinct content,
-// and the old bundle keeps verifying. Metrics:
+// re-reads the file (or the directory's file names and contents) every `interval` through its path
+// (a Kubernetes Secret volume's `..data` symlink swap is seen) and installs the new bundle when the
+// contents changed and every block in a file is a PEM certificate. A bad or missing file is logged
+// and counted once per distinct content, and the old bundle keeps verifying. Metrics:
 //   allocating_webhook_client_ca_reloads_total
 //   allocating_webhook_client_ca_reload_failures_total
 #pragma once

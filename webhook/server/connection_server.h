@@ -55,10 +55,9 @@
 // allocating_webhook_http2_connections_total, allocating_webhook_http2_streams_total.
 #pragma once
 
-#include <boost/asio/any_io_executor.hpp>
-
 #include <prometheus/registry.h>
 
+#include <boost/asio/any_io_executor.hpp>
 #include <chrono>
 #include <functional>
 #include <memory>

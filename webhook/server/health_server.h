@@ -13,11 +13,10 @@
 // and must be cheap and thread-safe.
 #pragma once
 
-#include <boost/asio/any_io_executor.hpp>
-
 #include <prometheus/metric_family.h>
 #include <prometheus/registry.h>
 
+#include <boost/asio/any_io_executor.hpp>
 #include <chrono>
 #include <functional>
 #include <memory>

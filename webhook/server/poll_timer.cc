@@ -18,7 +18,8 @@ PollTimer::PollTimer(Poll poll) : poll_(std::move(poll)) {}
 
 PollTimer::~PollTimer() { Stop(); }
 
-void PollTimer::Start(boost::asio::any_io_executor executor, std::chrono::milliseconds first_delay) {
+void PollTimer::Start(boost::asio::any_io_executor executor,
+                      std::chrono::milliseconds first_delay) {
   MutexLock lock(mu_);
   if (state_) return;
   state_ = std::make_shared<State>(std::move(executor), poll_);
@@ -39,8 +40,8 @@ void PollTimer::Stop() {
 }
 
 // Called with state->mu held (by Start and by the handler).
-void PollTimer::Arm(const std::shared_ptr<State>& state, std::chrono::milliseconds delay)
-    NO_THREAD_SAFETY_ANALYSIS {
+void PollTimer::Arm(const std::shared_ptr<State>& state,
+                    std::chrono::milliseconds delay) NO_THREAD_SAFETY_ANALYSIS {
   state->timer.expires_after(delay);
   state->timer.async_wait([state](const boost::system::error_code& ec) {
     MutexLock lock(state->mu);

@@ -70,11 +70,12 @@ const (
 	ioThreads        = 2
 	allocatorWorkers = 8
 	deliveryWorkers  = 16
-	// gateway_main.cpp's count besides those three: the health listener, the informer, the
-	// waiters' timers, the client CA poller, the manager's supervisor and runner threads (2),
-	// main and its runner, and the I/O threads of the two HTTPS clients (net::BlockingClient:
-	// the Kubernetes client's and the allocator client's): 10, whatever the number of requests.
-	fixedThreads = 10
+	// gateway_main.cpp's count besides those three: the health listener (whose io thread also
+	// runs the certificate and client CA pollers' timers), the informer, the waiters' timers,
+	// the manager's supervisor and its one runnable's thread (the informer's), main and its
+	// runner, and the I/O threads of the two HTTPS clients (net::BlockingClient: the Kubernetes
+	// client's and the allocator client's): 8, whatever the number of requests.
+	fixedThreads = 8
 )
 
 // Per-namespace behaviour of the game servers (driven by the bench's watch).
