@@ -340,14 +340,14 @@ void LeaderElector::Stop() {
 }
 
 bool LeaderElector::IsLeader() const {
-  MutexLock lk(const_cast<Mutex&>(mu_));
+  MutexLock lk(mu_);
   return core_ && core_->leading.load();
 }
 
 std::string LeaderElector::CurrentLeader() const {
   std::shared_ptr<Core> core;
   {
-    MutexLock lk(const_cast<Mutex&>(mu_));
+    MutexLock lk(mu_);
     core = core_;
   }
   if (!core) return {};

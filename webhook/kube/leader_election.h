@@ -7,7 +7,8 @@
 // renew_deadline stops leading (and keeps trying to acquire, as a candidate). Stop() while leading
 // stops leading, then releases the lease (one asynchronous update: holderIdentity cleared,
 // leaseDurationSeconds 1) so another replica takes over at its next retry; Stop() waits for that
-// update, at most about a second and a half.
+// update (1 s timeout), after the round in flight if any (its call timeout: 2 x retry_period
+// within [1 s, min(renew_deadline, 5 s)]), then gives up with a warning and no callback runs later.
 // The elector holds no thread: its rounds are asynchronous Client calls (GetAsync, CreateAsync,
 // UpdateAsync) and a steady_timer on client.executor(), the Kubernetes I/O thread. So
 // on_started_leading / on_stopped_leading / on_new_leader run on that I/O thread, in order, never
@@ -60,11 +61,11 @@ class LeaderElector {
 
   // Schedules the first round on the I/O executor and returns. Idempotent while running.
   void Start() EXCLUDES(mu_);
-  // Stops the rounds; if leading, stops leading (callback) and releases the lease. Waits for that
-  // on the I/O thread (bounded: ~1.5 s). Idempotent. Never call it on the I/O thread.
+  // Stops the rounds; if leading, stops leading (callback, at once) and releases the lease. Waits
+  // for that on the I/O thread (bounded, see above). Idempotent. Never call it on the I/O thread.
   void Stop() EXCLUDES(mu_);
-  bool IsLeader() const;
-  std::string CurrentLeader() const;
+  bool IsLeader() const EXCLUDES(mu_);
+  std::string CurrentLeader() const EXCLUDES(mu_);
 
  private:
   struct Core;  // the state machine, shared with its pending handlers
@@ -74,7 +75,7 @@ class LeaderElector {
   LeaderCallbacks cb_;
   prometheus::Gauge* gauge_ = nullptr;
   prometheus::Counter* transitions_ = nullptr;
-  Mutex mu_;
+  mutable Mutex mu_;
   std::shared_ptr<Core> core_ GUARDED_BY(mu_);  // the current run (kept after Stop for reads)
 };
 
