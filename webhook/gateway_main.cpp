@@ -6,8 +6,8 @@
 //
 // Composition (runtime::Manager groups, started in order, stopped in reverse, all within
 // --shutdown-grace + 5s):
-//   sources  the serving key pair poller (a runnable), the client CA poller and the allocator
-//            workers (services)
+//   sources  the serving key pair poller, the client CA poller (timers on the health server's io
+//            thread) and the allocator workers (services)
 //   health   the plain health/metrics listener (a service)
 //   cache    gateway::GameServerCache: the GameServer informer (opted-in servers), the waiters'
 //            timer thread and the request-key index (a runnable: ready once the informer synced)
@@ -19,8 +19,9 @@
 // to --shutdown-grace; those still waiting then get 503 "the gateway is shutting down" (their
 // GameServers stay allocated: see docs/gateway.md), then the cache and the sources stop.
 // Threads, whatever the number of requests:
-// --io-threads + 1 (health) + --allocator-workers + --delivery-workers + informer 1 + timers 1 +
-// client CA poller 1 + the manager's supervisor and one per runnable (2).
+// --io-threads + 1 (health, which also runs the two certificate pollers' timers) +
+// --allocator-workers + --delivery-workers + informer 1 + timers 1 + the manager's supervisor and
+// one per runnable (1: the informer).
 //
 // Exit codes: 0 after SIGTERM/SIGINT or --help; 1 when start-up fails; 2 on a bad command line.
 
@@ -231,16 +232,21 @@ int main(int argc, char** argv) {
   std::atomic<bool> undrained{false};
   runtime::Manager manager({"sources", "health", "cache", "drain", "gateway"},
                            f.shutdown_grace + std::chrono::seconds(5));
+  // The two pollers are timers on the health server's io thread (no thread of their own).
   MustAdd(manager,
-          runtime::MakeRunnable("certificates",
-                                [&certs](runtime::RunContext& ctx) { return certs.Run(ctx); }),
+          runtime::MakeService(
+              "certificates", [&certs, &health] { return certs.Start(health.executor()); },
+              [&certs](std::chrono::steady_clock::time_point) {
+                certs.Stop();
+                return Status::Ok();
+              }),
           {.group = "sources"});
   if (client_ca) {
     MustAdd(manager,
             runtime::MakeServiceRunnable(
                 "client-ca",
-                [&client_ca] {
-                  client_ca->Start();
+                [&client_ca, &health] {
+                  client_ca->Start(health.executor());
                   return Status::Ok();
                 },
                 [&client_ca] { client_ca->Stop(); }),

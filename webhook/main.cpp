@@ -71,9 +71,16 @@ void AddServing(aw::runtime::Manager& m, aw::server::CertReloader& certs,
                 aw::server::HealthServer& health, aw::server::AdmissionServer& admission,
                 std::atomic<bool>& undrained) {
   using namespace aw;
+  // The poller is a timer on the health server's io thread (every replica has one, with or
+  // without a Kubernetes config); the pair itself was loaded before the manager started, so the
+  // servers of the later groups start with it.
   MustAdd(m,
-          runtime::MakeRunnable("certificates",
-                                [&certs](runtime::RunContext& ctx) { return certs.Run(ctx); }),
+          runtime::MakeService(
+              "certificates", [&certs, &health] { return certs.Start(health.executor()); },
+              [&certs](std::chrono::steady_clock::time_point) {
+                certs.Stop();
+                return Status::Ok();
+              }),
           {.group = "certificates"});
   MustAdd(m,
           runtime::MakeServiceRunnable(

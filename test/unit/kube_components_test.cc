@@ -4,8 +4,11 @@
 // Stop; stay a follower of a fresh Lease) and the CRD guard (the leader repairs the enum, a
 // follower fails open). Every wait is on a condition with a bound.
 #include <gtest/gtest.h>
+#include <prometheus/counter.h>
+#include <prometheus/registry.h>
 #include <rapidjson/document.h>
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <functional>
@@ -157,6 +160,53 @@ TEST_F(EventRecorderTest, CreatesTheEventThenAggregatesARepeatIntoACount) {
   EXPECT_EQ(Count(api->Requests(), "POST"), 1u);  // the repeat made no second Event
 }
 
+// The asynchronous verbs send what the blocking ones send and hand the answer (or the API error)
+// to `done`, on the transport's executor thread.
+TEST_F(FakeApiTest, AsyncVerbsSendTheSameRequestsAsTheBlockingOnes) {
+  Client& client = Connect([](const HttpRequest& req) {
+    HttpResponse r;
+    if (req.method == "GET") {
+      r.status = 404;
+      r.body = R"({"kind":"Status","code":404,"reason":"NotFound"})";
+    } else {
+      r.status = req.method == "POST" ? 201 : 200;
+      r.body = req.body;
+    }
+    return r;
+  });
+  std::mutex mu;
+  std::condition_variable cv;
+  std::vector<Result<JsonPtr>> answers;
+  auto done = [&](Result<JsonPtr> r) {
+    std::lock_guard<std::mutex> lk(mu);
+    answers.push_back(std::move(r));
+    cv.notify_all();
+  };
+  client.GetAsync(kLeases, "ns", "l", done);
+  client.CreateAsync(kLeases, "ns", R"({"a":1})", done);
+  client.UpdateAsync(kLeases, "ns", "l", R"({"b":2})", done);
+  client.PatchAsync(kLeases, "ns", "l", PatchType::kMerge, R"({"c":3})", done);
+  {
+    std::unique_lock<std::mutex> lk(mu);
+    ASSERT_TRUE(cv.wait_for(lk, 10s, [&] { return answers.size() == 4; }));
+    EXPECT_TRUE(!answers[0] && answers[0].error().IsNotFound());
+    ASSERT_TRUE(answers[1]);
+    EXPECT_EQ(ToJson(**answers[1]), R"({"a":1})");
+    ASSERT_TRUE(answers[2]);
+    EXPECT_EQ(ToJson(**answers[2]), R"({"b":2})");
+    ASSERT_TRUE(answers[3]);
+  }
+  auto seen = api_->Requests();
+  ASSERT_EQ(seen.size(), 4u);
+  EXPECT_EQ(seen[0].method, "GET");
+  EXPECT_EQ(seen[0].path, "/apis/coordination.k8s.io/v1/namespaces/ns/leases/l");
+  EXPECT_EQ(seen[1].method, "POST");
+  EXPECT_EQ(seen[1].path, "/apis/coordination.k8s.io/v1/namespaces/ns/leases");
+  EXPECT_EQ(seen[2].method, "PUT");
+  EXPECT_EQ(seen[2].path, "/apis/coordination.k8s.io/v1/namespaces/ns/leases/l");
+  EXPECT_EQ(seen[3].method, "PATCH");
+}
+
 // A Lease store: 404 until created, then answers GET with the stored Lease and takes PUTs.
 class LeaseStore {
  public:
@@ -204,7 +254,15 @@ class LeaseStore {
 class LeaderElectorTest : public FakeApiTest {
  protected:
   void SetUp() override {
-    Connect([this](const HttpRequest& req) { return store_.Handle(req); });
+    Connect([this](const HttpRequest& req) {
+      if (api_down_.load()) {
+        HttpResponse r;
+        r.status = 500;
+        r.body = R"({"kind":"Status","code":500,"reason":"InternalError"})";
+        return r;
+      }
+      return store_.Handle(req);
+    });
   }
   static LeaderElectionConfig Config(std::chrono::seconds lease, std::chrono::seconds renew,
                                      std::chrono::milliseconds retry) {
@@ -219,6 +277,7 @@ class LeaderElectorTest : public FakeApiTest {
   }
 
   LeaseStore store_;
+  std::atomic<bool> api_down_{false};  // every call answers 500 while set
 };
 
 TEST_F(LeaderElectorTest, AcquiresAMissingLeaseLeadsAndReleasesItOnStop) {
@@ -296,6 +355,149 @@ TEST_F(LeaderElectorTest, DoesNotLeadWhileAnotherReplicaHoldsAFreshLease) {
   EXPECT_EQ(Count(api->Requests(), "PUT") + Count(api->Requests(), "POST"), 0u);
   EXPECT_EQ(elector.CurrentLeader(), "replica-b");
   EXPECT_EQ(store.Holder(), "replica-b");
+}
+
+// The leader that cannot renew stops leading once renew_deadline has passed since its last
+// renewal (not before), and leads again once the API answers (the Lease is still its own).
+TEST_F(LeaderElectorTest, StopsLeadingWhenItCannotRenewWithinTheRenewDeadline) {
+  const LeaderElectionConfig cfg = Config(3s, 2s, 100ms);
+  std::mutex mu;
+  std::condition_variable cv;
+  int started = 0, stopped = 0;
+  std::chrono::steady_clock::time_point stopped_at;
+  LeaderCallbacks cb;
+  cb.on_started_leading = [&] {
+    std::lock_guard<std::mutex> lk(mu);
+    ++started;
+    cv.notify_all();
+  };
+  cb.on_stopped_leading = [&] {
+    std::lock_guard<std::mutex> lk(mu);
+    ++stopped;
+    stopped_at = std::chrono::steady_clock::now();
+    cv.notify_all();
+  };
+  LeaderElector elector(*client_, cfg, cb, nullptr);
+  elector.Start();
+  {
+    std::unique_lock<std::mutex> lk(mu);
+    ASSERT_TRUE(cv.wait_for(lk, 10s, [&] { return started == 1; }));
+  }
+  ASSERT_TRUE(api_->WaitFor([](const auto& s) { return Count(s, "PUT") >= 1; }));
+  const auto down_at = std::chrono::steady_clock::now();
+  api_down_ = true;
+  {
+    std::unique_lock<std::mutex> lk(mu);
+    ASSERT_TRUE(cv.wait_for(lk, 10s, [&] { return stopped == 1; }));
+    // The last renewal was at most one retry period before the API went down.
+    EXPECT_GE(stopped_at - down_at, cfg.renew_deadline - cfg.retry_period - 50ms);
+  }
+  EXPECT_FALSE(elector.IsLeader());
+  api_down_ = false;  // the Lease still names replica-a: it renews it and leads again
+  {
+    std::unique_lock<std::mutex> lk(mu);
+    ASSERT_TRUE(cv.wait_for(lk, 10s, [&] { return started == 2; }));
+  }
+  elector.Stop();
+  EXPECT_FALSE(elector.IsLeader());
+  std::lock_guard<std::mutex> lk(mu);
+  EXPECT_EQ(stopped, 2);
+}
+
+// Stop() is idempotent and prompt when not leading, and a stopped elector writes nothing more.
+TEST_F(LeaderElectorTest, StopWithoutLeadingWritesNothing) {
+  api_down_ = true;
+  LeaderElector elector(*client_, Config(3s, 2s, 20ms), LeaderCallbacks{}, nullptr);
+  elector.Start();
+  ASSERT_TRUE(api_->WaitFor([](const auto& s) { return Count(s, "GET") >= 2; }));
+  const auto asked = std::chrono::steady_clock::now();
+  elector.Stop();
+  elector.Stop();
+  EXPECT_LT(std::chrono::steady_clock::now() - asked, 1s);
+  const size_t after_stop = api_->Requests().size();
+  api_down_ = false;
+  // A round scheduled before the stop would show up within a few retry periods.
+  EXPECT_FALSE(api_->WaitFor([&](const auto& s) { return s.size() > after_stop; }, 200ms));
+  EXPECT_EQ(Count(api_->Requests(), "PUT") + Count(api_->Requests(), "POST"), 0u);
+}
+
+double CounterValue(prometheus::Registry& registry, const std::string& name,
+                    const std::string& result) {
+  for (const auto& family : registry.Collect()) {
+    if (family.name != name) continue;
+    for (const auto& m : family.metric) {
+      for (const auto& l : m.label) {
+        if (l.name == "result" && l.value == result) return m.counter.value;
+      }
+    }
+  }
+  return -1;
+}
+
+// The token bucket: with burst 1 and 10 per second, three distinct events take at least two
+// refill intervals (the wait is a timer on the I/O executor, not a sleeping thread).
+TEST_F(EventRecorderTest, TheTokenBucketSpacesTheSends) {
+  Client& client = Connect([](const HttpRequest& req) {
+    HttpResponse r;
+    r.status = req.method == "POST" ? 201 : 200;
+    r.body = req.body.empty() ? "{}" : req.body;
+    return r;
+  });
+  EventRecorderOptions opts;
+  opts.qps = 10;
+  opts.burst = 1;
+  EventRecorder events(client, opts, nullptr);
+  events.Start();
+  ObjectReference ref;
+  ref.namespace_ = "ns";
+  ref.name = "gs-1";
+  const auto t0 = std::chrono::steady_clock::now();
+  for (int i = 0; i < 3; ++i) {
+    events.Record(ref, EventType::kNormal, "Reason", "message " + std::to_string(i));
+  }
+  ASSERT_TRUE(api_->WaitFor([](const auto& s) { return Count(s, "POST") >= 1; }));
+  ASSERT_TRUE(api_->WaitFor([](const auto& s) { return Count(s, "POST") == 3; }));
+  EXPECT_GE(std::chrono::steady_clock::now() - t0, 190ms);
+  // In order.
+  auto seen = api_->Requests();
+  for (int i = 0; i < 3; ++i)
+    EXPECT_EQ(Field(seen.at(i).body, "message"), "message " + std::to_string(i));
+  events.Stop();
+}
+
+// A full queue drops (and counts) the event; so does Record after Stop; nothing is sent after Stop.
+TEST_F(EventRecorderTest, AFullQueueDropsAndCounts) {
+  Client& client = Connect([](const HttpRequest& req) {
+    HttpResponse r;
+    r.status = req.method == "POST" ? 201 : 200;
+    r.body = req.body.empty() ? "{}" : req.body;
+    return r;
+  });
+  prometheus::Registry registry;
+  EventRecorderOptions opts;
+  opts.queue_size = 2;
+  EventRecorder events(client, opts, &registry);
+  ObjectReference ref;
+  ref.namespace_ = "ns";
+  ref.name = "gs-1";
+  // Not started yet: the queue holds two, the third is dropped.
+  for (int i = 0; i < 3; ++i) {
+    events.Record(ref, EventType::kNormal, "Reason", "message " + std::to_string(i));
+  }
+  EXPECT_EQ(CounterValue(registry, "allocating_webhook_kube_events_total", "dropped"), 1);
+  events.Start();
+  ASSERT_TRUE(api_->WaitFor([](const auto& s) { return Count(s, "POST") == 2; }));
+  // The sent counter is bumped on the I/O thread right after the answer.
+  const auto deadline = std::chrono::steady_clock::now() + 10s;
+  while (CounterValue(registry, "allocating_webhook_kube_events_total", "sent") != 2 &&
+         std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(1ms);
+  }
+  EXPECT_EQ(CounterValue(registry, "allocating_webhook_kube_events_total", "sent"), 2);
+  events.Stop();
+  events.Record(ref, EventType::kNormal, "Reason", "after stop");
+  EXPECT_EQ(CounterValue(registry, "allocating_webhook_kube_events_total", "dropped"), 2);
+  EXPECT_FALSE(api_->WaitFor([](const auto& s) { return Count(s, "POST") > 2; }, 100ms));
 }
 
 const char* kCrdWithoutAllocating =

@@ -577,7 +577,7 @@ TEST(ResolverThreaded, StartStopAndPromote) {
   s.annotations[kReady] = util::FormatRfc3339Nano(T0());
   source.Put(View(s));
   {
-    ThreadPoolExecutor exec(2);
+    InlineExecutor exec;  // as the process runs it: starting a patch never blocks
     Resolver r(ResolverOptions{}, source, patcher, events, prober, clock, exec);
     std::atomic<bool> running{false};
     std::atomic<int> runs{0};
@@ -600,7 +600,8 @@ TEST(ResolverThreaded, StartStopAndPromote) {
     for (int i = 0; i < 500 && source.At("default/gs-1")->state != "Allocated"; ++i) {
       std::this_thread::sleep_for(10ms);
     }
-    m.SetLeader(false);  // waits until the resolver's loop has returned
+    m.SetLeader(false);  // returns at once; Run's thread waits until the loop has returned
+    for (int i = 0; i < 500 && running; ++i) std::this_thread::sleep_for(10ms);
     EXPECT_FALSE(running);
     m.SetLeader(true);  // restartable (a re-elected leader)
     for (int i = 0; i < 500 && runs < 2; ++i) std::this_thread::sleep_for(10ms);

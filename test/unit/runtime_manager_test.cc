@@ -49,8 +49,16 @@ std::unique_ptr<Runnable> Component(std::string name, Journal& j) {
   });
 }
 
+// Waits (at most 10 s: then the test fails) until `e` is in the journal.
 void WaitFor(Journal& j, const std::string& e) {
-  while (j.Index(e) == j.Get().size()) std::this_thread::sleep_for(1ms);
+  const auto deadline = std::chrono::steady_clock::now() + 10s;
+  while (j.Index(e) == j.Get().size()) {
+    if (std::chrono::steady_clock::now() > deadline) {
+      ADD_FAILURE() << "no \"" << e << "\" within 10 s";
+      return;
+    }
+    std::this_thread::sleep_for(1ms);
+  }
 }
 
 TEST(Status, OkAndErrors) {
@@ -144,20 +152,54 @@ TEST(Manager, LeaderRunnablesRunOnlyWhileLeading) {
   EXPECT_EQ(j.Index("start resolver"), j.Get().size());  // not leading: not started
   m.SetLeader(true);
   WaitFor(j, "start resolver");
-  m.SetLeader(false);  // waits for it to stop
+  m.SetLeader(false);  // returns at once; Run's thread stops it and waits for it
+  WaitFor(j, "stop resolver");
   EXPECT_LT(j.Index("stop resolver"), j.Get().size());
   m.SetLeader(true);  // runs again
   auto starts = [&j] {
     auto ev = j.Get();
     return std::count(ev.begin(), ev.end(), std::string("start resolver"));
   };
-  while (starts() < 2) std::this_thread::sleep_for(1ms);
+  const auto deadline = std::chrono::steady_clock::now() + 10s;
+  while (starts() < 2 && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(1ms);
+  ASSERT_EQ(starts(), 2);
   runner.request_stop();
   runner.join();
   EXPECT_TRUE(result.ok()) << result.ToString();
   auto ev = j.Get();
   // The leader runnable stops before the group it was added to.
   EXPECT_EQ(ev.back(), "stop http");
+}
+
+// SetLeader returns at once (an elector calls it from an I/O thread), and a loss followed at
+// once by a gain is applied in order: the leader runnable stops, then runs again.
+TEST(Manager, ALossThenAGainIsAppliedInOrder) {
+  Journal j;
+  Manager m({"servers"}, 5s);
+  ASSERT_TRUE(m.Add(Component("http", j), {"servers"}).ok());
+  ASSERT_TRUE(m.Add(Component("resolver", j), {"servers", true}).ok());
+  Status result;
+  std::jthread runner([&](std::stop_token st) { result = m.Run(st); });
+  m.SetLeader(true);
+  WaitFor(j, "start resolver");
+  m.SetLeader(false);
+  m.SetLeader(true);
+  auto count = [&j](const std::string& e) {
+    auto ev = j.Get();
+    return std::count(ev.begin(), ev.end(), e);
+  };
+  const auto deadline = std::chrono::steady_clock::now() + 10s;
+  while (count("start resolver") < 2 && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(1ms);
+  ASSERT_EQ(count("start resolver"), 2);
+  EXPECT_EQ(count("stop resolver"), 1);
+  auto ev = j.Get();
+  EXPECT_LT(std::find(ev.begin(), ev.end(), "stop resolver") - ev.begin(),
+            std::find(ev.rbegin(), ev.rend(), "start resolver").base() - ev.begin() - 1);
+  runner.request_stop();
+  runner.join();
+  EXPECT_TRUE(result.ok()) << result.ToString();
 }
 
 TEST(Manager, LeadershipBeforeTheGroupsAreUpWaitsForThem) {

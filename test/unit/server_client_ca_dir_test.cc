@@ -4,6 +4,8 @@
 #include <prometheus/registry.h>
 #include <unistd.h>
 
+#include <boost/asio/executor_work_guard.hpp>
+#include <boost/asio/io_context.hpp>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -82,16 +84,20 @@ TEST_F(ClientCaDirTest, SingleFileStillWorks) {
   EXPECT_EQ(r.CurrentCa()->size(), 1u);
 }
 
-// The reloader's own thread: once started it installs a change without any call from the test,
-// and Stop() returns promptly (the thread waits on a condition, not a sleep).
+// The reloader's timer on an io_context: once started it installs a change without any call from
+// the test, and Stop() returns promptly.
 TEST_F(ClientCaDirTest, StartedReloaderPicksUpAChangeAndStopsPromptly) {
   using namespace std::chrono_literals;
   Cert a = MakeCert("matchmaker-a", nullptr, true);
   Cert b = MakeCert("matchmaker-b", nullptr, true);
   Write("a.crt", a.cert_pem());
+  // The io_context the reloader's timer runs on (the health server's in the binaries).
+  boost::asio::io_context ioc;
+  auto work = boost::asio::make_work_guard(ioc);
+  std::thread io([&ioc] { ioc.run(); });
   ClientCaReloader r(dir_.string(), registry_, 10ms);
   ASSERT_TRUE(r.LoadInitial().ok());
-  r.Start();
+  r.Start(ioc.get_executor());
   Write("b.crt", b.cert_pem());
   const auto deadline = std::chrono::steady_clock::now() + 10s;
   while (r.CurrentCa()->size() != 2u && std::chrono::steady_clock::now() < deadline) {
@@ -102,6 +108,9 @@ TEST_F(ClientCaDirTest, StartedReloaderPicksUpAChangeAndStopsPromptly) {
   r.Stop();
   EXPECT_LT(std::chrono::steady_clock::now() - asked, 2s);
   r.Stop();  // idempotent
+  work.reset();
+  ioc.stop();
+  io.join();
 }
 
 }  // namespace

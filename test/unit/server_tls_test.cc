@@ -6,6 +6,8 @@
 #include <openssl/x509.h>
 #include <prometheus/registry.h>
 
+#include <boost/asio/executor_work_guard.hpp>
+#include <boost/asio/io_context.hpp>
 #include <filesystem>
 #include <fstream>
 #include <memory>
@@ -202,9 +204,17 @@ TEST_F(ReloaderTest, StartStopIsClean) {
   auto r = std::make_unique<CertReloader>((dir_ / "tls.crt").string(), (dir_ / "tls.key").string(),
                                           registry_, 10ms);
   ASSERT_TRUE(r->LoadInitial().ok());
+  // The io_context its timer runs on (the health server's in the binaries).
+  boost::asio::io_context ioc;
+  auto work = boost::asio::make_work_guard(ioc);
+  std::thread io([&ioc] { ioc.run(); });
   runtime::Manager m({"certificates"}, 30s);
-  ASSERT_TRUE(m.Add(runtime::MakeRunnable("certificates",
-                                          [&r](runtime::RunContext& ctx) { return r->Run(ctx); }),
+  ASSERT_TRUE(m.Add(runtime::MakeService(
+                        "certificates", [&] { return r->Start(ioc.get_executor()); },
+                        [&r](std::chrono::steady_clock::time_point) {
+                          r->Stop();
+                          return Status::Ok();
+                        }),
                     {"certificates"})
                   .ok());
   std::stop_source stop;
@@ -223,6 +233,42 @@ TEST_F(ReloaderTest, StartStopIsClean) {
   runner.join();
   EXPECT_LT(std::chrono::steady_clock::now() - asked, 5s) << "Run did not return promptly on stop";
   EXPECT_TRUE(result.ok()) << result.ToString();
+  work.reset();
+  ioc.stop();
+  io.join();
+}
+
+// On the timer, a changed pair that does not parse is looked at a second time (without sleeping
+// on the io thread) and only then counted, once; the old pair keeps serving; a good pair written
+// later is installed by the same timer.
+TEST_F(ReloaderTest, TimerCountsABadPairOnceAndThenInstallsAGoodOne) {
+  using namespace std::chrono_literals;
+  Pem a = MakePair("a"), b = MakePair("b");
+  Write(a);
+  auto r = std::make_unique<CertReloader>((dir_ / "tls.crt").string(), (dir_ / "tls.key").string(),
+                                          registry_, 10ms);
+  ASSERT_TRUE(r->LoadInitial().ok());
+  boost::asio::io_context ioc;
+  auto work = boost::asio::make_work_guard(ioc);
+  std::thread io([&ioc] { ioc.run(); });
+  ASSERT_TRUE(r->Start(ioc.get_executor()).ok());
+  Write(b.cert, a.key);  // mismatched
+  auto eventually = [](auto pred) {
+    const auto deadline = std::chrono::steady_clock::now() + 10s;
+    while (!pred() && std::chrono::steady_clock::now() < deadline) std::this_thread::sleep_for(5ms);
+    return pred();
+  };
+  EXPECT_TRUE(eventually(
+      [&] { return Value("allocating_webhook_certificate_reload_failures_total") == 1; }));
+  EXPECT_EQ(r->Current()->subject(), "/CN=a");
+  Write(b);
+  EXPECT_TRUE(eventually([&] { return r->Current()->subject() == "/CN=b"; }));
+  EXPECT_EQ(Value("allocating_webhook_certificate_reload_failures_total"), 1);
+  r->Stop();
+  r->Stop();  // idempotent
+  work.reset();
+  ioc.stop();
+  io.join();
 }
 
 }  // namespace

@@ -272,28 +272,53 @@ Result<JsonPtr> Client::Patch(const Resource& r, std::string_view ns, std::strin
   return Call(std::move(req));
 }
 
-void Client::PatchAsync(const Resource& r, std::string_view ns, std::string_view name,
-                        PatchType type, const std::string& body,
-                        std::function<void(Result<JsonPtr>)> done) {
-  auto req = std::make_shared<HttpRequest>();
-  req->method = "PATCH";
-  req->path = r.Path(ns, name);
-  req->body = body;
-  req->content_type = std::string(PatchContentType(type));
-  req->timeout = default_timeout_;
-  transport_->DoAsync(*req, [req, done = std::move(done)](Result<HttpResponse> res) {
-    done(ToJson(*req, std::move(res)));
+void Client::CallAsync(HttpRequest req, std::function<void(Result<JsonPtr>)> done) {
+  auto shared = std::make_shared<HttpRequest>(std::move(req));
+  transport_->DoAsync(*shared, [shared, done = std::move(done)](Result<HttpResponse> res) {
+    done(ToJson(*shared, std::move(res)));
   });
 }
 
-void Client::GetAsync(const Resource& r, std::string_view ns, std::string_view name,
-                      std::function<void(Result<JsonPtr>)> done) {
-  auto req = std::make_shared<HttpRequest>();
-  req->path = r.Path(ns, name);
-  req->timeout = default_timeout_;
-  transport_->DoAsync(*req, [req, done = std::move(done)](Result<HttpResponse> res) {
-    done(ToJson(*req, std::move(res)));
-  });
+void Client::PatchAsync(const Resource& r, std::string_view ns, std::string_view name,
+                        PatchType type, const std::string& body,
+                        std::function<void(Result<JsonPtr>)> done) {
+  HttpRequest req;
+  req.method = "PATCH";
+  req.path = r.Path(ns, name);
+  req.body = body;
+  req.content_type = std::string(PatchContentType(type));
+  req.timeout = default_timeout_;
+  CallAsync(std::move(req), std::move(done));
+}
+
+void Client::GetAsync(const Resource& r, std::string_view ns, std::string_view name, AsyncDone done,
+                      Timeout timeout) {
+  HttpRequest req;
+  req.path = r.Path(ns, name);
+  req.timeout = timeout.value_or(default_timeout_);
+  CallAsync(std::move(req), std::move(done));
+}
+
+void Client::CreateAsync(const Resource& r, std::string_view ns, const std::string& body,
+                         AsyncDone done, Timeout timeout) {
+  HttpRequest req;
+  req.method = "POST";
+  req.path = r.Path(ns);
+  req.body = body;
+  req.content_type = "application/json";
+  req.timeout = timeout.value_or(default_timeout_);
+  CallAsync(std::move(req), std::move(done));
+}
+
+void Client::UpdateAsync(const Resource& r, std::string_view ns, std::string_view name,
+                         const std::string& body, AsyncDone done, Timeout timeout) {
+  HttpRequest req;
+  req.method = "PUT";
+  req.path = r.Path(ns, name);
+  req.body = body;
+  req.content_type = "application/json";
+  req.timeout = timeout.value_or(default_timeout_);
+  CallAsync(std::move(req), std::move(done));
 }
 
 Result<JsonPtr> Client::Delete(const Resource& r, std::string_view ns, std::string_view name,

@@ -106,10 +106,15 @@ class Client {
   // must not block), with what Patch() would return.
   void PatchAsync(const Resource& r, std::string_view ns, std::string_view name, PatchType type,
                   const std::string& body, std::function<void(Result<JsonPtr>)> done);
-  // Get() without a waiting thread: `done` runs exactly once, on the I/O thread, with what Get()
-  // would return.
-  void GetAsync(const Resource& r, std::string_view ns, std::string_view name,
-                std::function<void(Result<JsonPtr>)> done);
+  // Get(), Create() and Update() the same way: `done` runs exactly once, on the transport's I/O
+  // thread (it must not block), with what the blocking call would return.
+  using AsyncDone = std::function<void(Result<JsonPtr>)>;
+  void GetAsync(const Resource& r, std::string_view ns, std::string_view name, AsyncDone done,
+                Timeout timeout = std::nullopt);
+  void CreateAsync(const Resource& r, std::string_view ns, const std::string& body, AsyncDone done,
+                   Timeout timeout = std::nullopt);
+  void UpdateAsync(const Resource& r, std::string_view ns, std::string_view name,
+                   const std::string& body, AsyncDone done, Timeout timeout = std::nullopt);
   // List() / ListAll() without a waiting thread: `done` runs exactly once, on the I/O thread
   // (with the fake transports' default DoAsync, on the calling thread), with what the blocking
   // call would return. opts.cancel, when set, aborts the call (a cancelled error).
@@ -144,6 +149,8 @@ class Client {
 
  private:
   Result<JsonPtr> Call(HttpRequest req);
+  // The one asynchronous path: DoAsync, then the answer as JSON (or the ApiError it means).
+  void CallAsync(HttpRequest req, std::function<void(Result<JsonPtr>)> done);
   std::unique_ptr<Transport> transport_;
 
  public:

@@ -79,7 +79,9 @@ class Controllers {
   //                                                   one was found closed before any response)
   std::vector<prometheus::MetricFamily> TransportMetrics() const;
 
-  // Registers leadership callbacks (call before Start()). They run on the elector thread.
+  // Registers leadership callbacks (call before Start()). They run on the Kubernetes I/O thread
+  // (the elector's callbacks; on Start()/Stop()'s thread without leader election) and must not
+  // block.
   void OnLeader(std::function<void()> started, std::function<void()> stopped);
 
   void Start();

@@ -1,22 +1,19 @@
 // Kubernetes Events about GameServers (core/v1 Events), rate limited and aggregated.
 //
 // Promise: Record() never blocks and never fails the caller: it enqueues into a bounded queue
-// (full => the event is dropped and allocating_webhook_kube_events_dropped_total counts it). A
-// background thread sends them under a token bucket (qps/burst). A repeat of the same
+// (full => the event is dropped and allocating_webhook_kube_events_total{result="dropped"} counts
+// it). They are sent one at a time, in order, under a token bucket (qps/burst), without a thread
+// of the recorder's own: asynchronous Client calls (CreateAsync, PatchAsync) and, while the bucket
+// is empty, a steady_timer, all on client.executor() (the Kubernetes I/O thread). A repeat of the
+// same
 // (object uid, type, reason, message) within `aggregate_window` bumps `count`/`lastTimestamp` of
 // the existing Event (merge patch) instead of creating a new one, like kubectl describe shows
 // "x5 over 2m". source.component is `component` ("allocating-webhook"); reportingController too.
 #pragma once
 
-#include <atomic>
 #include <chrono>
-#include <condition_variable>
-#include <deque>
-#include <map>
 #include <memory>
-#include <mutex>
 #include <string>
-#include <thread>
 
 #include "kube/client.h"
 #include "util/io/mutex.h"
@@ -69,38 +66,19 @@ class EventRecorder {
  public:
   EventRecorder(Client& client, EventRecorderOptions opts, prometheus::Registry* registry);
   ~EventRecorder();
-  void Start() EXCLUDES(mu_);
-  void Stop() EXCLUDES(mu_);  // drops what is still queued; returns promptly
-  void Record(const ObjectReference& obj, EventType type, std::string reason, std::string message)
-      EXCLUDES(mu_);
+  EventRecorder(const EventRecorder&) = delete;
+  EventRecorder& operator=(const EventRecorder&) = delete;
+  // Starts sending (what was recorded before is sent then). Idempotent.
+  void Start();
+  // Drops what is still queued and sends nothing more; returns at once (a call in flight ends on
+  // the I/O thread, unreported). Idempotent.
+  void Stop();
+  // Any thread, the I/O thread included: takes a mutex briefly, never waits for I/O.
+  void Record(const ObjectReference& obj, EventType type, std::string reason, std::string message);
 
  private:
-  struct Pending {
-    ObjectReference obj;
-    EventType type;
-    std::string reason, message;
-    std::chrono::system_clock::time_point when;
-  };
-  struct Seen {
-    std::string event_name, event_ns;
-    int count = 1;
-    std::string first_ts;
-    std::chrono::steady_clock::time_point last;
-  };
-  void Run() EXCLUDES(mu_);
-  void Send(const Pending& p);  // on the recorder's thread, without mu_
-
-  Client& client_;
-  EventRecorderOptions opts_;
-  Mutex mu_;
-  CondVar cv_;  // signalled on Record and Stop
-  std::deque<Pending> queue_ GUARDED_BY(mu_);
-  bool stop_ GUARDED_BY(mu_) = false;
-  std::thread thread_;                // started by Start, joined by Stop (the owner's thread)
-  std::map<std::string, Seen> seen_;  // aggregation key -> existing event (recorder's thread only)
-  prometheus::Counter* sent_ = nullptr;
-  prometheus::Counter* dropped_ = nullptr;
-  prometheus::Counter* failed_ = nullptr;
+  struct Core;  // the queue and the sender, shared with its pending handlers
+  std::shared_ptr<Core> core_;
 };
 
 }  // namespace aw::kube

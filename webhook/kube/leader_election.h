@@ -4,23 +4,25 @@
 // considered valid until lease_duration after THIS process last saw the record change (local
 // monotonic clock; no trust in other clocks). Taking over increments leaseTransitions; acquireTime
 // and renewTime are written in RFC 3339 micro format. The leader that cannot renew within
-// renew_deadline stops leading. Stop() while leading releases the lease (holderIdentity cleared,
-// leaseDurationSeconds 1) so another replica takes over at its next retry. on_started_leading /
-// on_stopped_leading run on the elector thread, in order, never concurrently; keep them short.
+// renew_deadline stops leading (and keeps trying to acquire, as a candidate). Stop() while leading
+// stops leading, then releases the lease (one asynchronous update: holderIdentity cleared,
+// leaseDurationSeconds 1) so another replica takes over at its next retry; Stop() waits for that
+// update (1 s timeout), after the round in flight if any (its call timeout: 2 x retry_period
+// within [1 s, min(renew_deadline, 5 s)]), then gives up with a warning and no callback runs later.
+// The elector holds no thread: its rounds are asynchronous Client calls (GetAsync, CreateAsync,
+// UpdateAsync) and a steady_timer on client.executor(), the Kubernetes I/O thread. So
+// on_started_leading / on_stopped_leading / on_new_leader run on that I/O thread, in order, never
+// concurrently: they must not block (no blocking Client call, no wait for other work).
 // Gauge allocating_webhook_leader (1 while leading) and a log line on every transition.
 #pragma once
 
 #include <atomic>
 #include <chrono>
-#include <condition_variable>
 #include <functional>
-#include <mutex>
-#include <optional>
+#include <memory>
 #include <string>
-#include <thread>
 
 #include "kube/client.h"
-#include "kube/core/lease_logic.h"
 #include "util/io/mutex.h"
 
 namespace prometheus {
@@ -54,35 +56,27 @@ class LeaderElector {
   LeaderElector(Client& client, LeaderElectionConfig cfg, LeaderCallbacks cb,
                 prometheus::Registry* registry);
   ~LeaderElector();
-  void Start();
-  void Stop() EXCLUDES(mu_);  // releases the lease if leading; idempotent; returns within ~1s
-  bool IsLeader() const { return leading_.load(); }
-  std::string CurrentLeader() const EXCLUDES(leader_mu_);
+  LeaderElector(const LeaderElector&) = delete;
+  LeaderElector& operator=(const LeaderElector&) = delete;
+
+  // Schedules the first round on the I/O executor and returns. Idempotent while running.
+  void Start() EXCLUDES(mu_);
+  // Stops the rounds; if leading, stops leading (callback, at once) and releases the lease. Waits
+  // for that on the I/O thread (bounded, see above). Idempotent. Never call it on the I/O thread.
+  void Stop() EXCLUDES(mu_);
+  bool IsLeader() const EXCLUDES(mu_);
+  std::string CurrentLeader() const EXCLUDES(mu_);
 
  private:
-  void Run();
-  bool TryAcquireOrRenew() EXCLUDES(leader_mu_);
-  void Release();
-  void SetLeading(bool leading);
-  bool Sleep(std::chrono::milliseconds d) EXCLUDES(mu_);
+  struct Core;  // the state machine, shared with its pending handlers
 
   Client& client_;
   LeaderElectionConfig cfg_;
   LeaderCallbacks cb_;
-  std::atomic<bool> leading_{false};
-  std::atomic<bool> stop_{false};
-  // cv_ wakes Sleep when stop_ (an atomic, written under mu_ so a sleeper cannot miss it) is set.
-  Mutex mu_;
-  CondVar cv_;
-  std::thread thread_;
-  // The elector's thread only: the last lease observed and when.
-  std::optional<LeaseRecord> observed_;
-  std::string observed_rv_;
-  std::chrono::steady_clock::time_point observed_time_{};
-  mutable Mutex leader_mu_;
-  std::string last_leader_ GUARDED_BY(leader_mu_);
   prometheus::Gauge* gauge_ = nullptr;
   prometheus::Counter* transitions_ = nullptr;
+  mutable Mutex mu_;
+  std::shared_ptr<Core> core_ GUARDED_BY(mu_);  // the current run (kept after Stop for reads)
 };
 
 }  // namespace aw::kube

@@ -1,6 +1,6 @@
 // The Kubernetes client's transport: the blocking interface (Do, Stream) and the asynchronous one
-// (DoAsync, StreamAsync on executor()) the client, informers, leader elector, Events and CRD guard
-// call, and a fake of it in the unit tests.
+// (DoAsync, StreamAsync, executor()) that the client, informers, leader elector, Events, CRD guard
+// and the resolver's patches use, and a fake of it in the unit tests.
 //
 // Promise: NewHttpsTransport() is the project's one HTTPS client (net/https_client.h, Boost.Beast,
 // asynchronous, on an I/O thread of its own) behind this interface; every promise of that client

@@ -45,7 +45,6 @@
 #include "resolver/metrics.h"
 #include "runtime/core/work_queue_state.h"
 #include "runtime/manager.h"
-#include "runtime/thread_pool.h"
 #include "util/status.h"
 
 namespace aw::resolver {
@@ -156,17 +155,6 @@ class Resolver {
 class InlineExecutor final : public Executor {
  public:
   void Post(std::function<void()> task) override { task(); }
-};
-
-// An Executor on a runtime::ThreadPool of `threads` workers. The destructor runs
-// every task already posted, then joins.
-class ThreadPoolExecutor final : public Executor {
- public:
-  explicit ThreadPoolExecutor(size_t threads) : pool_(threads) {}
-  void Post(std::function<void()> task) override { pool_.Post(std::move(task)); }
-
- private:
-  runtime::ThreadPool pool_;
 };
 
 }  // namespace aw::resolver

@@ -248,17 +248,16 @@ Status Manager::Run(std::stop_token stop) {
       f();
       lock.Lock();
     }
-    groups_started_ = true;
-    if (leader_ && !failed_or_stopped()) {
-      for (size_t i = 0; i < slots_.size(); ++i) {
-        if (slots_[i]->options.needs_leader && !slots_[i]->running) Start(i);
-      }
+    // Leadership changes, applied here one after the other (SetLeader only records them).
+    while (true) {
+      cv_.Wait(mu_, stop,
+               [&]() REQUIRES(mu_) { return !FirstFailure().empty() || !leader_changes_.empty(); });
+      if (failed_or_stopped()) break;
+      ApplyLeadership();
     }
-    cv_.Wait(mu_, stop, [&]() REQUIRES(mu_) { return !FirstFailure().empty(); });
   }
 
   // Stop: leader runnables, then the groups from last to first, under one deadline.
-  stopping_ = true;
   const auto deadline = std::chrono::steady_clock::now() + stop_deadline_;
   std::vector<std::string> stuck;
   std::vector<size_t> leaders;
@@ -287,20 +286,35 @@ Status Manager::Run(std::stop_token stop) {
 
 void Manager::SetLeader(bool leader) {
   MutexLock lock(mu_);
-  if (leader_ == leader) return;
-  leader_ = leader;
+  if (leader_wish_ == leader) return;
+  leader_wish_ = leader;
+  // Every change, in order (a loss then a gain before Run's thread looks still stops and
+  // restarts the leader runnables): Run's thread applies them (ApplyLeadership).
+  leader_changes_.push_back(leader);
+  cv_.SignalAll();
+}
+
+void Manager::ApplyLeadership() {
+  leader_ = leader_changes_.front();
+  leader_changes_.pop_front();
   std::vector<size_t> leaders;
   for (size_t i = 0; i < slots_.size(); ++i) {
     if (slots_[i]->options.needs_leader) leaders.push_back(i);
   }
-  if (leader) {
-    if (!groups_started_ || stopping_) return;  // Run starts them once the groups are up
+  if (leader_) {
     for (size_t i : leaders) {
       if (!slots_[i]->running) Start(i);
     }
     return;
   }
-  StopAndWait(leaders, std::chrono::steady_clock::now() + stop_deadline_);
+  std::vector<std::string> stuck =
+      StopAndWait(leaders, std::chrono::steady_clock::now() + stop_deadline_);
+  for (const auto& name : stuck) {
+    log::error(
+        "manager: leader runnable still running at the stop deadline after leadership was "
+        "lost",
+        {{"runnable", name}});
+  }
 }
 
 }  // namespace aw::runtime

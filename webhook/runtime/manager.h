@@ -5,9 +5,15 @@
 //   - Runnables are added before Run(), each to a group named at construction; groups start in
 //     that order, and a group starts only once every runnable of the groups before it has called
 //     RunContext::Ready() (a server listening, a cache synced).
-//   - A runnable added with needs_leader runs only while SetLeader(true) holds: it starts when
-//     leadership is gained (after the groups have started) and is stopped, and waited for, when
-//     SetLeader(false) is called or the manager stops; it may run again at the next leadership.
+//   - A runnable added with needs_leader runs only while this replica leads: SetLeader() records
+//     the change and returns at once (it never waits, so a leader elector may call it from an
+//     I/O thread); Run's thread applies the changes in order, one at a time. Gaining leadership
+//     starts the leader runnables (after the groups have started). Losing it asks them to stop
+//     and waits for them, at most the stop deadline (one still running then is logged and left
+//     running); the groups keep running and the replica stays a candidate: a leader runnable may
+//     run again at the next leadership. (controller-runtime's manager instead exits when it loses
+//     the lease; here a replica that loses it keeps serving admission and its caches, and only
+//     its leader work stops.) The manager's stop stops them too.
 //   - Run(stop) returns when `stop` is requested or a runnable fails: returns a non-OK Status, or
 //     returns at all without having been asked to stop. Then every running runnable is asked to
 //     stop through its std::stop_token: leader runnables first, then the groups last to first,
@@ -24,11 +30,13 @@
 //   - Run's result: OK after a requested stop within the deadline; else the first failure
 //     ("<name>: <status>"); DeadlineExceeded naming the runnables still running at the deadline.
 //     In that last case their threads still run: exit the process (the destructor would wait).
-// Thread-safe: SetLeader may be called from any thread (typically the leader elector's).
+// Thread-safe: SetLeader may be called from any thread (typically the leader elector's callbacks,
+// on the Kubernetes I/O thread); it does not block.
 #pragma once
 
 #include <chrono>
 #include <condition_variable>
+#include <deque>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -110,8 +118,8 @@ class Manager {
   // Before Run(): called once every group is up (see the promise above).
   void OnStarted(std::function<void()> f) EXCLUDES(mu_);
 
-  // Leadership gained (true) or lost (false). Losing it waits until the leader runnables have
-  // stopped (at most the stop deadline).
+  // Leadership gained (true) or lost (false): recorded, applied by Run's thread (see the
+  // promise above). Returns at once.
   void SetLeader(bool leader) EXCLUDES(mu_);
 
  private:
@@ -123,6 +131,9 @@ class Manager {
   void MarkReady(size_t i) EXCLUDES(mu_);
   bool GroupReady(size_t group) REQUIRES(mu_);
   std::string FirstFailure() REQUIRES(mu_);  // "" when none
+  // On Run's thread: applies the oldest recorded change; starts or stops (and waits for) the
+  // leader runnables. Releases mu_ while waiting.
+  void ApplyLeadership() REQUIRES(mu_);
   // Asks the slots to stop and waits for them until `deadline`; names of those still running.
   // Releases mu_ while a service stops and while waiting.
   std::vector<std::string> StopAndWait(const std::vector<size_t>& slots,
@@ -137,10 +148,10 @@ class Manager {
   // Slot's fields cannot name the manager's mutex). A slot's runnable and service pointers are
   // set before Run() and never change after.
   std::vector<std::unique_ptr<Slot>> slots_ GUARDED_BY(mu_);
-  bool running_ GUARDED_BY(mu_) = false;         // Run() between start and stop
-  bool groups_started_ GUARDED_BY(mu_) = false;  // every group started and ready
-  bool stopping_ GUARDED_BY(mu_) = false;
-  bool leader_ GUARDED_BY(mu_) = false;
+  bool running_ GUARDED_BY(mu_) = false;             // Run() between start and stop
+  bool leader_ GUARDED_BY(mu_) = false;              // applied by Run's thread
+  bool leader_wish_ GUARDED_BY(mu_) = false;         // the last SetLeader()
+  std::deque<bool> leader_changes_ GUARDED_BY(mu_);  // recorded, not yet applied (in order)
   std::function<void()> on_started_ GUARDED_BY(mu_);
 };
 

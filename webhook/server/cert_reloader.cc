@@ -33,9 +33,10 @@ CertReloader::CertReloader(std::string cert_path, std::string key_path,
                   .Name("allocating_webhook_certificate_expiry_timestamp_seconds")
                   .Help("notAfter of the serving certificate, as a Unix timestamp")
                   .Register(registry)
-                  .Add({})) {}
+                  .Add({})),
+      poller_([this] { return TimerPoll(); }) {}
 
-CertReloader::~CertReloader() = default;
+CertReloader::~CertReloader() { Stop(); }
 
 StatusOr<CertReloader::Contents> CertReloader::ReadFiles() const {
   StatusOr<std::string> cert = util::ReadFile(cert_path_);
@@ -74,27 +75,28 @@ Status CertReloader::LoadInitial() {
 }
 
 bool CertReloader::PollOnce() {
-  StatusOr<Contents> contents = ReadFiles();
-  if (contents && *contents == loaded_) return false;
-  if (contents && last_rejected_ && *contents == *last_rejected_) return false;
-  if (!contents && last_read_error_ && contents.status().message() == *last_read_error_) {
-    return false;
+  Step step = PollStep(false);
+  if (step == Step::kLookAgain) {
+    std::this_thread::sleep_for(kLookAgainAfter);
+    step = PollStep(true);
   }
+  return step == Step::kInstalled;
+}
 
-  // A writer that replaces the two files one after the other is briefly inconsistent: look again
-  // shortly before calling the change bad. (Secret volumes swap both at once.)
-  auto parse = [&]() -> KeyPairResult {
-    if (!contents) return contents.status();
-    return ParseKeyPair(contents->cert, contents->key, cert_path_, key_path_);
-  };
-  KeyPairResult result = parse();
-  if (!result) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(200));
-    contents = ReadFiles();
-    if (contents && *contents == loaded_) return false;
-    result = parse();
+CertReloader::Step CertReloader::PollStep(bool looked_again) {
+  StatusOr<Contents> contents = ReadFiles();
+  if (contents && *contents == loaded_) return Step::kUnchanged;
+  if (contents && last_rejected_ && *contents == *last_rejected_) return Step::kUnchanged;
+  if (!contents && last_read_error_ && contents.status().message() == *last_read_error_) {
+    return Step::kUnchanged;
   }
+  KeyPairResult result = contents
+                             ? ParseKeyPair(contents->cert, contents->key, cert_path_, key_path_)
+                             : KeyPairResult(contents.status());
   if (!result) {
+    // A writer that replaces the two files one after the other is briefly inconsistent: look
+    // again shortly before calling the change bad. (Secret volumes swap both at once.)
+    if (!looked_again) return Step::kLookAgain;
     if (contents) {
       last_rejected_ = *contents;
       last_read_error_.reset();
@@ -105,29 +107,32 @@ bool CertReloader::PollOnce() {
     log::error(
         "serving certificate reload rejected; keeping the previous certificate",
         {{"error", result.status().message()}, {"cert_file", cert_path_}, {"key_file", key_path_}});
-    return false;
+    return Step::kUnchanged;
   }
   Install(std::move(result).value(), std::move(contents).value());
   reloads_.Increment();
-  return true;
+  return Step::kInstalled;
 }
 
-Status CertReloader::Run(runtime::RunContext& ctx) {
-  ctx.Ready();
-  Mutex mu;
-  CondVar cv;
-  MutexLock lock(mu);
-  const std::stop_token stop = ctx.stop();
-  while (!cv.WaitFor(mu, stop, interval_, [] { return false; }) && !stop.stop_requested()) {
-    try {
-      PollOnce();
-    } catch (const std::exception& e) {
-      failures_.Increment();
-      log::error("serving certificate reload failed", {{"error", e.what()}});
-    }
+std::chrono::milliseconds CertReloader::TimerPoll() {
+  try {
+    Step step = PollStep(look_again_pending_);
+    look_again_pending_ = step == Step::kLookAgain;
+    if (look_again_pending_) return kLookAgainAfter;
+  } catch (const std::exception& e) {
+    look_again_pending_ = false;
+    failures_.Increment();
+    log::error("serving certificate reload failed", {{"error", e.what()}});
   }
+  return interval_;
+}
+
+Status CertReloader::Start(boost::asio::any_io_executor executor) {
+  poller_.Start(std::move(executor), interval_);
   return Status::Ok();
 }
+
+void CertReloader::Stop() { poller_.Stop(); }
 
 std::shared_ptr<const KeyPair> CertReloader::Current() const {
   return current_.load(std::memory_order_acquire);

@@ -1,11 +1,15 @@
 // CertReloader: the serving key pair, loaded from two PEM files and reloaded when they change.
 //
 // Promise: Current() always returns the last valid pair (never a mismatched or half-written
-// one) and is cheap and thread-safe (an atomic shared_ptr load per TLS handshake). Run() (a
-// runtime::Runnable body) re-reads both files every `interval` through their paths (so a Kubernetes
-// Secret volume's `..data` symlink swap is seen) and installs a new pair only when the contents
-// changed and the new key matches the new certificate. A pair that stays bad is logged and counted
-// once per distinct content, and the old pair keeps serving. Metrics (on the shared registry):
+// one) and is cheap and thread-safe (an atomic shared_ptr load per TLS handshake). Once Start(ex)
+// is called it re-reads both files every `interval` through their paths (so a Kubernetes Secret
+// volume's `..data` symlink swap is seen), as a steady_timer on the executor it is given (an
+// existing io_context: the binaries give it the health server's io thread; the poller holds no
+// thread of its own and never sleeps there), and installs a new pair only when the contents changed
+// and the new key matches the new certificate. A changed pair that does not parse is looked at
+// again 200 ms later (a writer replacing the files one by one) before it is called bad. A pair
+// that stays bad is logged and counted once per distinct content, and the old pair keeps serving.
+// Stop() ends the polling (waiting for a poll in progress). Metrics (on the shared registry):
 //   allocating_webhook_certificate_reloads_total
 //   allocating_webhook_certificate_reload_failures_total
 //   allocating_webhook_certificate_expiry_timestamp_seconds  (notAfter of the serving leaf)
@@ -16,12 +20,13 @@
 #include <prometheus/registry.h>
 
 #include <atomic>
+#include <boost/asio/any_io_executor.hpp>
 #include <chrono>
 #include <memory>
 #include <optional>
 #include <string>
 
-#include "runtime/manager.h"
+#include "server/poll_timer.h"
 #include "server/tls_context.h"
 #include "util/status.h"
 
@@ -38,15 +43,17 @@ class CertReloader final : public KeyPairSource {
   // Loads the pair once; an error naming the file when the files are missing or do not form a
   // pair.
   Status LoadInitial();
-  // Polls (PollOnce every `interval`) on the calling thread until ctx.stop(); Ready at once.
-  // Returns OK.
-  Status Run(runtime::RunContext& ctx);
+  // Polls every `interval` on `executor` until Stop(); OK at once (a manager Service: the pair
+  // loaded by LoadInitial is ready). Idempotent while started.
+  Status Start(boost::asio::any_io_executor executor);
+  void Stop();  // idempotent; also run by the destructor
 
   std::shared_ptr<const KeyPair> Current() const override;
   bool Loaded() const { return Current() != nullptr; }
 
-  // One poll: re-reads the files and installs a changed valid pair. Returns true when a new pair
-  // was installed. Public for tests; normally called by Run().
+  // One poll: re-reads the files and installs a changed valid pair (looking again after 200 ms,
+  // sleeping on the calling thread, when a changed pair does not parse). Returns true when a new
+  // pair was installed. Public for tests; the timer polls without sleeping.
   bool PollOnce();
 
  private:
@@ -54,6 +61,11 @@ class CertReloader final : public KeyPairSource {
     std::string cert, key;
     bool operator==(const Contents&) const = default;
   };
+  enum class Step { kUnchanged, kInstalled, kLookAgain };
+  static constexpr std::chrono::milliseconds kLookAgainAfter{200};
+  // One look; kLookAgain (nothing recorded) when a changed pair does not parse and !looked_again.
+  Step PollStep(bool looked_again);
+  std::chrono::milliseconds TimerPoll();  // the timer's poll: returns the delay to the next
   StatusOr<Contents> ReadFiles() const;
   void Install(std::shared_ptr<const KeyPair> pair, Contents contents);
 
@@ -64,9 +76,11 @@ class CertReloader final : public KeyPairSource {
   prometheus::Gauge& expiry_;
 
   std::atomic<std::shared_ptr<const KeyPair>> current_;
-  Contents loaded_;                             // contents of the installed pair (poll thread only)
+  Contents loaded_;                             // contents of the installed pair (the poller only)
   std::optional<Contents> last_rejected_;       // so a bad pair is counted once
   std::optional<std::string> last_read_error_;  // so a missing file is counted once
+  bool look_again_pending_ = false;             // the timer's next poll is the second look
+  PollTimer poller_;  // last: stopped (by the destructor) before the state it polls goes
 };
 
 }  // namespace aw::server

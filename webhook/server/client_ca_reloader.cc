@@ -126,7 +126,16 @@ ClientCaReloader::ClientCaReloader(std::string path, prometheus::Registry& regis
                     .Help("Changed client CA files rejected (unreadable or not PEM "
                           "certificates); the previous bundle keeps verifying")
                     .Register(registry)
-                    .Add({})) {}
+                    .Add({})),
+      poller_([this] {
+        try {
+          PollOnce();
+        } catch (const std::exception& e) {
+          failures_.Increment();
+          log::error("client CA reload failed", {{"error", e.what()}});
+        }
+        return interval_;
+      }) {}
 
 ClientCaReloader::~ClientCaReloader() { Stop(); }
 
@@ -177,26 +186,10 @@ bool ClientCaReloader::PollOnce() {
   return true;
 }
 
-void ClientCaReloader::Start() {
-  if (thread_.joinable()) return;
-  thread_ = std::thread([this] {
-    MutexLock lock(mu_);
-    while (!stopping_) {
-      if (cv_.WaitFor(mu_, interval_, [this]() REQUIRES(mu_) { return stopping_; })) break;
-      lock.Unlock();
-      PollOnce();
-      lock.Lock();
-    }
-  });
+void ClientCaReloader::Start(boost::asio::any_io_executor executor) {
+  poller_.Start(std::move(executor), interval_);
 }
 
-void ClientCaReloader::Stop() {
-  {
-    MutexLock lock(mu_);
-    stopping_ = true;
-  }
-  cv_.SignalAll();
-  if (thread_.joinable()) thread_.join();
-}
+void ClientCaReloader::Stop() { poller_.Stop(); }
 
 }  // namespace aw::server

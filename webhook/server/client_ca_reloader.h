@@ -8,11 +8,12 @@
 // certificate is an error.
 //
 // Promise: CurrentCa() always returns the last valid bundle (never a half-written one) and is
-// cheap and thread-safe. A polling thread re-reads the file (or the directory's file names and
-// contents) every `interval` through its path (a Kubernetes Secret volume's `..data` symlink
-// swap is seen) and installs the new bundle when the contents changed and every block in a file
-// is a PEM certificate. A bad or missing file is logged and counted once per distinct content,
-// and the old bundle keeps verifying. Metrics:
+// cheap and thread-safe. Once Start(ex) is called, a steady_timer on the executor it is given (an
+// existing io_context: the gateway gives it the health server's io thread; no thread of its own)
+// re-reads the file (or the directory's file names and contents) every `interval` through its path
+// (a Kubernetes Secret volume's `..data` symlink swap is seen) and installs the new bundle when the
+// contents changed and every block in a file is a PEM certificate. A bad or missing file is logged
+// and counted once per distinct content, and the old bundle keeps verifying. Metrics:
 //   allocating_webhook_client_ca_reloads_total
 //   allocating_webhook_client_ca_reload_failures_total
 #pragma once
@@ -21,14 +22,15 @@
 #include <prometheus/registry.h>
 
 #include <atomic>
+#include <boost/asio/any_io_executor.hpp>
 #include <chrono>
 #include <memory>
 #include <optional>
 #include <string>
-#include <thread>
 #include <utility>
 #include <vector>
 
+#include "server/poll_timer.h"
 #include "server/tls_context.h"
 #include "util/io/mutex.h"
 #include "util/status.h"
@@ -45,8 +47,9 @@ class ClientCaReloader final : public ClientCaSource {
 
   // Loads the bundle once; InvalidArgument/IOError naming the file when it is unusable.
   Status LoadInitial();
-  void Start();
-  void Stop() EXCLUDES(mu_);  // idempotent; also run by the destructor
+  // Polls every `interval` on `executor` until Stop(). Idempotent while started.
+  void Start(boost::asio::any_io_executor executor);
+  void Stop();  // waits for a poll in progress; idempotent; also run by the destructor
 
   std::shared_ptr<const CaBundle> CurrentCa() const override;
   // One poll; true when a new bundle was installed. Public for tests.
@@ -63,12 +66,9 @@ class ClientCaReloader final : public ClientCaSource {
   prometheus::Counter& reloads_;
   prometheus::Counter& failures_;
   std::atomic<std::shared_ptr<const CaBundle>> current_;
-  std::string loaded_;                   // contents of the installed bundle (poll thread only)
+  std::string loaded_;                   // contents of the installed bundle (the poller only)
   std::optional<std::string> rejected_;  // last rejected contents or read error, counted once
-  Mutex mu_;
-  CondVar cv_;  // signalled by Stop
-  bool stopping_ GUARDED_BY(mu_) = false;
-  std::thread thread_;
+  PollTimer poller_;  // last: stopped (by the destructor) before the state it polls goes
 };
 
 }  // namespace aw::server

@@ -952,6 +952,10 @@ ConnectionServer::ConnectionServer(ConnectionOptions options, AsyncHttpHandler h
     : impl_(std::make_unique<Impl>(std::move(options), HttpHandler(), std::move(handler), tls,
                                    client_ca, registry)) {}
 
+boost::asio::any_io_executor ConnectionServer::executor() const {
+  return impl_->iocs.front()->get_executor();
+}
+
 ConnectionServer::~ConnectionServer() {
   Stop();
   impl_->StopContexts();

@@ -57,6 +57,7 @@
 
 #include <prometheus/registry.h>
 
+#include <boost/asio/any_io_executor.hpp>
 #include <chrono>
 #include <functional>
 #include <memory>
@@ -180,6 +181,10 @@ class ConnectionServer {
   bool WaitStopped(std::chrono::milliseconds timeout);
   // After Stop(): true when every connection closed within `timeout`; the io threads keep running.
   bool WaitDrained(std::chrono::milliseconds timeout);
+  // The executor of the first io thread's io_context (it exists from construction and runs from
+  // Start() until the io threads stop): for timers that ride on this server's thread, such as
+  // the certificate pollers (poll_timer.h).
+  boost::asio::any_io_executor executor() const;
   // Listening and not stopped.
   bool Serving() const;
   size_t OpenConnections() const;

@@ -124,6 +124,8 @@ void HealthServer::AddCollector(Collector collector) {
 
 Status HealthServer::Start() { return server_->Start(); }
 
+boost::asio::any_io_executor HealthServer::executor() const { return server_->executor(); }
+
 void HealthServer::Stop() {
   server_->Stop();
   server_->WaitStopped(std::chrono::seconds(1));

@@ -16,6 +16,7 @@
 #include <prometheus/metric_family.h>
 #include <prometheus/registry.h>
 
+#include <boost/asio/any_io_executor.hpp>
 #include <chrono>
 #include <functional>
 #include <memory>
@@ -59,6 +60,9 @@ class HealthServer {
   // Binds the port and starts serving; an IOError saying what failed when the bind fails.
   Status Start();
   void Stop();
+  // Its io thread's executor (ConnectionServer::executor()): the certificate pollers' timers run
+  // there, since every binary has a health server, Kubernetes config or not.
+  boost::asio::any_io_executor executor() const;
 
   // The /readyz logic, for tests: (ready, body).
   std::pair<bool, std::string> Readiness(bool verbose) const;

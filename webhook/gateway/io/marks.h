@@ -6,7 +6,8 @@
 //   server is
 //     still Allocated (gateway/delivery.h, DeliveredPatch); `done` gets Ok, or the error (then the
 //     server was released meanwhile, or the API server could not be reached: the caller must not
-//     send the server to its client). Runs on a worker; `done` is called on that worker.
+//     send the server to its client). `done` runs on the Kubernetes client's I/O thread (it must
+//     not block).
 //   - ReleaseNow(ns, name, expected): answer-by = now while it is still `expected` (the releasing
 //     call's own answer-by: a retry that took the server over keeps it), when the client is gone,
 //     the deadline passed or the gateway is shutting down:
@@ -19,23 +20,27 @@
 //   The three fire-and-forget writes are tried up to 3 times on a retryable error and logged when
 //   they fail; if one is lost, the resolver still releases the server at its earlier answer-by
 //   + grace (or never, once `delivered` is written and Undeliver fails: logged as an error).
-//   Thread-safe. The destructor waits for the writes already queued (bounded by the kube
-//   client's per-call timeout), so a SIGTERM's releases are sent before the process exits.
+//   Every write is a chain of asynchronous calls on the Kubernetes client (no thread waits for
+//   one), at most `workers` (--delivery-workers) in flight, the others waiting their turn in
+//   order. Thread-safe. The destructor waits for the writes already submitted (each bounded by
+//   the kube client's per-call timeout), so a SIGTERM's releases are sent before the process
+//   exits; it must not run on the Kubernetes client's I/O thread.
 #pragma once
 
 #include <functional>
+#include <optional>
 #include <string>
 
 #include "gateway/io/gateway.h"
 #include "kube/client.h"
 #include "policy/gameserver.h"
-#include "runtime/thread_pool.h"
+#include "runtime/in_flight.h"
 #include "util/flags.h"
 #include "util/status.h"
 
 namespace aw::gateway {
 
-// --delivery-workers: the threads writing the marks (the constructor's `workers`).
+// --delivery-workers: the delivery-mark writes in flight at most (the constructor's `workers`).
 void RegisterDeliveryFlags(flags::FlagSet& fs, size_t* workers);
 
 class GameServerMarks {
@@ -53,15 +58,16 @@ class GameServerMarks {
   void ExtendAnswerBy(const std::string& ns, const std::string& name, const std::string& answer_by);
 
  private:
-  // `first`: the object as the caller saw it, used for the first attempt instead of a read.
-  Status Swap(const std::string& ns, const std::string& name,
-              const std::function<std::string(const policy::GameServerView&)>& build,
-              const policy::GameServerView* first = nullptr);
+  // One compare-and-swap edit (marks.cc, SwapOp); `first`: the object as the caller saw it,
+  // used for the first attempt instead of a read.
+  void Swap(const std::string& ns, const std::string& name,
+            std::function<std::string(const policy::GameServerView&)> build,
+            std::optional<policy::GameServerView> first, std::function<void(Status)> done);
   void Write(const std::string& what, const std::string& ns, const std::string& name,
              std::string patch);
 
   kube::Client& client_;
-  runtime::ThreadPool pool_;  // last member: joined first, while the client is still there
+  runtime::InFlightLimit limit_;  // last member: waited for first, while the client is there
 };
 
 }  // namespace aw::gateway
