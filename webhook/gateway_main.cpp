@@ -7,7 +7,8 @@
 // Composition (runtime::Manager groups, started in order, stopped in reverse, all within
 // --shutdown-grace + 5s):
 //   sources  the serving key pair poller, the client CA poller (timers on the health server's io
-//            thread) and the allocator workers (services)
+//            thread) and the allocator client (services; its calls are asynchronous, on the
+//            Kubernetes client's I/O thread, at most --allocator-workers in flight)
 //   health   the plain health/metrics listener (a service)
 //   cache    gateway::GameServerCache: the GameServer informer (opted-in servers), the waiters'
 //            timer thread and the request-key index (a runnable: ready once the informer synced)
@@ -18,10 +19,10 @@
 // GameServers (the informer and the allocator client still run) and are answered as usual for up
 // to --shutdown-grace; those still waiting then get 503 "the gateway is shutting down" (their
 // GameServers stay allocated: see docs/gateway.md), then the cache and the sources stop.
-// Threads, whatever the number of requests:
-// --io-threads + 1 (health, which also runs the two certificate pollers' timers) +
-// --allocator-workers + --delivery-workers + informer 1 + timers 1 + the manager's supervisor and
-// one per runnable (1: the informer).
+// Threads, whatever the number of requests: --io-threads + 1 (health, which also runs the two
+// certificate pollers' timers) + 1 (the Kubernetes client's I/O thread: the informer, the
+// allocator calls and the delivery marks' writes, all asynchronous) + 1 (the waiters' timers) +
+// main, the manager's thread and one per runnable (1: the cache) = --io-threads + 7.
 //
 // Exit codes: 0 after SIGTERM/SIGINT or --help; 1 when start-up fails; 2 on a bad command line.
 

@@ -93,12 +93,26 @@ Result<JsonPtr> ToJson(const HttpRequest& req, Result<HttpResponse> r) {
 
 Result<JsonPtr> Client::Call(HttpRequest req) { return ToJson(req, transport_->Do(req)); }
 
+namespace {
+
+// The requests of the single-object verbs, one builder each for the blocking and the
+// asynchronous call.
+HttpRequest ObjectRequest(std::string method, std::string path, const std::string& body,
+                          std::string content_type, std::chrono::milliseconds timeout) {
+  HttpRequest req;
+  req.method = std::move(method);
+  req.path = std::move(path);
+  req.body = body;
+  if (!body.empty()) req.content_type = std::move(content_type);
+  req.timeout = timeout;
+  return req;
+}
+
+}  // namespace
+
 Result<JsonPtr> Client::Get(const Resource& r, std::string_view ns, std::string_view name,
                             Timeout timeout) {
-  HttpRequest req;
-  req.path = r.Path(ns, name);
-  req.timeout = timeout.value_or(default_timeout_);
-  return Call(std::move(req));
+  return Call(ObjectRequest("GET", r.Path(ns, name), {}, {}, timeout.value_or(default_timeout_)));
 }
 
 namespace {
@@ -241,35 +255,20 @@ void Client::ListAllAsync(const Resource& r, std::string_view ns, ListOptions o,
 
 Result<JsonPtr> Client::Create(const Resource& r, std::string_view ns, const std::string& body,
                                Timeout timeout) {
-  HttpRequest req;
-  req.method = "POST";
-  req.path = r.Path(ns);
-  req.body = body;
-  req.content_type = "application/json";
-  req.timeout = timeout.value_or(default_timeout_);
-  return Call(std::move(req));
+  return Call(ObjectRequest("POST", r.Path(ns), body, "application/json",
+                            timeout.value_or(default_timeout_)));
 }
 
 Result<JsonPtr> Client::Update(const Resource& r, std::string_view ns, std::string_view name,
                                const std::string& body, std::string_view sub, Timeout timeout) {
-  HttpRequest req;
-  req.method = "PUT";
-  req.path = r.Path(ns, name, sub);
-  req.body = body;
-  req.content_type = "application/json";
-  req.timeout = timeout.value_or(default_timeout_);
-  return Call(std::move(req));
+  return Call(ObjectRequest("PUT", r.Path(ns, name, sub), body, "application/json",
+                            timeout.value_or(default_timeout_)));
 }
 
 Result<JsonPtr> Client::Patch(const Resource& r, std::string_view ns, std::string_view name,
                               PatchType type, const std::string& body, std::string_view sub) {
-  HttpRequest req;
-  req.method = "PATCH";
-  req.path = r.Path(ns, name, sub);
-  req.body = body;
-  req.content_type = std::string(PatchContentType(type));
-  req.timeout = default_timeout_;
-  return Call(std::move(req));
+  return Call(ObjectRequest("PATCH", r.Path(ns, name, sub), body,
+                            std::string(PatchContentType(type)), default_timeout_));
 }
 
 void Client::CallAsync(HttpRequest req, std::function<void(Result<JsonPtr>)> done) {
@@ -282,54 +281,35 @@ void Client::CallAsync(HttpRequest req, std::function<void(Result<JsonPtr>)> don
 void Client::PatchAsync(const Resource& r, std::string_view ns, std::string_view name,
                         PatchType type, const std::string& body,
                         std::function<void(Result<JsonPtr>)> done) {
-  HttpRequest req;
-  req.method = "PATCH";
-  req.path = r.Path(ns, name);
-  req.body = body;
-  req.content_type = std::string(PatchContentType(type));
-  req.timeout = default_timeout_;
-  CallAsync(std::move(req), std::move(done));
+  CallAsync(ObjectRequest("PATCH", r.Path(ns, name), body, std::string(PatchContentType(type)),
+                          default_timeout_),
+            std::move(done));
 }
 
 void Client::GetAsync(const Resource& r, std::string_view ns, std::string_view name, AsyncDone done,
                       Timeout timeout) {
-  HttpRequest req;
-  req.path = r.Path(ns, name);
-  req.timeout = timeout.value_or(default_timeout_);
-  CallAsync(std::move(req), std::move(done));
+  CallAsync(ObjectRequest("GET", r.Path(ns, name), {}, {}, timeout.value_or(default_timeout_)),
+            std::move(done));
 }
 
 void Client::CreateAsync(const Resource& r, std::string_view ns, const std::string& body,
                          AsyncDone done, Timeout timeout) {
-  HttpRequest req;
-  req.method = "POST";
-  req.path = r.Path(ns);
-  req.body = body;
-  req.content_type = "application/json";
-  req.timeout = timeout.value_or(default_timeout_);
-  CallAsync(std::move(req), std::move(done));
+  CallAsync(ObjectRequest("POST", r.Path(ns), body, "application/json",
+                          timeout.value_or(default_timeout_)),
+            std::move(done));
 }
 
 void Client::UpdateAsync(const Resource& r, std::string_view ns, std::string_view name,
                          const std::string& body, AsyncDone done, Timeout timeout) {
-  HttpRequest req;
-  req.method = "PUT";
-  req.path = r.Path(ns, name);
-  req.body = body;
-  req.content_type = "application/json";
-  req.timeout = timeout.value_or(default_timeout_);
-  CallAsync(std::move(req), std::move(done));
+  CallAsync(ObjectRequest("PUT", r.Path(ns, name), body, "application/json",
+                          timeout.value_or(default_timeout_)),
+            std::move(done));
 }
 
 Result<JsonPtr> Client::Delete(const Resource& r, std::string_view ns, std::string_view name,
                                const std::string& delete_options_json) {
-  HttpRequest req;
-  req.method = "DELETE";
-  req.path = r.Path(ns, name);
-  req.body = delete_options_json;
-  if (!req.body.empty()) req.content_type = "application/json";
-  req.timeout = default_timeout_;
-  return Call(std::move(req));
+  return Call(ObjectRequest("DELETE", r.Path(ns, name), delete_options_json, "application/json",
+                            default_timeout_));
 }
 
 namespace {
