@@ -22,7 +22,7 @@
 // Threads, whatever the number of requests: --io-threads + 1 (health, which also runs the two
 // certificate pollers' timers) + 1 (the Kubernetes client's I/O thread: the informer, the
 // allocator calls and the delivery marks' writes, all asynchronous) + 1 (the waiters' timers) +
-// main, the manager's thread and one per runnable (1: the cache) = --io-threads + 7.
+// main, the manager's thread and one per runnable (1: the cache) = --io-threads + 6.
 //
 // Exit codes: 0 after SIGTERM/SIGINT or --help; 1 when start-up fails; 2 on a bad command line.
 
