@@ -40,7 +40,8 @@ void InFlightLimit::Run(Op op) {
   tl_pending = &pending;
   pending.emplace_back(this, std::move(op));
   while (!pending.empty()) {
-    auto [self, next] = std::move(pending.front());
+    InFlightLimit* self = pending.front().first;
+    Op next = std::move(pending.front().second);
     pending.pop_front();
     // A release called twice would free someone else's slot: the second call does nothing.
     auto once = std::make_shared<std::atomic<bool>>(false);
