@@ -214,10 +214,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     aw::Status as = aw::gateway::ParseAllocationResponse(body, &res);
     if (!as.ok() && as.code() != aw::Status::Code::kInvalidArgument) std::abort();
     if (as.ok() && res.game_server_name.empty()) std::abort();
-    static const rapidjson::Document gs = [] {
+    static const aw::policy::GameServerView gs = [] {
       rapidjson::Document d;
       d.Parse(R"({"metadata":{"labels":{"l":"v"},"annotations":{"a":"b"}}})");
-      return d;
+      return aw::policy::ParseGameServer(d);
     }();
     std::string refreshed;
     if (aw::gateway::RefreshMetadata(body, gs, &refreshed).ok()) {

@@ -22,19 +22,19 @@ rapidjson::Document Doc(std::string_view json) {
 GameServerFacts Gs(std::string fleet, bool allocating) { return {std::move(fleet), allocating}; }
 
 TEST(AutoscaleCountsTest, FactsOfAGameServer) {
-  auto f = FactsOf(
-      Doc(R"({"metadata":{"labels":{"agones.dev/fleet":"f1"}},"status":{"state":"Allocating"}})"));
+  auto f = FactsOf(policy::ParseGameServer(
+      Doc(R"({"metadata":{"labels":{"agones.dev/fleet":"f1"}},"status":{"state":"Allocating"}})")));
   EXPECT_EQ(f.fleet, "f1");
   EXPECT_TRUE(f.allocating);
-  f = FactsOf(
-      Doc(R"({"metadata":{"labels":{"agones.dev/fleet":"f1"}},"status":{"state":"Allocated"}})"));
+  f = FactsOf(policy::ParseGameServer(
+      Doc(R"({"metadata":{"labels":{"agones.dev/fleet":"f1"}},"status":{"state":"Allocated"}})")));
   EXPECT_FALSE(f.allocating);
-  f = FactsOf(Doc(R"({"metadata":{},"status":{"state":"Allocating"}})"));
+  f = FactsOf(policy::ParseGameServer(Doc(R"({"metadata":{},"status":{"state":"Allocating"}})")));
   EXPECT_EQ(f.fleet, "");
   for (const char* odd :
        {"null", "[]", "7", R"({"metadata":[],"status":"x"})",
         R"({"metadata":{"labels":{"agones.dev/fleet":3}},"status":{"state":1}})"}) {
-    f = FactsOf(Doc(odd));
+    f = FactsOf(policy::ParseGameServer(Doc(odd)));
     EXPECT_EQ(f.fleet, "") << odd;
     EXPECT_FALSE(f.allocating) << odd;
   }

@@ -127,7 +127,7 @@ TEST(GatewayResponse, RefreshMetadataKeepsEverythingElse) {
     "annotations":{"allocating.agones.dev/confirmed":"c","allocating.agones.dev/outcome":"Confirmed"}},
     "status":{"state":"Allocated"}})");
   std::string out;
-  ASSERT_TRUE(RefreshMetadata(kGatedResponse, gs, &out).ok());
+  ASSERT_TRUE(RefreshMetadata(kGatedResponse, policy::ParseGameServer(gs), &out).ok());
   rapidjson::Document doc;
   doc.Parse(out.c_str());
   ASSERT_TRUE(doc.IsObject());
@@ -140,10 +140,10 @@ TEST(GatewayResponse, RefreshMetadataKeepsEverythingElse) {
   EXPECT_FALSE(doc["metadata"]["annotations"].HasMember("allocating.agones.dev/since"));
   EXPECT_STREQ(doc["metadata"]["labels"]["x"].GetString(), "y");
   // Without metadata in the response, it is added.
-  ASSERT_TRUE(RefreshMetadata(R"({"gameServerName":"g"})", gs, &out).ok());
+  ASSERT_TRUE(RefreshMetadata(R"({"gameServerName":"g"})", policy::ParseGameServer(gs), &out).ok());
   doc.Parse(out.c_str());
   EXPECT_TRUE(doc["metadata"]["labels"].HasMember("x"));
-  EXPECT_FALSE(RefreshMetadata("[]", gs, &out).ok());
+  EXPECT_FALSE(RefreshMetadata("[]", policy::ParseGameServer(gs), &out).ok());
 }
 
 TEST(GatewayErrors, GrpcGatewayBodiesAndStatuses) {
@@ -176,7 +176,7 @@ TEST(GatewayRequest, DeepNestingIsRefusedNotACrash) {
   AllocationResponse r;
   EXPECT_FALSE(ParseAllocationResponse(deep, &r).ok());
   std::string refreshed;
-  EXPECT_FALSE(RefreshMetadata(deep, rapidjson::Document().SetObject(), &refreshed).ok());
+  EXPECT_FALSE(RefreshMetadata(deep, policy::GameServerView{}, &refreshed).ok());
   EXPECT_EQ(ErrorMessageOf(deep).size(), deep.size());
 }
 

@@ -94,7 +94,7 @@ TEST(GatewayAnswer, BuiltFromTheGameServer) {
   spec.annotations[std::string(keys::kRequestKey)] = "k";
   auto gs = Parse(resolver::testing::GsJson(spec));
   std::string out;
-  ASSERT_TRUE(gateway::AnswerFromGameServer(gs, &out).ok());
+  ASSERT_TRUE(gateway::AnswerFromGameServer(policy::ParseGameServer(gs), &out).ok());
   auto d = Parse(out);
   EXPECT_STREQ(d["gameServerName"].GetString(), "gs-1");
   EXPECT_STREQ(d["address"].GetString(), "127.0.0.1");
@@ -108,7 +108,7 @@ TEST(GatewayAnswer, BuiltFromTheGameServer) {
   EXPECT_TRUE(d["lists"].IsObject());
   EXPECT_EQ(Annotation(d, keys::kRequestKey), "k");
   EXPECT_STREQ(d["metadata"]["labels"]["allocating.agones.dev/enabled"].GetString(), "true");
-  EXPECT_FALSE(gateway::AnswerFromGameServer(Parse("[]"), &out).ok());
+  EXPECT_FALSE(gateway::AnswerFromGameServer(policy::ParseGameServer(Parse("[]")), &out).ok());
 }
 
 TEST(GatewayAnswer, HoldsRequest) {

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "gateway/io/request_keys.h"
+#include "policy/gameserver_stream.h"
 
 namespace aw::gateway {
 namespace {
@@ -33,12 +34,9 @@ kube::ObjectPtr Object(const Spec& s) {
   const std::string json = R"({"metadata":{"name":")" + s.name + R"(","namespace":")" + s.ns +
                            R"(","labels":)" + labels + R"(,"annotations":)" + ann +
                            R"(},"status":{"state":")" + s.state + R"("}})";
-  auto doc = std::make_shared<rapidjson::Document>();
-  doc->Parse(json.c_str());
+  // The cache's form: the compact record decoded from the object's text.
   auto o = std::make_shared<kube::CachedObject>();
-  o->namespace_ = s.ns;
-  o->name = s.name;
-  o->doc = doc;
+  EXPECT_TRUE(policy::DecodeGameServer(json, o.get()).ok()) << json;
   return o;
 }
 

@@ -11,6 +11,7 @@
 #include <string>
 
 #include "gateway/io/waiters.h"
+#include "policy/gameserver_stream.h"
 
 namespace aw::gateway {
 namespace {
@@ -21,7 +22,6 @@ constexpr const char* kOurs = "2026-01-02T03:04:05.5Z";
 kube::ObjectPtr Object(const std::string& name, const std::string& state,
                        const std::string& outcome = "", const std::string& last = kOurs,
                        const std::string& ns = "ns") {
-  auto doc = std::make_shared<rapidjson::Document>();
   std::string ann = std::string(R"({"agones.dev/last-allocated":")") + last +
                     R"(","allocating.agones.dev/allocation":")" + last + R"(")";
   if (!outcome.empty()) {
@@ -32,11 +32,9 @@ kube::ObjectPtr Object(const std::string& name, const std::string& state,
   const std::string json = R"({"metadata":{"name":")" + name + R"(","namespace":")" + ns +
                            R"(","annotations":)" + ann + R"(},"status":{"state":")" + state +
                            R"("}})";
-  doc->Parse(json.c_str());
+  // The cache's form: the compact record decoded from the object's text.
   auto o = std::make_shared<kube::CachedObject>();
-  o->namespace_ = ns;
-  o->name = name;
-  o->doc = doc;
+  EXPECT_TRUE(policy::DecodeGameServer(json, o.get()).ok()) << json;
   return o;
 }
 

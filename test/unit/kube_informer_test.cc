@@ -4,6 +4,8 @@
 // list (paging, an expired continue token) and watch (events, ERROR 410, handler stop) on which
 // the informer runs.
 #include <gtest/gtest.h>
+#include <prometheus/registry.h>
+#include <prometheus/text_serializer.h>
 
 #include <atomic>
 #include <chrono>
@@ -524,6 +526,133 @@ TEST(ClientAsyncTest, WatchAsyncEndsCancelledOnCancellationAndShutdown) {
   auto r2 = got2.get_future().get();
   ASSERT_FALSE(r2.ok());
   EXPECT_TRUE(r2.error().cancelled);
+}
+
+}  // namespace
+}  // namespace aw::kube
+
+namespace aw::kube {
+namespace {
+
+std::string GsObj(const std::string& name, const std::string& rv, const std::string& state) {
+  return R"({"metadata":{"namespace":"ns","name":")" + name + R"(","uid":"u-)" + name +
+         R"(","resourceVersion":")" + rv +
+         R"(","labels":{"allocating.agones.dev/enabled":"true"},"managedFields":[{"manager":"m"}]},)"
+         R"("spec":{"template":{"spec":{"containers":[{"name":"c"}]}}},"status":{"state":")" +
+         state + R"(","ports":[{"name":"default","port":7000}]}})";
+}
+
+// The compact GameServer cache gives its handlers the same changes as the document cache, from
+// pages applied one at a time, and holds the records (no documents).
+TEST(InformerGameServerTest, SameChangesAsTheDocumentPathWithoutDocuments) {
+  auto owned = std::make_unique<FakeTransport>();
+  FakeTransport* t = owned.get();
+  t->lists.push_back(R"({"metadata":{"resourceVersion":"10","continue":"tok"},"items":[)" +
+                     GsObj("a", "1", "Ready") + "," + GsObj("b", "2", "Ready") + "]}");
+  t->lists.push_back(R"({"metadata":{"resourceVersion":"10"},"items":[)" +
+                     GsObj("c", "3", "Ready") + "]}");
+  std::string modified = Ev("MODIFIED", GsObj("a", "11", "Allocating"));
+  t->watches.push_back(
+      {modified.substr(0, 17), modified.substr(17) + Ev("ADDED", GsObj("d", "12", "Ready")),
+       Ev("BOOKMARK", R"({"metadata":{"resourceVersion":"13"}})"),
+       R"({"type":"ERROR","object":{"kind":"Status","code":410,"reason":"Expired","message":"too old"}})"
+       "\n"});
+  t->lists.push_back(R"({"metadata":{"resourceVersion":"22"},"items":[)" +
+                     GsObj("a", "11", "Allocating") + "," + GsObj("b", "20", "Ready") + "," +
+                     GsObj("d", "12", "Ready") + "," + GsObj("e", "21", "Ready") + "]}");
+  Client client(std::move(owned));
+  prometheus::Registry registry;
+  InformerOptions o;
+  o.name = "gs";
+  o.resource = kGameServers;
+  o.namespace_ = "ns";
+  o.page_size = 2;
+  o.backoff_initial = std::chrono::milliseconds(1);
+  o.decode = InformerOptions::Decode::kGameServer;
+  Informer inf(client, o, &registry);
+  Recorder rec;
+  inf.AddHandler(&rec);
+  inf.Start();
+  ASSERT_TRUE(rec.WaitForSyncs(2)) << ::testing::PrintToString(rec.Events());
+  inf.Stop();
+  std::vector<std::string> want = {"upsert a@1",  "upsert b@2",  "upsert c@3",  "synced",
+                                   "upsert a@11", "upsert d@12", "upsert b@20", "upsert e@21",
+                                   "delete c",    "synced"};
+  EXPECT_EQ(rec.Events(), want);
+  ASSERT_EQ(inf.Size(), 4u);
+  ObjectPtr a = inf.Get("ns", "a");
+  ASSERT_NE(a, nullptr);
+  EXPECT_EQ(a->doc, nullptr) << "the compact cache keeps no document";
+  EXPECT_EQ(a->state, "Allocating");
+  EXPECT_TRUE(a->OptedIn());
+  ASSERT_EQ(a->ports.size(), 1u);
+  EXPECT_EQ(a->ports[0].port, 7000);
+  EXPECT_GT(inf.Bytes(), 4 * sizeof(CachedObject));
+  auto paths = t->Paths();
+  ASSERT_GE(paths.size(), 5u);
+  EXPECT_NE(paths[1].find("continue=tok"), std::string::npos) << paths[1];
+  EXPECT_NE(paths[4].find("resourceVersion=22"), std::string::npos) << paths[4];
+  const std::string text = prometheus::TextSerializer().Serialize(registry.Collect());
+  EXPECT_NE(text.find("allocating_webhook_kube_informer_objects{informer=\"gs\"} 4"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("allocating_webhook_kube_informer_bytes{informer=\"gs\"}"),
+            std::string::npos);
+  EXPECT_NE(text.find("allocating_webhook_kube_watch_events_skipped_total{informer=\"gs\",reason="
+                      "\"oversized\"} 0"),
+            std::string::npos)
+      << "the skip counters exist from the start, at 0";
+}
+
+// Bad watch lines (not JSON, truncated, oversized, not a GameServer) are skipped with a metric and
+// never stop the watch: the events after them are applied; the watch's next end re-lists.
+TEST(InformerGameServerTest, BadEventsAreSkippedAndTheWatchGoesOn) {
+  auto owned = std::make_unique<FakeTransport>();
+  FakeTransport* t = owned.get();
+  t->lists.push_back(R"({"metadata":{"resourceVersion":"5"},"items":[)" + GsObj("a", "1", "Ready") +
+                     ",7]}");
+  std::string big = Ev("MODIFIED", GsObj("a", "6", "Ready"));
+  big.insert(big.size() - 3, ",\"pad\":\"" + std::string(3000, 'x') + "\"");
+  t->watches.push_back({"not json\n",
+                        R"({"type":"MODIFIED","object":{"metadata":{"name":"a")"
+                        "\n",
+                        big.substr(0, 1000), big.substr(1000),
+                        Ev("MODIFIED", "{\"metadata\":{\"namespace\":\"ns\"}}"),
+                        Ev("ADDED", GsObj("b", "7", "Ready")),
+                        Ev("MODIFIED", GsObj("a", "8", "Allocating"))});
+  // The re-list after the skipped events: the server's state.
+  t->lists.push_back(R"({"metadata":{"resourceVersion":"9"},"items":[)" +
+                     GsObj("a", "8", "Allocating") + "," + GsObj("b", "7", "Ready") + "]}");
+  Client client(std::move(owned));
+  prometheus::Registry registry;
+  InformerOptions o;
+  o.name = "gs";
+  o.resource = kGameServers;
+  o.backoff_initial = std::chrono::milliseconds(1);
+  o.decode = InformerOptions::Decode::kGameServer;
+  o.max_event_bytes = 2048;
+  Informer inf(client, o, &registry);
+  Recorder rec;
+  inf.AddHandler(&rec);
+  inf.Start();
+  ASSERT_TRUE(rec.WaitForSyncs(2)) << ::testing::PrintToString(rec.Events());
+  inf.Stop();
+  std::vector<std::string> want = {"upsert a@1", "synced", "upsert b@7", "upsert a@8", "synced"};
+  EXPECT_EQ(rec.Events(), want);
+  const std::string text = prometheus::TextSerializer().Serialize(registry.Collect());
+  for (const char* line : {"allocating_webhook_kube_watch_events_skipped_total{informer=\"gs\","
+                           "reason=\"undecodable\"} 2",
+                           "allocating_webhook_kube_watch_events_skipped_total{informer=\"gs\","
+                           "reason=\"oversized\"} 1",
+                           "allocating_webhook_kube_watch_events_skipped_total{informer=\"gs\","
+                           "reason=\"not_a_gameserver\"} 2"}) {
+    EXPECT_NE(text.find(line), std::string::npos) << line << "\n" << text;
+  }
+  auto paths = t->Paths();
+  ASSERT_GE(paths.size(), 3u);
+  EXPECT_NE(paths[1].find("watch=true"), std::string::npos) << paths[1];
+  // The re-list, not a resumed watch, follows the stream's end.
+  EXPECT_EQ(paths[2].find("watch=true"), std::string::npos) << paths[2];
 }
 
 }  // namespace

@@ -499,7 +499,8 @@ TEST_F(LoopTest, BypassIsRecordedThenConfirmedAfterTheFact) {
   // The game server's readiness write (the SDK) confirms it after the fact.
   GsSpec ready = s;
   ready.rv = std::to_string(std::stoll(gs->resource_version) + 1);
-  ready.annotations = {gs->annotations.entries().begin(), gs->annotations.entries().end()};
+  ready.annotations.clear();
+  for (const auto& [k, v] : gs->annotations.entries()) ready.annotations[k] = v;
   ready.annotations[kReady] = id;
   Put(ready);
   Settle();

@@ -171,7 +171,7 @@ class FakePatcher final : public Patcher {
       } else if (path == "/status/state") {
         next.state = value;
       } else if (path.rfind("/metadata/annotations/", 0) == 0) {
-        next.annotations[key] = value;
+        next.annotations.Set(key, value);
       } else {
         return Status::InvalidArgument("unexpected path " + path);
       }

@@ -1,7 +1,7 @@
 // What the autoscaling answer needs to know about GameServers, without holding any of them.
 //
 // Promise:
-//   - FactsOf(gameserver JSON) reads the fleet (label `agones.dev/fleet`, "" when absent or not a
+//   - FactsOf(gameserver) reads the fleet (label `agones.dev/fleet`, "" when absent or not a
 //     string) and whether `status.state` is "Allocating"; never throws, whatever the document.
 //   - CountsView is what HandleBufferReview reads: per (namespace, fleet) how many opted-in
 //     GameServers carry that fleet label (`servers`) and how many of them are Allocating (both 0
@@ -10,11 +10,11 @@
 // No I/O.
 #pragma once
 
-#include <rapidjson/document.h>
-
 #include <cstdint>
 #include <string>
 #include <string_view>
+
+#include "policy/gameserver.h"
 
 namespace aw::autoscale {
 
@@ -25,7 +25,7 @@ struct GameServerFacts {
   bool allocating = false;
 };
 
-GameServerFacts FactsOf(const rapidjson::Value& gameserver);
+GameServerFacts FactsOf(const policy::GameServerView& gameserver);
 
 struct FleetCount {
   int64_t servers = 0;

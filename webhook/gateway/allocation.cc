@@ -82,13 +82,12 @@ std::string_view StringOr(const Json* obj, std::string_view key, std::string_vie
   return {v->GetString(), v->GetStringLength()};
 }
 
-void CopyMap(const Json* src, Json* dst, rapidjson::Document::AllocatorType& a) {
+void CopyMap(const policy::StringMap& src, Json* dst, rapidjson::Document::AllocatorType& a) {
   dst->SetObject();
-  if (src == nullptr || !src->IsObject()) return;
-  for (auto it = src->MemberBegin(); it != src->MemberEnd(); ++it) {
-    if (!it->value.IsString()) continue;
-    dst->AddMember(Json(it->name, a), Json(it->value, a), a);
-  }
+  src.ForEach([&](std::string_view k, std::string_view v) {
+    dst->AddMember(Json(k.data(), static_cast<rapidjson::SizeType>(k.size()), a),
+                   Json(v.data(), static_cast<rapidjson::SizeType>(v.size()), a), a);
+  });
 }
 
 }  // namespace
@@ -183,19 +182,16 @@ Status ParseAllocationResponse(std::string_view body, AllocationResponse* out) {
   return Status::Ok();
 }
 
-Status RefreshMetadata(std::string_view response_body, const rapidjson::Value& gameserver,
+Status RefreshMetadata(std::string_view response_body, const policy::GameServerView& gameserver,
                        std::string* out) {
   rapidjson::Document doc;
   if (Status s = ParseJson(response_body, "the allocator's AllocationResponse", &doc); !s.ok()) {
     return s;
   }
   auto& a = doc.GetAllocator();
-  const Json* gs_meta = gameserver.IsObject() ? Find(gameserver, "metadata") : nullptr;
-  const Json* labels = (gs_meta && gs_meta->IsObject()) ? Find(*gs_meta, "labels") : nullptr;
-  const Json* ann = (gs_meta && gs_meta->IsObject()) ? Find(*gs_meta, "annotations") : nullptr;
   Json new_labels, new_ann;
-  CopyMap(labels, &new_labels, a);
-  CopyMap(ann, &new_ann, a);
+  CopyMap(gameserver.labels, &new_labels, a);
+  CopyMap(gameserver.annotations, &new_ann, a);
   auto meta_it = doc.FindMember("metadata");
   if (meta_it == doc.MemberEnd() || !meta_it->value.IsObject()) {
     Json meta(rapidjson::kObjectType);

@@ -31,6 +31,7 @@
 #include <string>
 #include <string_view>
 
+#include "policy/gameserver.h"
 #include "util/status.h"
 
 namespace aw::gateway {
@@ -86,9 +87,9 @@ struct AllocationResponse {
 };
 Status ParseAllocationResponse(std::string_view body, AllocationResponse* out);
 
-// `gameserver` is a GameServer object (metadata.labels/annotations are read; absent = empty).
+// `gameserver`'s labels and annotations (absent = empty) replace the answer's.
 // InvalidArgument when `response_body` is not a JSON object.
-Status RefreshMetadata(std::string_view response_body, const rapidjson::Value& gameserver,
+Status RefreshMetadata(std::string_view response_body, const policy::GameServerView& gameserver,
                        std::string* out);
 
 std::string ErrorBody(GrpcCode code, std::string_view message);

@@ -109,58 +109,53 @@ bool HoldsRequest(const policy::GameServerView& gs) {
   return gs.Annotation(keys::kOutcome) != keys::kOutcomeUndelivered;
 }
 
-Status AnswerFromGameServer(const rapidjson::Value& gs, std::string* out) {
-  if (!gs.IsObject()) return Status::InvalidArgument("the GameServer is not a JSON object");
+Status AnswerFromGameServer(const policy::GameServerView& gs, std::string* out) {
+  if (!gs.present) return Status::InvalidArgument("the GameServer is not a JSON object");
   rapidjson::Document doc(rapidjson::kObjectType);
   auto& a = doc.GetAllocator();
-  const Json* meta = Member(gs, "metadata");
-  const Json* status = Member(gs, "status");
-  auto str = [&](const Json* obj, std::string_view key) -> std::string_view {
-    const Json* v = obj ? Member(*obj, key) : nullptr;
-    if (v == nullptr || !v->IsString()) return {};
-    return {v->GetString(), v->GetStringLength()};
-  };
-  SetString(&doc, "gameServerName", str(meta, "name"), a);
+  SetString(&doc, "gameServerName", gs.name, a);
   Json ports(rapidjson::kArrayType);
-  if (const Json* p = status ? Member(*status, "ports") : nullptr; p && p->IsArray()) {
-    for (const auto& e : p->GetArray()) {
-      Json port(rapidjson::kObjectType);
-      SetString(&port, "name", str(&e, "name"), a);
-      const Json* n = Member(e, "port");
-      port.AddMember("port", n && n->IsInt() ? n->GetInt() : 0, a);
-      ports.PushBack(std::move(port), a);
-    }
+  for (const policy::PortView& p : gs.ports) {
+    Json port(rapidjson::kObjectType);
+    SetString(&port, "name", p.name, a);
+    port.AddMember("port", p.port, a);
+    ports.PushBack(std::move(port), a);
   }
   doc.AddMember("ports", std::move(ports), a);
-  SetString(&doc, "address", str(status, "address"), a);
+  SetString(&doc, "address", gs.address, a);
   Json addresses(rapidjson::kArrayType);
-  if (const Json* p = status ? Member(*status, "addresses") : nullptr; p && p->IsArray()) {
-    for (const auto& e : p->GetArray()) {
-      Json addr(rapidjson::kObjectType);
-      SetString(&addr, "type", str(&e, "type"), a);
-      SetString(&addr, "address", str(&e, "address"), a);
-      addresses.PushBack(std::move(addr), a);
-    }
+  for (const policy::AddressView& e : gs.addresses) {
+    Json addr(rapidjson::kObjectType);
+    SetString(&addr, "type", e.type, a);
+    SetString(&addr, "address", e.address, a);
+    addresses.PushBack(std::move(addr), a);
   }
   doc.AddMember("addresses", std::move(addresses), a);
-  SetString(&doc, "nodeName", str(status, "nodeName"), a);
+  SetString(&doc, "nodeName", gs.node_name, a);
   SetString(&doc, "source", "local", a);
   Json metadata(rapidjson::kObjectType);
-  for (std::string_view k : {std::string_view("labels"), std::string_view("annotations")}) {
+  for (const auto& [k, map] :
+       {std::pair<std::string_view, const policy::StringMap*>{"labels", &gs.labels},
+        {"annotations", &gs.annotations}}) {
     Json m(rapidjson::kObjectType);
-    if (const Json* src = meta ? Member(*meta, k) : nullptr; src && src->IsObject()) {
-      m.CopyFrom(*src, a);
-    }
+    map->ForEach([&](std::string_view key, std::string_view value) {
+      m.AddMember(Json(key.data(), static_cast<rapidjson::SizeType>(key.size()), a),
+                  Json(value.data(), static_cast<rapidjson::SizeType>(value.size()), a), a);
+    });
     metadata.AddMember(Json(k.data(), static_cast<rapidjson::SizeType>(k.size()), a), std::move(m),
                        a);
   }
   doc.AddMember("metadata", std::move(metadata), a);
   // Counters and lists as agones-allocator answers them: {name: {count, capacity}},
-  // {name: {capacity, values}}.
-  for (std::string_view k : {std::string_view("counters"), std::string_view("lists")}) {
+  // {name: {capacity, values}}; the record keeps them as compact JSON text.
+  for (const auto& [k, text] :
+       {std::pair<std::string_view, const std::string*>{"counters", &gs.counters_json},
+        {"lists", &gs.lists_json}}) {
     Json m(rapidjson::kObjectType);
-    if (const Json* src = status ? Member(*status, k) : nullptr; src && src->IsObject()) {
-      m.CopyFrom(*src, a);
+    if (!text->empty()) {
+      rapidjson::Document d(&a);
+      d.Parse(text->data(), text->size());
+      if (!d.HasParseError() && d.IsObject()) m.CopyFrom(d, a);
     }
     doc.AddMember(Json(k.data(), static_cast<rapidjson::SizeType>(k.size()), a), std::move(m), a);
   }

@@ -57,7 +57,7 @@ Status WithGatewayAnnotations(std::string_view body, std::string_view answer_by,
 bool HoldsRequest(const policy::GameServerView& gs);
 
 // `gameserver` is the GameServer object; InvalidArgument when it is not an object.
-Status AnswerFromGameServer(const rapidjson::Value& gameserver, std::string* out);
+Status AnswerFromGameServer(const policy::GameServerView& gameserver, std::string* out);
 
 std::vector<std::string> DeliveriesOf(std::string_view value);
 std::string DeliveredPatch(std::string_view resource_version, std::string_view current,

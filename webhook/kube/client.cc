@@ -4,6 +4,8 @@
 #include <rapidjson/stringbuffer.h>
 #include <rapidjson/writer.h>
 
+#include "kube/core/raw_scan.h"
+
 namespace aw::kube {
 
 std::string Resource::Path(std::string_view ns, std::string_view name, std::string_view sub) const {
@@ -253,6 +255,76 @@ void Client::ListAllAsync(const Resource& r, std::string_view ns, ListOptions o,
   ListAllStep(ch);
 }
 
+namespace {
+// One link of ListPagesAsync's chain: asks for the page `opts`, hands its items on, then the next.
+struct ListPagesChain {
+  Transport* transport;
+  Resource resource;
+  std::string ns;
+  ListOptions opts;
+  bool restarted = false;
+  int number = 0;
+  std::function<void(const ListPage&)> on_page;
+  std::function<void(Result<std::string>)> done;
+};
+void ListPagesStep(const std::shared_ptr<ListPagesChain>& ch) {
+  auto req = std::make_shared<HttpRequest>(ListRequest(ch->resource, ch->ns, ch->opts));
+  ch->transport->DoAsync(*req, [ch, req](Result<HttpResponse> r) {
+    if (r && (r->status < 200 || r->status >= 300))
+      r = Result<HttpResponse>(ParseStatusError(r->status, r->body, r->retry_after));
+    if (!r) {
+      if (r.error().IsExpired() && !ch->opts.continue_token.empty() && !ch->restarted) {
+        // The continue token expired: start over with one unpaginated list.
+        ch->restarted = true;
+        ch->number = 0;
+        ch->opts.continue_token.clear();
+        ch->opts.limit = 0;
+        ListPagesStep(ch);
+        return;
+      }
+      ch->done(r.error());
+      return;
+    }
+    StatusOr<ListPageScan> page = ScanListPage(r->body);
+    if (!page) {
+      ApiError e;
+      e.http_status = r->status;
+      e.code = r->status;
+      e.reason = "InvalidResponse";
+      e.message = fmt::format("GET {}: {}", req->path.substr(0, req->path.find('?')),
+                              page.status().message());
+      ch->done(e);
+      return;
+    }
+    ListPage p;
+    p.number = ++ch->number;
+    p.first = p.number == 1;
+    p.items = &page->items;
+    p.non_object_items = page->non_object_items;
+    ch->on_page(p);
+    if (page->continue_token.empty()) {
+      ch->done(std::move(page->resource_version));
+      return;
+    }
+    ch->opts.continue_token = std::move(page->continue_token);
+    ListPagesStep(ch);
+  });
+}
+}  // namespace
+
+void Client::ListPagesAsync(const Resource& r, std::string_view ns, ListOptions o,
+                            std::function<void(const ListPage&)> on_page,
+                            std::function<void(Result<std::string>)> done) {
+  auto ch = std::make_shared<ListPagesChain>();
+  ch->transport = transport_.get();
+  ch->resource = r;
+  ch->ns = std::string(ns);
+  ch->opts = std::move(o);
+  ch->on_page = std::move(on_page);
+  ch->done = std::move(done);
+  ListPagesStep(ch);
+}
+
 Result<JsonPtr> Client::Create(const Resource& r, std::string_view ns, const std::string& body,
                                Timeout timeout) {
   return Call(ObjectRequest("POST", r.Path(ns), body, "application/json",
@@ -333,11 +405,26 @@ HttpRequest WatchRequest(const Resource& r, std::string_view ns, const WatchOpti
 // stop reading), Finish() turns the stream's end into Watch()'s result.
 class WatchDecoder {
  public:
-  WatchDecoder(std::string start_rv, std::function<bool(WatchEvent&)> handler)
-      : last_rv_(std::move(start_rv)), handler_(std::move(handler)) {}
+  WatchDecoder(std::string start_rv, std::function<bool(WatchEvent&)> handler, bool raw = false,
+               std::function<void(std::string_view)> on_skipped = {},
+               size_t max_line = 32 * 1024 * 1024)
+      : last_rv_(std::move(start_rv)),
+        handler_(std::move(handler)),
+        raw_(raw),
+        on_skipped_(std::move(on_skipped)),
+        framer_(max_line) {}
 
   bool Feed(std::string_view chunk) {
     bool keep = true;
+    if (raw_) {
+      framer_.FeedSkipping(
+          chunk,
+          [&](std::string_view line) {
+            if (keep) keep = FeedRaw(line);
+          },
+          [&] { Skipped("watch event exceeds the line size limit"); });
+      return keep;
+    }
     bool ok = framer_.Feed(chunk, [&](std::string_view line) {
       if (!keep) return;
       StatusOr<WatchEvent> ev = ParseWatchEvent(line);
@@ -380,8 +467,40 @@ class WatchDecoder {
   }
 
  private:
+  // One line of a raw watch; false: stop reading.
+  bool FeedRaw(std::string_view line) {
+    StatusOr<RawWatchEvent> raw = ScanWatchEvent(line);
+    if (!raw) {
+      Skipped(raw.status().message());
+      return true;
+    }
+    if (raw->type == WatchEvent::Type::kError) {
+      StatusOr<WatchEvent> ev = ParseWatchEvent(line);  // a Status: small, decoded whole
+      if (ev && ev->type == WatchEvent::Type::kError) {
+        event_error_ = ev->error;
+      } else {
+        ApiError e;
+        e.http_status = 200;
+        e.reason = "InvalidWatchEvent";
+        e.message = ev ? "ERROR watch event without a Status" : ev.status().message();
+        event_error_ = e;
+      }
+      return false;
+    }
+    WatchEvent ev;
+    ev.type = raw->type;
+    ev.object_json = raw->object;
+    bool keep = handler_(ev);
+    return keep;
+  }
+  void Skipped(std::string_view why) {
+    if (on_skipped_) on_skipped_(why);
+  }
+
   std::string last_rv_;
   std::function<bool(WatchEvent&)> handler_;
+  bool raw_ = false;
+  std::function<void(std::string_view)> on_skipped_;
   std::optional<ApiError> event_error_;
   LineFramer framer_;
 };
@@ -399,7 +518,8 @@ Result<std::string> Client::Watch(const Resource& r, std::string_view ns, const 
 void Client::WatchAsync(const Resource& r, std::string_view ns, const WatchOptions& o,
                         std::function<bool(WatchEvent&)> handler,
                         std::function<void(Result<std::string>)> done) {
-  auto dec = std::make_shared<WatchDecoder>(o.resource_version, std::move(handler));
+  auto dec = std::make_shared<WatchDecoder>(o.resource_version, std::move(handler), o.raw,
+                                            o.on_skipped, o.max_event_bytes);
   transport_->StreamAsync(
       WatchRequest(r, ns, o),
       [dec](std::string_view chunk, Transport::Resume resume) { resume(dec->Feed(chunk)); },

@@ -63,8 +63,24 @@ struct WatchOptions {
   std::string field_selector;
   std::string resource_version;  // start after this version
   bool allow_bookmarks = true;
+  // Raw events: WatchEvent::object stays null and WatchEvent::object_json is the object's text
+  // (valid during the handler call), found without building a document (kube/core/raw_scan.h).
+  // A line that is not a watch event is then skipped (counted in WatchEvent::skipped of the next
+  // event delivered, and in the handler's `skipped` callback) instead of ending the stream.
+  bool raw = false;
+  std::function<void(std::string_view why)> on_skipped;  // raw only: a line was skipped
+  size_t max_event_bytes = 32 * 1024 * 1024;             // a longer line: an error (raw: skipped)
   int timeout_seconds = 300;       // server closes the stream after this (randomise per call)
   Cancellation* cancel = nullptr;  // optional: lets another thread end the stream (e.g. Stop())
+};
+
+// One page of ListPagesAsync: the text of each item that is an object (views into the page, valid
+// during the callback only).
+struct ListPage {
+  bool first = false;  // the first page of an attempt: forget what earlier pages gave
+  int number = 0;      // 1, 2, ... within the attempt
+  const std::vector<std::string_view>* items = nullptr;
+  size_t non_object_items = 0;  // elements of `items` that were not objects (not passed on)
 };
 
 struct ListResult {
@@ -129,6 +145,14 @@ class Client {
   void WatchAsync(const Resource& r, std::string_view ns, const WatchOptions& opts,
                   std::function<bool(WatchEvent&)> handler,
                   std::function<void(Result<std::string>)> done);
+  // Every page of a list, one page held at a time (client-go's pager with a page handler): each
+  // page's items go to `on_page` (on the I/O thread, must not block) before the next page is
+  // asked for; `done` runs once, with the list's resourceVersion or the error. When a continue
+  // token expires mid-way the list starts over once, without a limit (on_page then sees `first`
+  // again). opts.cancel, when set, aborts the call.
+  void ListPagesAsync(const Resource& r, std::string_view ns, ListOptions opts,
+                      std::function<void(const ListPage&)> on_page,
+                      std::function<void(Result<std::string>)> done);
   // Returns the server's answer (the deleted object or a Status).
   Result<JsonPtr> Delete(const Resource& r, std::string_view ns, std::string_view name,
                          const std::string& delete_options_json = {});

@@ -8,11 +8,12 @@
 //   cache.AddHandler(&my_handler);   // OnAdd / OnUpdate / OnDelete / OnSynced, on the I/O thread
 //   cache.Start();
 //   ...
-//   for (const kube::ObjectPtr& gs : cache.Snapshot()) { const rapidjson::Document& d = *gs->doc; }
+//   for (const kube::ObjectPtr& gs : cache.Snapshot()) { std::string_view s = gs->state; }
 //   cache.Stop();
 //
-// obj->doc is the full GameServer JSON (metadata.labels/annotations, status.state, status.address,
-// status.ports...) and obj->resource_version is what an optimistic-concurrency patch must test.
+// Each object is the compact GameServer record (InformerOptions::Decode::kGameServer: a
+// policy::GameServerView decoded from the list/watch bytes, with no document and no managedFields
+// or spec kept), and obj->resource_version is what an optimistic-concurrency patch must test.
 // The cache never writes; the resolver writes through kube::Client::Patch and sees its own write
 // come back through OnUpdate.
 #pragma once
@@ -28,6 +29,7 @@ inline InformerOptions GameServerCacheOptions(std::string namespace_ = "") {
   o.resource = kGameServers;
   o.namespace_ = std::move(namespace_);
   o.label_selector = std::string(keys::kEnabledLabel) + "=true";
+  o.decode = InformerOptions::Decode::kGameServer;
   return o;
 }
 

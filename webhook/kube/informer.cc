@@ -10,6 +10,7 @@
 #include <set>
 #include <utility>
 
+#include "policy/gameserver_stream.h"
 #include "util/io/log.h"
 
 namespace aw::kube {
@@ -26,6 +27,11 @@ ObjectPtr MakeObject(JsonPtr doc) {
   o->doc = std::move(doc);
   return o;
 }
+
+// The store's overhead for one entry beyond the record: a std::map node with its key and the
+// make_shared control block (measured figures are in bench/RESULTS.md; this is what the gauge
+// adds).
+constexpr size_t kEntryOverhead = 64 + sizeof(std::string) + 16;
 
 }  // namespace
 
@@ -88,6 +94,19 @@ Informer::Informer(Client& client, InformerOptions opts, prometheus::Registry* r
                     .Help("Objects held by each watch cache")
                     .Register(*registry)
                     .Add({{"informer", opts_.name}});
+    bytes_gauge_ = &prometheus::BuildGauge()
+                        .Name("allocating_webhook_kube_informer_bytes")
+                        .Help("Estimated bytes held by each watch cache (records, strings, index)")
+                        .Register(*registry)
+                        .Add({{"informer", opts_.name}});
+    skipped_ = &prometheus::BuildCounter()
+                    .Name("allocating_webhook_kube_watch_events_skipped_total")
+                    .Help(
+                        "Watch events and list items skipped as not decodable, by informer and "
+                        "reason")
+                    .Register(*registry);
+    for (const char* r : {"undecodable", "oversized", "not_a_gameserver"})
+      skipped_->Add({{"informer", opts_.name}, {"reason", r}});
   }
 }
 
@@ -146,45 +165,81 @@ std::vector<ObjectPtr> Informer::Snapshot() const {
   MutexLock lk(mu_);
   std::vector<ObjectPtr> out;
   out.reserve(store_.size());
-  for (const auto& [k, v] : store_) out.push_back(v);
+  for (const auto& [k, v] : store_) out.push_back(v.obj);
   return out;
 }
 
 ObjectPtr Informer::Get(const std::string& ns, const std::string& name) const {
   MutexLock lk(mu_);
   auto it = store_.find(Key(ns, name));
-  return it == store_.end() ? nullptr : it->second;
+  return it == store_.end() ? nullptr : it->second.obj;
 }
 
 std::vector<ObjectPtr> Informer::GetByName(const std::string& name) const {
   MutexLock lk(mu_);
   std::vector<ObjectPtr> out;
   for (const auto& [k, v] : store_) {
-    if (v->name == name) out.push_back(v);
+    if (v.obj->name == name) out.push_back(v.obj);
   }
   return out;
+}
+
+size_t Informer::Size() const {
+  MutexLock lk(mu_);
+  return store_.size();
+}
+
+size_t Informer::Bytes() const {
+  MutexLock lk(mu_);
+  return bytes_;
+}
+
+size_t Informer::BytesOf(const CachedObject& o) const {
+  if (opts_.decode != InformerOptions::Decode::kGameServer) return 0;
+  size_t key = o.namespace_.size() + 1 + o.name.size();
+  return sizeof(CachedObject) + o.HeapBytes() + kEntryOverhead + (key > 15 ? key + 1 : 0);
+}
+
+ObjectPtr Informer::Decode(std::string_view json, const char* where) {
+  auto o = std::make_shared<CachedObject>();
+  if (Status s = policy::DecodeGameServer(json, o.get()); !s.ok()) {
+    Skip("undecodable", std::string(where) + ": " + s.message());
+    return nullptr;
+  }
+  return o;
+}
+
+void Informer::Skip(const std::string& reason, std::string_view why) {
+  if (skipped_) skipped_->Add({{"informer", opts_.name}, {"reason", reason}}).Increment();
+  log::warn(
+      "kube: skipped an object that is not a decodable GameServer",
+      {{"informer", opts_.name}, {"reason", reason}, {"error", std::string(why.substr(0, 300))}});
 }
 
 void Informer::CountRestart(const std::string& reason) {
   if (restarts_) restarts_->Add({{"informer", opts_.name}, {"reason", reason}}).Increment();
 }
 
-void Informer::ApplyUpsert(JsonPtr doc) {
-  ObjectPtr obj = MakeObject(std::move(doc));
-  if (obj->name.empty()) return;
+bool Informer::ApplyUpsert(ObjectPtr obj) {
+  if (obj->name.empty()) return false;
   std::string key = Key(obj->namespace_, obj->name);
   ObjectPtr old;
   {
     MutexLock lk(mu_);
-    auto it = store_.find(key);
-    if (it != store_.end()) {
-      if (it->second->resource_version == obj->resource_version && it->second->uid == obj->uid) {
-        return;  // already known (e.g. re-list after a reconnect): not a change
+    auto [it, inserted] = store_.try_emplace(std::move(key));
+    Slot& slot = it->second;
+    slot.list = list_;
+    if (!inserted) {
+      if (slot.obj->resource_version == obj->resource_version && slot.obj->uid == obj->uid) {
+        return true;  // already known (e.g. re-list after a reconnect): not a change
       }
-      old = it->second;
+      old = slot.obj;
+      bytes_ -= BytesOf(*old);
     }
-    store_[key] = obj;
+    bytes_ += BytesOf(*obj);
+    slot.obj = obj;
     if (objects_) objects_->Set(static_cast<double>(store_.size()));
+    if (bytes_gauge_) bytes_gauge_->Set(static_cast<double>(bytes_));
   }
   for (auto* h : handlers_) {
     if (old) {
@@ -193,22 +248,24 @@ void Informer::ApplyUpsert(JsonPtr doc) {
       h->OnAdd(obj);
     }
   }
+  return true;
 }
 
-void Informer::ApplyDelete(const JsonPtr& doc) {
-  std::string key = Key(MetaString(*doc, "namespace"), MetaString(*doc, "name"));
+void Informer::ApplyDelete(const ObjectPtr& obj) {
+  std::string key = Key(obj->namespace_, obj->name);
   ObjectPtr last;
   {
     MutexLock lk(mu_);
     auto it = store_.find(key);
     if (it == store_.end()) return;
-    last = it->second;
+    last = it->second.obj;
+    bytes_ -= BytesOf(*last);
     store_.erase(it);
     if (objects_) objects_->Set(static_cast<double>(store_.size()));
+    if (bytes_gauge_) bytes_gauge_->Set(static_cast<double>(bytes_));
   }
   // Deliver the final state the server reported when we have it.
-  ObjectPtr final_obj = MakeObject(doc);
-  for (auto* h : handlers_) h->OnDelete(final_obj->name.empty() ? last : final_obj);
+  for (auto* h : handlers_) h->OnDelete(obj->name.empty() ? last : obj);
 }
 
 void Informer::ResyncAll() {
@@ -238,6 +295,20 @@ void Informer::List(const std::shared_ptr<Core>& core) {
   lo.field_selector = opts_.field_selector;
   lo.limit = opts_.page_size;
   lo.cancel = &core->cancel;
+  if (opts_.decode == InformerOptions::Decode::kGameServer) {
+    // The page handler runs while the call is pending (its `done` is a step): a Stop() waits.
+    client_.ListPagesAsync(
+        opts_.resource, opts_.namespace_, lo,
+        [this, core](const ListPage& page) {
+          if (!core->Stopped()) OnPage(page);
+        },
+        Step(core, [this, core](Result<std::string> res) {
+          boost::asio::post(core->ex, Step(core, [this, core, res = std::move(res)]() mutable {
+                              OnPagesDone(core, std::move(res));
+                            }));
+        }));
+    return;
+  }
   client_.ListAllAsync(
       opts_.resource, opts_.namespace_, lo, Step(core, [this, core](Result<ListResult> res) {
         // With a fake transport's DoAsync the answer may come inline: continue
@@ -246,6 +317,48 @@ void Informer::List(const std::shared_ptr<Core>& core) {
                             OnListed(core, std::move(res));
                           }));
       }));
+}
+
+void Informer::OnPage(const ListPage& page) {
+  if (page.first) {
+    // A new attempt (the first, or a restart after an expired continue token): what earlier
+    // pages held no longer counts as seen.
+    ++list_;
+    listed_ = 0;
+    pages_ = 0;
+  }
+  ++pages_;
+  for (size_t i = 0; i < page.non_object_items; ++i)
+    Skip("not_a_gameserver", "a list item is not an object");
+  for (std::string_view item : *page.items) {
+    ObjectPtr obj = Decode(item, "list item");
+    if (!obj) continue;
+    if (ApplyUpsert(std::move(obj))) {
+      ++listed_;
+    } else {
+      Skip("not_a_gameserver", "a list item has no metadata.name");
+    }
+  }
+}
+
+void Informer::OnPagesDone(const std::shared_ptr<Core>& core, Result<std::string> res) {
+  if (!res) {
+    log::warn("kube: list failed", {{"informer", opts_.name}, {"error", res.error().ToString()}});
+    After(core, backoff_.Next(), &Informer::List);
+    return;
+  }
+  // What no page of this attempt held is gone (deleted while the watch was down).
+  std::vector<ObjectPtr> gone;
+  {
+    MutexLock lk(mu_);
+    for (const auto& [k, v] : store_) {
+      if (v.list != list_) gone.push_back(v.obj);
+    }
+  }
+  for (const auto& g : gone) ApplyDelete(g);
+  rv_ = std::move(*res);
+  relist_ = false;
+  Synced(core, listed_, pages_);
 }
 
 void Informer::OnListed(const std::shared_ptr<Core>& core, Result<ListResult> res) {
@@ -257,21 +370,26 @@ void Informer::OnListed(const std::shared_ptr<Core>& core, Result<ListResult> re
   // Apply the difference: adds/updates for new/changed objects, deletes for vanished ones.
   std::set<std::string> seen;
   for (auto& item : res->items) {
-    seen.insert(Key(MetaString(*item, "namespace"), MetaString(*item, "name")));
-    ApplyUpsert(item);
+    ObjectPtr obj = MakeObject(item);
+    seen.insert(Key(obj->namespace_, obj->name));
+    ApplyUpsert(std::move(obj));
   }
   std::vector<ObjectPtr> gone;
   {
     MutexLock lk(mu_);
     for (const auto& [k, v] : store_) {
-      if (!seen.count(k)) gone.push_back(v);
+      if (!seen.count(k)) gone.push_back(v.obj);
     }
   }
-  for (const auto& g : gone) ApplyDelete(g->doc);
+  for (const auto& g : gone) ApplyDelete(g);
   rv_ = res->resource_version;
+  Synced(core, res->items.size(), res->pages);
+}
+
+void Informer::Synced(const std::shared_ptr<Core>& core, size_t objects, int pages) {
   log::info("kube: listed", {{"informer", opts_.name},
-                             {"objects", std::to_string(res->items.size())},
-                             {"pages", std::to_string(res->pages)},
+                             {"objects", std::to_string(objects)},
+                             {"pages", std::to_string(pages)},
                              {"resourceVersion", rv_}});
   for (auto* h : handlers_) h->OnSynced();
   {
@@ -290,6 +408,15 @@ void Informer::Watch(const std::shared_ptr<Core>& core) {
   wo.resource_version = rv_;
   wo.allow_bookmarks = true;
   wo.cancel = &core->cancel;
+  if (opts_.decode == InformerOptions::Decode::kGameServer) {
+    wo.raw = true;
+    wo.max_event_bytes = opts_.max_event_bytes;
+    wo.on_skipped = [this, core](std::string_view why) {
+      if (core->Stopped()) return;
+      Skip(why.find("size limit") != std::string_view::npos ? "oversized" : "undecodable", why);
+      relist_ = true;
+    };
+  }
   int t = std::max(1, opts_.watch_timeout_seconds);
   wo.timeout_seconds = t + std::uniform_int_distribution<int>(0, t - 1 > 0 ? t - 1 : 0)(gen);
   watch_started_ = std::chrono::steady_clock::now();
@@ -302,17 +429,27 @@ void Informer::Watch(const std::shared_ptr<Core>& core) {
 }
 
 bool Informer::OnEvent(WatchEvent& ev) {
+  ObjectPtr obj;
   if (ev.object) {
-    std::string v = MetaString(*ev.object, "resourceVersion");
-    if (!v.empty()) seen_rv_ = std::move(v);
+    obj = MakeObject(ev.object);
+  } else if (!ev.object_json.empty()) {
+    obj = Decode(ev.object_json, "watch event");
+    if (!obj) {
+      relist_ = true;
+      return true;
+    }
   }
+  if (obj && !obj->resource_version.empty()) seen_rv_ = obj->resource_version;
   switch (ev.type) {
     case WatchEvent::Type::kAdded:
     case WatchEvent::Type::kModified:
-      ApplyUpsert(ev.object);
+      if (obj && !ApplyUpsert(obj) && opts_.decode == InformerOptions::Decode::kGameServer) {
+        Skip("not_a_gameserver", "a watch event's object has no metadata.name");
+        relist_ = true;
+      }
       break;
     case WatchEvent::Type::kDeleted:
-      ApplyDelete(ev.object);
+      if (obj) ApplyDelete(obj);
       break;
     case WatchEvent::Type::kBookmark:
     case WatchEvent::Type::kError:
@@ -325,7 +462,16 @@ bool Informer::OnEvent(WatchEvent& ev) {
 void Informer::OnWatchEnd(const std::shared_ptr<Core>& core, Result<std::string> res) {
   enum class End { kRewatch, kRelist, kError } end = End::kRewatch;
   if (res) {
-    if (!res->empty()) rv_ = *res;
+    // The last event applied (a raw watch's result is where it started) or the decoder's.
+    if (!seen_rv_.empty()) {
+      rv_ = seen_rv_;
+    } else if (!res->empty()) {
+      rv_ = *res;
+    }
+    if (relist_) {
+      log::info("kube: re-listing after skipped watch events", {{"informer", opts_.name}});
+      end = End::kRelist;
+    }
   } else {
     // The events applied before a failure (a connection reset when the server restarts) stay
     // applied: the next watch resumes after them, as the header promises, not from where this one

@@ -32,6 +32,7 @@
 
 #include "kube/backoff.h"
 #include "kube/client.h"
+#include "policy/gameserver.h"
 #include "util/io/mutex.h"
 
 namespace prometheus {
@@ -44,13 +45,16 @@ class Gauge;
 
 namespace aw::kube {
 
-// One cached object. Immutable once published: never modify `doc`.
-struct CachedObject {
-  std::string namespace_;
-  std::string name;
-  std::string uid;
-  std::string resource_version;
-  JsonPtr doc;  // the full object as the API server returned it
+// One cached object. Immutable once published.
+//   - InformerOptions::decode == kDocument: the identity fields (namespace_, name, uid,
+//     resource_version) and `doc`, the whole object as the API server returned it.
+//   - kGameServer: the compact GameServer record (policy::GameServerView: every field the
+//     resolver, the gateway, the autoscaler's counts and the metrics read), decoded from the
+//     list/watch bytes without a document (policy/gameserver_stream.h); `doc` is null.
+//     managedFields, spec and every other field are never stored: a write that needs more of the
+//     object reads it from the API server.
+struct CachedObject : policy::GameServerView {
+  JsonPtr doc;
 };
 using ObjectPtr = std::shared_ptr<const CachedObject>;
 
@@ -68,6 +72,12 @@ class InformerHandler {
 
 struct InformerOptions {
   std::string name = "informer";  // for logs and the metric label
+  // How objects are decoded and kept (CachedObject): kGameServer pages the list one page at a
+  // time, applying each page as it comes, and watches raw (a line that is not a GameServer event
+  // is skipped, counted and logged, and the next regular end of the watch re-lists instead of
+  // resuming, so that the skipped change is not missed for long).
+  enum class Decode { kDocument, kGameServer };
+  Decode decode = Decode::kDocument;
   Resource resource;
   std::string namespace_;  // "" = all namespaces
   std::string label_selector;
@@ -77,12 +87,16 @@ struct InformerOptions {
   std::chrono::milliseconds backoff_initial{200};
   std::chrono::milliseconds backoff_max{30000};
   int watch_timeout_seconds = 300;  // randomised in [t, 2t) per watch like client-go
+  // kGameServer: a watch event longer than this is skipped (etcd stores objects up to 1.5 MiB).
+  size_t max_event_bytes = 16 * 1024 * 1024;
 };
 
 class Informer {
  public:
   // `registry` may be null. Metrics: allocating_webhook_kube_watch_restarts_total{informer,reason},
-  // allocating_webhook_kube_informer_objects{informer}.
+  // allocating_webhook_kube_informer_objects{informer}, allocating_webhook_kube_informer_bytes
+  // {informer} (kGameServer; 0 for kDocument), allocating_webhook_kube_watch_events_skipped_total
+  // {informer,reason} (reason: undecodable, oversized, not_a_gameserver; at 0 from the start).
   Informer(Client& client, InformerOptions opts, prometheus::Registry* registry = nullptr);
   virtual ~Informer();
   Informer(const Informer&) = delete;
@@ -100,6 +114,9 @@ class Informer {
   ObjectPtr Get(const std::string& ns, const std::string& name) const EXCLUDES(mu_);
   // Every cached object with this name, whatever its namespace (one pass over the cache).
   std::vector<ObjectPtr> GetByName(const std::string& name) const EXCLUDES(mu_);
+  // Objects held and (kGameServer) their estimated bytes: records, strings and index.
+  size_t Size() const EXCLUDES(mu_);
+  size_t Bytes() const EXCLUDES(mu_);
 
  private:
   // What the in-flight calls' and the timer's callbacks share with the informer: they outlive it
@@ -110,14 +127,23 @@ class Informer {
   auto Step(const std::shared_ptr<Core>& core, F f);
   void List(const std::shared_ptr<Core>& core);
   void OnListed(const std::shared_ptr<Core>& core, Result<ListResult> res);
+  // kGameServer: one page applied as it comes; the list's end deletes what no page held.
+  void OnPage(const ListPage& page);
+  void OnPagesDone(const std::shared_ptr<Core>& core, Result<std::string> res);
+  // The end of a (re)list, both modes: OnSynced, WaitForSync, then the watch.
+  void Synced(const std::shared_ptr<Core>& core, size_t objects, int pages);
+  ObjectPtr Decode(std::string_view json, const char* where);
+  void Skip(const std::string& reason, std::string_view why);
   void Watch(const std::shared_ptr<Core>& core);
   bool OnEvent(WatchEvent& ev);
   void OnWatchEnd(const std::shared_ptr<Core>& core, Result<std::string> res);
   // Waits `d` on the timer, then runs `next` (unless stopped).
   void After(const std::shared_ptr<Core>& core, std::chrono::milliseconds d,
              void (Informer::*next)(const std::shared_ptr<Core>&));
-  void ApplyUpsert(JsonPtr doc);
-  void ApplyDelete(const JsonPtr& doc);
+  // Returns false when the object has no name (skipped).
+  bool ApplyUpsert(ObjectPtr obj);
+  void ApplyDelete(const ObjectPtr& obj);
+  size_t BytesOf(const CachedObject& o) const;
   void ResyncAll();
   void MaybeResync();
   void CountRestart(const std::string& reason);
@@ -126,7 +152,12 @@ class Informer {
   InformerOptions opts_;
   std::vector<InformerHandler*> handlers_;
   mutable Mutex mu_;
-  std::map<std::string, ObjectPtr> store_ GUARDED_BY(mu_);  // key ns/name
+  struct Slot {
+    ObjectPtr obj;
+    uint64_t list = 0;  // the list attempt that last held it (kGameServer's re-list)
+  };
+  std::map<std::string, Slot> store_ GUARDED_BY(mu_);  // key ns/name
+  size_t bytes_ GUARDED_BY(mu_) = 0;
   std::atomic<bool> synced_{false};
   // wait_cv_ wakes WaitForSync when synced_ changes or the informer stops (written under wait_mu_
   // so that a waiter cannot miss the change between its test and its sleep).
@@ -141,8 +172,14 @@ class Informer {
   std::chrono::steady_clock::time_point watch_started_;
   std::string rv_;       // where the next watch starts
   std::string seen_rv_;  // of the last event the current watch applied (a bookmark included)
+  uint64_t list_ = 0;    // the current list attempt (kGameServer)
+  size_t listed_ = 0;    // objects its pages held
+  int pages_ = 0;
+  bool relist_ = false;  // a watch event was skipped: re-list at the watch's next end
   prometheus::Family<prometheus::Counter>* restarts_ = nullptr;
   prometheus::Gauge* objects_ = nullptr;
+  prometheus::Gauge* bytes_gauge_ = nullptr;
+  prometheus::Family<prometheus::Counter>* skipped_ = nullptr;
 };
 
 }  // namespace aw::kube

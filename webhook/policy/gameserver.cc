@@ -1,8 +1,13 @@
 #include "policy/gameserver.h"
 
 #include <fmt/format.h>
+#include <rapidjson/stringbuffer.h>
+#include <rapidjson/writer.h>
 
 #include <algorithm>
+#include <array>
+#include <climits>
+#include <cstdint>
 
 #include "contract/keys.h"
 #include "util/time_format.h"
@@ -31,6 +36,19 @@ std::string StringField(const Json& parent, std::string_view key, std::string_vi
   if (mode == Parse::kStrict) return std::string(OptString(parent, key, path).value_or(""));
   const Json* v = Member(parent, key);
   return v && v->IsString() ? std::string(View(*v)) : std::string();
+}
+
+// The object as compact JSON text; "" when absent or not an object.
+std::string CompactObject(const Json* v) {
+  if (!v || !v->IsObject()) return {};
+  rapidjson::StringBuffer buf;
+  rapidjson::Writer<rapidjson::StringBuffer> w(buf);
+  v->Accept(w);
+  return std::string(buf.GetString(), buf.GetSize());
+}
+
+size_t StringBytes(const std::string& s) {
+  return s.capacity() > 15 ? s.capacity() + 1 : 0;  // beyond the small-string buffer
 }
 
 }  // namespace
@@ -81,13 +99,99 @@ std::optional<bool> OptBool(const Json& parent, std::string_view key, std::strin
   return v->GetBool();
 }
 
+namespace {
+
+// Keys that Agones and this project write on every GameServer: a map points at these instead of
+// storing them (sorted; looked up by binary search).
+constexpr std::array kStaticKeys = std::to_array<std::string_view>({
+    "agones.dev/fleet",
+    "agones.dev/gameserverset",
+    "agones.dev/last-allocated",
+    "agones.dev/ready-container-id",
+    "agones.dev/role",
+    "agones.dev/sdk-allocating-ready",
+    "agones.dev/sdk-gs-session-ready",
+    "agones.dev/sdk-version",
+    "allocating.agones.dev/allocation",
+    "allocating.agones.dev/answer-by",
+    "allocating.agones.dev/bypassed",
+    "allocating.agones.dev/confirmed",
+    "allocating.agones.dev/delivered",
+    "allocating.agones.dev/enabled",
+    "allocating.agones.dev/gateway-deadline",
+    "allocating.agones.dev/mode",
+    "allocating.agones.dev/on-scale-down",
+    "allocating.agones.dev/on-timeout",
+    "allocating.agones.dev/on-undelivered",
+    "allocating.agones.dev/outcome",
+    "allocating.agones.dev/probe-path",
+    "allocating.agones.dev/probe-period",
+    "allocating.agones.dev/probe-port",
+    "allocating.agones.dev/probe-type",
+    "allocating.agones.dev/request-key",
+    "allocating.agones.dev/require-annotation",
+    "allocating.agones.dev/shutdown-requested",
+    "allocating.agones.dev/since",
+    "allocating.agones.dev/timeout",
+    "cluster-autoscaler.kubernetes.io/safe-to-evict",
+    "quilkin.dev/tokens",
+});
+static_assert(std::is_sorted(kStaticKeys.begin(), kStaticKeys.end()));
+
+std::optional<uint32_t> StaticKey(std::string_view key) {
+  auto it = std::lower_bound(kStaticKeys.begin(), kStaticKeys.end(), key);
+  if (it == kStaticKeys.end() || *it != key) return std::nullopt;
+  return static_cast<uint32_t>(it - kStaticKeys.begin());
+}
+
+}  // namespace
+
+std::string_view StringMap::KeyOf(const Entry& e) const {
+  if (e.key & kStatic) return kStaticKeys[e.key & ~kStatic];
+  return std::string_view(chars_.data() + e.key, e.key_len);
+}
+
+void StringMap::Assign(const std::vector<std::pair<std::string_view, std::string_view>>& items) {
+  present_ = true;
+  size_t chars = 0;
+  for (const auto& [k, v] : items) chars += (StaticKey(k) ? 0 : k.size()) + v.size();
+  if (chars > UINT32_MAX / 2) throw BadRequest("string map larger than 2 GiB");
+  std::vector<Entry> entries;
+  entries.reserve(items.size());
+  std::string buf;
+  buf.reserve(chars);
+  for (const auto& [k, v] : items) {
+    Entry e{};
+    if (auto s = StaticKey(k)) {
+      e.key = kStatic | *s;
+      e.key_len = static_cast<uint32_t>(k.size());
+    } else {
+      e.key = static_cast<uint32_t>(buf.size());
+      e.key_len = static_cast<uint32_t>(k.size());
+      buf.append(k);
+    }
+    e.value = static_cast<uint32_t>(buf.size());
+    e.value_len = static_cast<uint32_t>(v.size());
+    buf.append(v);
+    entries.push_back(e);
+  }
+  entries_ = std::move(entries);
+  chars_ = std::move(buf);
+}
+
+StringMap::StringMap(const Map& entries) {
+  std::vector<std::pair<std::string_view, std::string_view>> items(entries.begin(), entries.end());
+  Assign(items);
+}
+
 StringMap::StringMap(const Json* obj, std::string_view path, Parse mode) {
   if (!obj) return;
   if (!obj->IsObject()) {
     if (mode == Parse::kStrict) NotAnObject(path, *obj);
     return;
   }
-  present_ = true;
+  std::vector<std::pair<std::string_view, std::string_view>> items;
+  items.reserve(obj->MemberCount());
   for (auto it = obj->MemberBegin(); it != obj->MemberEnd(); ++it) {
     if (!it->value.IsString()) {
       if (mode == Parse::kLenient) continue;
@@ -96,21 +200,76 @@ StringMap::StringMap(const Json* obj, std::string_view path, Parse mode) {
           std::string_view(it->name.GetString(), std::min<size_t>(it->name.GetStringLength(), 100)),
           JsonTypeName(it->value)));
     }
-    // A repeated key keeps its first value, like rapidjson's FindMember (admission refuses
-    // repeated keys before it gets here).
-    entries_.emplace(std::string(View(it->name)), std::string(View(it->value)));
+    items.emplace_back(View(it->name), View(it->value));
   }
+  // A repeated key keeps its first value, like rapidjson's FindMember (admission refuses
+  // repeated keys before it gets here): a stable sort keeps the first of equal keys first.
+  std::stable_sort(items.begin(), items.end(),
+                   [](const auto& a, const auto& b) { return a.first < b.first; });
+  items.erase(std::unique(items.begin(), items.end(),
+                          [](const auto& a, const auto& b) { return a.first == b.first; }),
+              items.end());
+  Assign(items);
 }
 
 std::optional<std::string_view> StringMap::Get(std::string_view key) const {
-  auto it = entries_.find(key);
-  if (it == entries_.end()) return std::nullopt;
-  return std::string_view(it->second);
+  auto it = std::lower_bound(entries_.begin(), entries_.end(), key,
+                             [this](const Entry& e, std::string_view k) { return KeyOf(e) < k; });
+  if (it == entries_.end() || KeyOf(*it) != key) return std::nullopt;
+  return ValueOf(*it);
 }
 
-std::string& StringMap::operator[](const std::string& key) {
-  present_ = true;
-  return entries_[key];
+StringMap::Map StringMap::entries() const {
+  Map m;
+  for (const Entry& e : entries_) m.emplace(std::string(KeyOf(e)), std::string(ValueOf(e)));
+  return m;
+}
+
+void StringMap::Set(std::string_view key, std::string_view value) {
+  // Rebuilt whole: Set is for tests and the rare edit, never the cache's path.
+  std::string k(key), v(value);
+  std::vector<std::pair<std::string_view, std::string_view>> items;
+  items.reserve(entries_.size() + 1);
+  bool placed = false;
+  for (const Entry& e : entries_) {
+    std::string_view ek = KeyOf(e);
+    if (!placed && ek >= std::string_view(k)) {
+      items.emplace_back(k, v);
+      placed = true;
+      if (ek == std::string_view(k)) continue;
+    }
+    items.emplace_back(ek, ValueOf(e));
+  }
+  if (!placed) items.emplace_back(k, v);
+  StringMap next;
+  next.Assign(items);
+  *this = std::move(next);
+}
+
+bool StringMap::operator==(const StringMap& o) const {
+  if (present_ != o.present_ || entries_.size() != o.entries_.size()) return false;
+  for (size_t i = 0; i < entries_.size(); ++i) {
+    if (KeyOf(entries_[i]) != o.KeyOf(o.entries_[i]) ||
+        ValueOf(entries_[i]) != o.ValueOf(o.entries_[i]))
+      return false;
+  }
+  return true;
+}
+
+void StringMap::Builder::Add(std::string_view key, std::string_view value) {
+  items_.emplace_back(std::string(key), std::string(value));
+}
+
+StringMap StringMap::Builder::Finish() && {
+  std::stable_sort(items_.begin(), items_.end(),
+                   [](const auto& a, const auto& b) { return a.first < b.first; });
+  items_.erase(std::unique(items_.begin(), items_.end(),
+                           [](const auto& a, const auto& b) { return a.first == b.first; }),
+               items_.end());
+  std::vector<std::pair<std::string_view, std::string_view>> items(items_.begin(), items_.end());
+  StringMap m;
+  m.Assign(items);
+  return m;
 }
 
 bool ObjectMeta::OptedIn() const {
@@ -189,6 +348,19 @@ GameServerView ParseGameServer(const Json* obj, const std::string& path, Parse m
         g.ports.push_back(std::move(pv));
       }
     }
+    g.node_name = StringField(*status, "nodeName", path + ".status", Parse::kLenient);
+    if (const Json* addrs = Member(*status, "addresses"); addrs && addrs->IsArray()) {
+      for (const Json& a : addrs->GetArray()) {
+        AddressView av;
+        if (a.IsObject()) {
+          av.type = StringField(a, "type", "", Parse::kLenient);
+          av.address = StringField(a, "address", "", Parse::kLenient);
+        }
+        g.addresses.push_back(std::move(av));
+      }
+    }
+    g.counters_json = CompactObject(Member(*status, "counters"));
+    g.lists_json = CompactObject(Member(*status, "lists"));
   }
   if (auto a = g.Annotation(keys::kAllocation)) g.allocation = std::string(*a);
   if (auto s = g.Annotation(keys::kSince)) {
@@ -196,6 +368,34 @@ GameServerView ParseGameServer(const Json* obj, const std::string& path, Parse m
       g.since = std::chrono::time_point_cast<Clock::duration>(*t);
   }
   return g;
+}
+
+size_t GameServerView::HeapBytes() const {
+  size_t n = labels.HeapBytes() + annotations.HeapBytes();
+  for (const std::string* s : {&namespace_, &name, &generate_name, &uid, &resource_version, &state,
+                               &address, &allocation, &node_name, &counters_json, &lists_json}) {
+    n += StringBytes(*s);
+  }
+  n += ports.capacity() * sizeof(PortView);
+  for (const PortView& p : ports) n += StringBytes(p.name);
+  n += addresses.capacity() * sizeof(AddressView);
+  for (const AddressView& a : addresses) n += StringBytes(a.type) + StringBytes(a.address);
+  return n;
+}
+
+bool operator==(const ObjectMeta& a, const ObjectMeta& b) {
+  return a.present == b.present && a.namespace_ == b.namespace_ && a.name == b.name &&
+         a.generate_name == b.generate_name && a.uid == b.uid &&
+         a.resource_version == b.resource_version && a.deleting == b.deleting &&
+         a.labels == b.labels && a.annotations == b.annotations;
+}
+
+bool operator==(const GameServerView& a, const GameServerView& b) {
+  return static_cast<const ObjectMeta&>(a) == static_cast<const ObjectMeta&>(b) &&
+         a.state == b.state && a.address == b.address && a.ports == b.ports &&
+         a.allocation == b.allocation && a.since == b.since && a.node_name == b.node_name &&
+         a.addresses == b.addresses && a.counters_json == b.counters_json &&
+         a.lists_json == b.lists_json;
 }
 
 GameServerView ParseGameServer(const Json& obj) {

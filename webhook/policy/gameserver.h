@@ -18,6 +18,7 @@
 #include <rapidjson/document.h>
 
 #include <chrono>
+#include <cstdint>
 #include <functional>
 #include <map>
 #include <optional>
@@ -53,25 +54,67 @@ enum class Parse { kStrict, kLenient };
 
 // A map[string]string (labels, annotations) that remembers whether the map was present at all
 // (JSON Patch must add a whole map that is absent).
+//
+// Compact: the entries are one sorted array of offsets into one character buffer (two allocations
+// a map, whatever its size); a key that Agones or this project writes (agones.dev/...,
+// allocating.agones.dev/...) is not stored at all but points at a static copy. Thousands of cached
+// GameServers each hold two of these, so a std::map of std::strings (about 110 bytes an entry)
+// would be most of the cache (issue 33).
 class StringMap {
  public:
   using Map = std::map<std::string, std::string, std::less<>>;
   StringMap() = default;  // absent
   // A present map with these entries.
-  StringMap(Map entries) : present_(true), entries_(std::move(entries)) {}  // NOLINT: implicit
+  StringMap(const Map& entries);  // NOLINT: implicit
   // `obj` may be nullptr (absent). kStrict: throws BadRequest unless obj is an object of strings;
-  // kLenient: a non-object is absent and non-string values are skipped.
+  // kLenient: a non-object is absent and non-string values are skipped. A repeated key keeps its
+  // first (string) value.
   StringMap(const Json* obj, std::string_view path, Parse mode = Parse::kStrict);
 
   bool present() const { return present_; }
+  size_t size() const { return entries_.size(); }
   std::optional<std::string_view> Get(std::string_view key) const;
-  const Map& entries() const { return entries_; }
+  // A copy of the entries (tests, diagnostics); ForEach visits them without one, in key order.
+  Map entries() const;
+  template <typename F>
+  void ForEach(F&& f) const {
+    for (const Entry& e : entries_) f(KeyOf(e), ValueOf(e));
+  }
   // Sets (or adds) an entry; the map becomes present.
-  std::string& operator[](const std::string& key);
+  void Set(std::string_view key, std::string_view value);
+  // Heap bytes held (the cache's size metric).
+  size_t HeapBytes() const { return entries_.capacity() * sizeof(Entry) + chars_.capacity(); }
+  bool operator==(const StringMap& o) const;
+
+  // Builds a present map entry by entry (the streaming decoder's form): Add() keeps the first value
+  // of a repeated key, Finish() sorts and compacts.
+  class Builder {
+   public:
+    void Add(std::string_view key, std::string_view value);
+    StringMap Finish() &&;
+
+   private:
+    std::vector<std::pair<std::string, std::string>> items_;
+  };
 
  private:
+  struct Entry {
+    uint32_t key;  // offset in chars_, or kStatic | index in the static key table
+    uint32_t key_len;
+    uint32_t value;  // offset in chars_
+    uint32_t value_len;
+  };
+  static constexpr uint32_t kStatic = 0x80000000u;
+  std::string_view KeyOf(const Entry& e) const;
+  std::string_view ValueOf(const Entry& e) const {
+    return std::string_view(chars_.data() + e.value, e.value_len);
+  }
+  // Replaces the entries with `items` (sorted by key, unique).
+  void Assign(const std::vector<std::pair<std::string_view, std::string_view>>& items);
+
   bool present_ = false;
-  Map entries_;
+  std::vector<Entry> entries_;
+  std::string chars_;
 };
 
 // metadata of any object.
@@ -109,6 +152,13 @@ ObjectMeta ReadMeta(const Json* meta, const std::string& path, Parse mode = Pars
 struct PortView {
   std::string name;
   int port = 0;
+  bool operator==(const PortView&) const = default;
+};
+
+struct AddressView {
+  std::string type;     // status.addresses[].type
+  std::string address;  // status.addresses[].address
+  bool operator==(const AddressView&) const = default;
 };
 
 // A GameServer (an empty view, present == false, when the object is absent).
@@ -118,7 +168,20 @@ struct GameServerView : ObjectMeta {
   std::vector<PortView> ports;     // status.ports[].{name,port}
   std::string allocation;          // allocating.agones.dev/allocation ("" when absent)
   std::optional<TimePoint> since;  // allocating.agones.dev/since, parsed
+  // What the gateway's answer carries besides (agones-allocator's AllocationResponse):
+  std::string node_name;               // status.nodeName
+  std::vector<AddressView> addresses;  // status.addresses[].{type,address}
+  // status.counters / status.lists as compact JSON text ("" when absent or not an object).
+  std::string counters_json;
+  std::string lists_json;
+
+  // Heap bytes held beyond sizeof(GameServerView) (the cache's size metric).
+  size_t HeapBytes() const;
 };
+
+// Field-by-field equality (the streaming decoder's tests compare it with the document path).
+bool operator==(const ObjectMeta& a, const ObjectMeta& b);
+bool operator==(const GameServerView& a, const GameServerView& b);
 
 // The allocation id for a GameServer entering Allocating: agones.dev/last-allocated when this
 // update set it (present, non-empty and different from the old object's value), else std::nullopt

@@ -6,40 +6,14 @@
 
 namespace aw::resolver {
 
-std::shared_ptr<const GameServerView> CacheSource::View(const kube::ObjectPtr& obj) {
-  if (!obj || !obj->doc) return nullptr;
-  std::string key = obj->namespace_ + "/" + obj->name;
-  auto it = memo_.find(key);
-  if (it != memo_.end() && it->second->resource_version == obj->resource_version &&
-      !obj->resource_version.empty()) {
-    return it->second;
-  }
-  auto view = std::make_shared<const GameServerView>(ParseGameServer(*obj->doc));
-  memo_[key] = view;
-  return view;
-}
-
 std::shared_ptr<const GameServerView> CacheSource::Get(const std::string& ns,
                                                        const std::string& name) {
-  kube::ObjectPtr obj = cache_.Get(ns, name);
-  if (!obj) {
-    memo_.erase(ns + "/" + name);
-    return nullptr;
-  }
-  return View(obj);
+  return cache_.Get(ns, name);  // the cached record is the view
 }
 
 std::vector<std::shared_ptr<const GameServerView>> CacheSource::List() {
-  std::vector<std::shared_ptr<const GameServerView>> out;
-  std::map<std::string, std::shared_ptr<const GameServerView>> seen;
-  for (const kube::ObjectPtr& obj : cache_.Snapshot()) {
-    if (auto v = View(obj)) {
-      seen[v->Key()] = v;
-      out.push_back(std::move(v));
-    }
-  }
-  memo_.swap(seen);  // forget deleted objects
-  return out;
+  std::vector<kube::ObjectPtr> all = cache_.Snapshot();
+  return {all.begin(), all.end()};
 }
 
 void CacheNotifier::Upsert(const kube::ObjectPtr& obj) {
@@ -48,10 +22,7 @@ void CacheNotifier::Upsert(const kube::ObjectPtr& obj) {
 
 void CacheNotifier::OnDelete(const kube::ObjectPtr& last_known) {
   if (!last_known) return;
-  std::shared_ptr<const GameServerView> view;
-  if (last_known->doc)
-    view = std::make_shared<const GameServerView>(ParseGameServer(*last_known->doc));
-  resolver_.NotifyDeleted(last_known->namespace_, last_known->name, std::move(view));
+  resolver_.NotifyDeleted(last_known->namespace_, last_known->name, last_known);
 }
 
 void CacheNotifier::OnSynced() { resolver_.NotifyAll(); }

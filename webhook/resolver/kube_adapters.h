@@ -1,8 +1,8 @@
 // The resolver's ports implemented on the Kubernetes client (webhook/kube).
 //
 // Promise:
-//   CacheSource     GameServerSource over the watch-backed GameServer cache; parsed views are
-//                   memoised per resourceVersion (one parse per object change). Loop thread only.
+//   CacheSource     GameServerSource over the watch-backed GameServer cache, whose records are
+//                   the views (decoded once per object change, shared, never copied).
 //   CacheNotifier   InformerHandler forwarding every change to Resolver::Notify (a deletion with
 //                   its last known object, to NotifyDeleted) and every
 //                   (re)sync to NotifyAll; it only queues, so the informer's (I/O) thread never
@@ -40,9 +40,7 @@ class CacheSource final : public GameServerSource {
   std::vector<std::shared_ptr<const GameServerView>> List() override;
 
  private:
-  std::shared_ptr<const GameServerView> View(const kube::ObjectPtr& obj);
   const kube::Informer& cache_;
-  std::map<std::string, std::shared_ptr<const GameServerView>> memo_;  // key -> latest view
 };
 
 class CacheNotifier final : public kube::InformerHandler {

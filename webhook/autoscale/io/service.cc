@@ -113,12 +113,12 @@ Status GameServerCountsWatch::Run(runtime::RunContext& ctx) {
 }
 
 void GameServerCountsFeed::Upsert(const kube::ObjectPtr& obj) {
-  endpoint_.counts().Upsert(obj->namespace_, obj->name, FactsOf(*obj->doc));
+  endpoint_.counts().Upsert(obj->namespace_, obj->name, FactsOf(*obj));
 }
 
 void GameServerCountsFeed::OnDelete(const kube::ObjectPtr& last_known) {
   FleetCounts& counts = endpoint_.counts();
-  const GameServerFacts facts = FactsOf(*last_known->doc);
+  const GameServerFacts facts = FactsOf(*last_known);
   counts.Remove(last_known->namespace_, last_known->name);
   if (!facts.fleet.empty() && counts.Lookup(last_known->namespace_, facts.fleet).servers == 0) {
     endpoint_.ForgetFleet(last_known->namespace_, facts.fleet);

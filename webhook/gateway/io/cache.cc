@@ -15,6 +15,7 @@ kube::InformerOptions Options(const std::string& watch_namespace) {
   o.namespace_ = watch_namespace;
   o.label_selector = std::string(keys::kEnabledLabel) + "=true";
   o.resync = std::chrono::seconds(60);
+  o.decode = kube::InformerOptions::Decode::kGameServer;
   return o;
 }
 

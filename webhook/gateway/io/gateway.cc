@@ -267,9 +267,9 @@ bool Gateway::Join(const std::string& ns_key, const server::HttpRequest& req,
 std::optional<Gateway::KeyHolder> Gateway::FindKeyHolder(const std::shared_ptr<Call>& call) const {
   if (!options_.find_by_key) return std::nullopt;
   kube::ObjectPtr obj = options_.find_by_key(call->ns, call->key);
-  if (!obj || !obj->doc) return std::nullopt;
-  KeyHolder h{policy::ParseGameServer(*obj->doc), {}};
-  if (!AnswerFromGameServer(*obj->doc, &h.body).ok()) return std::nullopt;
+  if (!obj) return std::nullopt;
+  KeyHolder h{*obj, {}};
+  if (!AnswerFromGameServer(*obj, &h.body).ok()) return std::nullopt;
   return h;
 }
 
@@ -310,7 +310,7 @@ void Gateway::Deliver(const std::shared_ptr<Call>& call, const std::string& ns,
   mark.name = name;
   mark.at = util::FormatRfc3339Nano(
       std::chrono::time_point_cast<std::chrono::nanoseconds>(std::chrono::system_clock::now()));
-  if (seen && seen->doc) mark.seen = policy::ParseGameServer(*seen->doc);
+  if (seen) mark.seen = *seen;
   const std::string at = mark.at;
   options_.mark_delivered(mark, [this, call, ns, name, at, shared](Status s) {
     if (!s.ok()) {
@@ -489,7 +489,7 @@ void Gateway::OnDecided(const std::shared_ptr<Call>& call, const std::string& re
   switch (d.verdict) {
     case Verdict::kAnswer: {
       std::string out;
-      if (obj && RefreshMetadata(response_body, *obj->doc, &out).ok()) {
+      if (obj && RefreshMetadata(response_body, *obj, &out).ok()) {
         return Deliver(call, ns, gs_name, obj, JsonAnswer(200, std::move(out)));
       }
       return Deliver(call, ns, gs_name, obj, JsonAnswer(200, response_body));

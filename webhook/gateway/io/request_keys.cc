@@ -7,16 +7,7 @@
 namespace aw::gateway {
 
 std::optional<std::string_view> RequestKeyOf(const kube::CachedObject& obj) {
-  if (!obj.doc || !obj.doc->IsObject()) return std::nullopt;
-  const rapidjson::Value& doc = *obj.doc;
-  auto meta = doc.FindMember("metadata");
-  if (meta == doc.MemberEnd() || !meta->value.IsObject()) return std::nullopt;
-  auto ann = meta->value.FindMember("annotations");
-  if (ann == meta->value.MemberEnd() || !ann->value.IsObject()) return std::nullopt;
-  auto k = ann->value.FindMember(
-      rapidjson::StringRef(keys::kRequestKey.data(), keys::kRequestKey.size()));
-  if (k == ann->value.MemberEnd() || !k->value.IsString()) return std::nullopt;
-  return std::string_view(k->value.GetString(), k->value.GetStringLength());
+  return obj.Annotation(keys::kRequestKey);
 }
 
 kube::ObjectPtr FindByRequestKey(const std::vector<kube::ObjectPtr>& servers, const std::string& ns,
@@ -25,7 +16,7 @@ kube::ObjectPtr FindByRequestKey(const std::vector<kube::ObjectPtr>& servers, co
   std::string best_at;
   for (const kube::ObjectPtr& obj : servers) {
     if (!obj || obj->namespace_ != ns || RequestKeyOf(*obj) != std::string_view(key)) continue;
-    const policy::GameServerView gs = policy::ParseGameServer(*obj->doc);
+    const policy::GameServerView& gs = *obj;
     if (!HoldsRequest(gs)) continue;
     std::string at(gs.Annotation(keys::kLastAllocated).value_or(""));
     // RFC 3339 UTC times of one writer compare as text; the name breaks a tie, so the answer

@@ -97,8 +97,7 @@ WaiterRegistry::Ticket WaiterRegistry::Wait(const std::string& ns_hint, const st
   if (lookup_) {
     std::vector<kube::ObjectPtr> copies = lookup_(name);
     std::stable_partition(copies.begin(), copies.end(), [&w](const kube::ObjectPtr& o) {
-      const policy::GameServerView v = policy::ParseGameServer(*o->doc);
-      return v.Annotation(keys::kLastAllocated).value_or("") == w->last_allocated;
+      return o->Annotation(keys::kLastAllocated).value_or("") == w->last_allocated;
     });
     for (const auto& obj : copies) {
       Decision d = Judge(*w, obj, false);
@@ -116,7 +115,7 @@ void WaiterRegistry::Cancel(const Ticket& ticket, const std::string& reason) {
 }
 
 Decision WaiterRegistry::Judge(Waiter& w, const kube::ObjectPtr& obj, bool deleted) {
-  const policy::GameServerView view = policy::ParseGameServer(*obj->doc);
+  const policy::GameServerView& view = *obj;
   {
     MutexLock lock(w.mu);
     if (w.bound_ns.empty()) {

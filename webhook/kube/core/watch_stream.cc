@@ -48,15 +48,52 @@ bool LineFramer::Feed(std::string_view chunk, const std::function<void(std::stri
       buf_.append(chunk.substr(0, nl));
       line = buf_;
     }
-    while (!line.empty() && (line.back() == '\r' || line.back() == ' ' || line.back() == '\t')) {
-      line.remove_suffix(1);
-    }
-    bool blank = line.find_first_not_of(" \t\r") == std::string_view::npos;
-    if (!blank) emit(line);
+    EmitLine(line, emit);
     buf_.clear();
     chunk.remove_prefix(nl + 1);
   }
   return true;
+}
+
+void LineFramer::FeedSkipping(std::string_view chunk,
+                              const std::function<void(std::string_view)>& emit,
+                              const std::function<void()>& on_oversized) {
+  while (!chunk.empty()) {
+    size_t nl = chunk.find('\n');
+    if (discarding_) {
+      if (nl == std::string_view::npos) return;
+      discarding_ = false;
+      chunk.remove_prefix(nl + 1);
+      continue;
+    }
+    size_t take = nl == std::string_view::npos ? chunk.size() : nl;
+    if (buf_.size() + take > max_line_) {
+      buf_.clear();
+      on_oversized();
+      discarding_ = true;
+      continue;  // the same chunk, now discarding up to its newline
+    }
+    if (nl == std::string_view::npos) {
+      buf_.append(chunk);
+      return;
+    }
+    std::string_view line = chunk.substr(0, nl);
+    if (!buf_.empty()) {
+      buf_.append(line);
+      line = buf_;
+    }
+    EmitLine(line, emit);
+    buf_.clear();
+    chunk.remove_prefix(nl + 1);
+  }
+}
+
+void LineFramer::EmitLine(std::string_view line,
+                          const std::function<void(std::string_view)>& emit) {
+  while (!line.empty() && (line.back() == '\r' || line.back() == ' ' || line.back() == '\t')) {
+    line.remove_suffix(1);
+  }
+  if (line.find_first_not_of(" \t\r") != std::string_view::npos) emit(line);
 }
 
 std::string_view WatchEventTypeName(WatchEvent::Type t) {

@@ -33,20 +33,27 @@ class LineFramer {
   // Emits each complete, non-blank line (without the terminator). Returns false once a line
   // exceeds the limit (the framer then stays failed).
   bool Feed(std::string_view chunk, const std::function<void(std::string_view)>& emit);
+  // The same, except that a line over the limit is dropped up to its end (on_oversized runs once
+  // for it) and framing goes on with the next line: never fails.
+  void FeedSkipping(std::string_view chunk, const std::function<void(std::string_view)>& emit,
+                    const std::function<void()>& on_oversized);
   size_t buffered() const { return buf_.size(); }
   bool failed() const { return failed_; }
 
  private:
+  static void EmitLine(std::string_view line, const std::function<void(std::string_view)>& emit);
   size_t max_line_;
   std::string buf_;
   bool failed_ = false;
+  bool discarding_ = false;  // FeedSkipping: inside an oversized line
 };
 
 struct WatchEvent {
   enum class Type { kAdded, kModified, kDeleted, kBookmark, kError };
   Type type = Type::kError;
-  JsonPtr object;  // the event's "object" (a standalone document); null for kError
-  ApiError error;  // for kError: the Status carried by the event
+  JsonPtr object;  // the event's "object" (a standalone document); null for kError and raw events
+  std::string_view object_json;  // raw watches (WatchOptions::raw): the object's text
+  ApiError error;                // for kError: the Status carried by the event
 };
 
 std::string_view WatchEventTypeName(WatchEvent::Type t);
