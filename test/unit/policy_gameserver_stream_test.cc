@@ -38,12 +38,13 @@ std::string ReadFile(const std::string& path) {
 }
 
 std::string Describe(const GameServerView& g) {
-  std::string s = "present=" + std::to_string(g.present) + " ns=" + g.namespace_ + " name=" +
-                  g.name + " gen=" + g.generate_name + " uid=" + g.uid + " rv=" + g.resource_version +
-                  " deleting=" + std::to_string(g.deleting) + " state=" + g.state +
-                  " address=" + g.address + " node=" + g.node_name + " alloc=" + g.allocation +
-                  " since=" + std::to_string(g.since.has_value()) + " counters=" + g.counters_json +
-                  " lists=" + g.lists_json + " labels(" + std::to_string(g.labels.present()) + ")={";
+  std::string s = "present=" + std::to_string(g.present) + " ns=" + g.namespace_ +
+                  " name=" + g.name + " gen=" + g.generate_name + " uid=" + g.uid +
+                  " rv=" + g.resource_version + " deleting=" + std::to_string(g.deleting) +
+                  " state=" + g.state + " address=" + g.address + " node=" + g.node_name +
+                  " alloc=" + g.allocation + " since=" + std::to_string(g.since.has_value()) +
+                  " counters=" + g.counters_json + " lists=" + g.lists_json + " labels(" +
+                  std::to_string(g.labels.present()) + ")={";
   g.labels.ForEach([&](std::string_view k, std::string_view v) {
     s += std::string(k) + ":" + std::string(v) + ",";
   });
@@ -118,10 +119,21 @@ class Gen {
   int Int(int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng_); }
   bool Chance(int percent) { return Int(1, 100) <= percent; }
   std::string Str() {
-    static const std::vector<std::string> pool = {
-        "", "a", "default", "Allocating", "Ready", "gs-1", "agones.dev/fleet", "x\\u00e9y",
-        "with \\\"quotes\\\"", "2026-12-02T14:23:13.123456789Z", "true", "n1", "10.0.0.1",
-        "allocating.agones.dev/since", "allocating.agones.dev/allocation"};
+    static const std::vector<std::string> pool = {"",
+                                                  "a",
+                                                  "default",
+                                                  "Allocating",
+                                                  "Ready",
+                                                  "gs-1",
+                                                  "agones.dev/fleet",
+                                                  "x\\u00e9y",
+                                                  "with \\\"quotes\\\"",
+                                                  "2026-12-02T14:23:13.123456789Z",
+                                                  "true",
+                                                  "n1",
+                                                  "10.0.0.1",
+                                                  "allocating.agones.dev/since",
+                                                  "allocating.agones.dev/allocation"};
     return "\"" + pool[Int(0, static_cast<int>(pool.size()) - 1)] + "\"";
   }
   std::string Scalar() {
@@ -198,28 +210,32 @@ class Gen {
     return s + "]";
   }
   std::string GameServer() {
-    std::string meta = Object({{"name", Field(Str())},
-                               {"generateName", Field(Str())},
-                               {"namespace", Field(Str())},
-                               {"uid", Field(Str())},
-                               {"resourceVersion", Field("\"" + std::to_string(Int(1, 99999)) + "\"")},
-                               {"deletionTimestamp", Chance(50) ? "null" : Field(Str())},
-                               {"labels", Field(Map())},
-                               {"annotations", Field(Map())},
-                               {"managedFields", Array([&] { return Any(0); })}});
+    std::string meta =
+        Object({{"name", Field(Str())},
+                {"generateName", Field(Str())},
+                {"namespace", Field(Str())},
+                {"uid", Field(Str())},
+                {"resourceVersion", Field("\"" + std::to_string(Int(1, 99999)) + "\"")},
+                {"deletionTimestamp", Chance(50) ? "null" : Field(Str())},
+                {"labels", Field(Map())},
+                {"annotations", Field(Map())},
+                {"managedFields", Array([&] { return Any(0); })}});
     std::string status = Object(
         {{"state", Field(Str())},
          {"address", Field(Str())},
          {"nodeName", Field(Str())},
          {"ports", Field(Array([&] {
-            return Chance(85) ? Object({{"name", Field(Str())}, {"port", Field(Scalar())}}) : Any(1);
+            return Chance(85) ? Object({{"name", Field(Str())}, {"port", Field(Scalar())}})
+                              : Any(1);
           }))},
          {"addresses", Field(Array([&] {
             return Chance(85) ? Object({{"type", Field(Str())}, {"address", Field(Str())}})
                               : Any(1);
           }))},
-         {"counters", Field(Object({{"players", Object({{"count", Scalar()}, {"capacity", Scalar()}})}}))},
-         {"lists", Field(Object({{"rooms", Object({{"capacity", Scalar()}, {"values", Any(1)}})}}))}});
+         {"counters",
+          Field(Object({{"players", Object({{"count", Scalar()}, {"capacity", Scalar()}})}}))},
+         {"lists",
+          Field(Object({{"rooms", Object({{"capacity", Scalar()}, {"values", Any(1)}})}}))}});
     return Object({{"apiVersion", "\"agones.dev/v1\""},
                    {"metadata", Field(meta)},
                    {"spec", Any(0)},
@@ -238,8 +254,8 @@ TEST(GameServerStream, ThousandRandomGameServersMatchTheDocumentPath) {
     if (HasFailure()) break;  // one clear case, not a thousand
   }
   // Roots that are not objects, and text that is not JSON.
-  for (const char* t : {"[]", "null", "3", "\"x\"", "{}", "{\"metadata\":null}", "", "{", "{\"a\":}",
-                        "{} {}", "[1,2"}) {
+  for (const char* t : {"[]", "null", "3", "\"x\"", "{}", "{\"metadata\":null}", "", "{",
+                        "{\"a\":}", "{} {}", "[1,2"}) {
     ExpectSame(t);
   }
 }
@@ -294,7 +310,8 @@ TEST(RawScan, ListPageItemsAndMetadata) {
   EXPECT_EQ(page->items[1], R"({"metadata":{"name":"b","x":[{"y":{}}]}})");
   EXPECT_EQ(page->non_object_items, 3u);
   // An item's own metadata is not the list's.
-  auto p2 = kube::ScanListPage(R"({"items":[{"metadata":{"resourceVersion":"9","continue":"x"}}],"metadata":{"resourceVersion":"10"}})");
+  auto p2 = kube::ScanListPage(
+      R"({"items":[{"metadata":{"resourceVersion":"9","continue":"x"}}],"metadata":{"resourceVersion":"10"}})");
   ASSERT_TRUE(p2.ok());
   EXPECT_EQ(p2->resource_version, "10");
   EXPECT_EQ(p2->continue_token, "");
@@ -304,7 +321,8 @@ TEST(RawScan, ListPageItemsAndMetadata) {
 }
 
 TEST(RawScan, WatchEvents) {
-  auto ev = kube::ScanWatchEvent(R"({"type":"MODIFIED","object":{"metadata":{"name":"a"},"s":"}"}})");
+  auto ev =
+      kube::ScanWatchEvent(R"({"type":"MODIFIED","object":{"metadata":{"name":"a"},"s":"}"}})");
   ASSERT_TRUE(ev.ok());
   EXPECT_EQ(ev->type, kube::WatchEvent::Type::kModified);
   EXPECT_EQ(ev->object, R"({"metadata":{"name":"a"},"s":"}"})");

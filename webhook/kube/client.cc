@@ -4,6 +4,8 @@
 #include <rapidjson/stringbuffer.h>
 #include <rapidjson/writer.h>
 
+#include <boost/asio/post.hpp>
+
 #include "kube/core/raw_scan.h"
 
 namespace aw::kube {
@@ -302,12 +304,16 @@ void ListPagesStep(const std::shared_ptr<ListPagesChain>& ch) {
     p.items = &page->items;
     p.non_object_items = page->non_object_items;
     ch->on_page(p);
-    if (page->continue_token.empty()) {
-      ch->done(std::move(page->resource_version));
+    std::string rv = std::move(page->resource_version);
+    std::string next = std::move(page->continue_token);
+    if (next.empty()) {
+      ch->done(std::move(rv));
       return;
     }
-    ch->opts.continue_token = std::move(page->continue_token);
-    ListPagesStep(ch);
+    ch->opts.continue_token = std::move(next);
+    // The next page from a fresh step: a transport that answers inline (the unit tests' fakes)
+    // would otherwise nest the calls and keep every page's answer alive down the chain.
+    boost::asio::post(ch->transport->executor(), [ch] { ListPagesStep(ch); });
   });
 }
 }  // namespace

@@ -47,8 +47,17 @@ std::string CompactObject(const Json* v) {
   return std::string(buf.GetString(), buf.GetSize());
 }
 
+// What malloc adds to each block it hands out (header and rounding, glibc on 64 bits: about 16).
+constexpr size_t kBlockOverhead = 16;
+
 size_t StringBytes(const std::string& s) {
-  return s.capacity() > 15 ? s.capacity() + 1 : 0;  // beyond the small-string buffer
+  // Beyond the small-string buffer only.
+  return s.capacity() > 15 ? s.capacity() + 1 + kBlockOverhead : 0;
+}
+
+template <typename V>
+size_t VectorBytes(const V& v) {
+  return v.capacity() ? v.capacity() * sizeof(typename V::value_type) + kBlockOverhead : 0;
 }
 
 }  // namespace
@@ -376,9 +385,9 @@ size_t GameServerView::HeapBytes() const {
                                &address, &allocation, &node_name, &counters_json, &lists_json}) {
     n += StringBytes(*s);
   }
-  n += ports.capacity() * sizeof(PortView);
+  n += VectorBytes(ports);
   for (const PortView& p : ports) n += StringBytes(p.name);
-  n += addresses.capacity() * sizeof(AddressView);
+  n += VectorBytes(addresses);
   for (const AddressView& a : addresses) n += StringBytes(a.type) + StringBytes(a.address);
   return n;
 }

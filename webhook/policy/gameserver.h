@@ -83,7 +83,11 @@ class StringMap {
   // Sets (or adds) an entry; the map becomes present.
   void Set(std::string_view key, std::string_view value);
   // Heap bytes held (the cache's size metric).
-  size_t HeapBytes() const { return entries_.capacity() * sizeof(Entry) + chars_.capacity(); }
+  size_t HeapBytes() const {
+    // Each block with malloc's own overhead (about 16 bytes on 64 bits).
+    return (entries_.capacity() ? entries_.capacity() * sizeof(Entry) + 16 : 0) +
+           (chars_.capacity() > 15 ? chars_.capacity() + 1 + 16 : 0);
+  }
   bool operator==(const StringMap& o) const;
 
   // Builds a present map entry by entry (the streaming decoder's form): Add() keeps the first value

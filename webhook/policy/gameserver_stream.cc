@@ -1,9 +1,9 @@
 #include "policy/gameserver_stream.h"
 
 #include <fmt/format.h>
+#include <rapidjson/encodedstream.h>
 #include <rapidjson/error/en.h>
 #include <rapidjson/memorystream.h>
-#include <rapidjson/encodedstream.h>
 #include <rapidjson/reader.h>
 #include <rapidjson/stringbuffer.h>
 #include <rapidjson/writer.h>
@@ -345,7 +345,6 @@ class Decoder {
   int capture_depth_ = 0;
   rapidjson::StringBuffer capture_buf_;
   rapidjson::Writer<rapidjson::StringBuffer> writer_;
-
 };
 
 }  // namespace

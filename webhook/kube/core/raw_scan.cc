@@ -1,8 +1,8 @@
 #include "kube/core/raw_scan.h"
 
 #include <fmt/format.h>
-#include <rapidjson/error/en.h>
 #include <rapidjson/encodedstream.h>
+#include <rapidjson/error/en.h>
 #include <rapidjson/memorystream.h>
 #include <rapidjson/reader.h>
 
@@ -139,8 +139,10 @@ class Spans {
 Status Scan(std::string_view text, Spans* h, Stream* is, std::string_view what) {
   rapidjson::Reader reader;
   rapidjson::ParseResult r = reader.Parse<rapidjson::kParseIterativeFlag>(*is, *h);
-  if (h->root_not_object) return Status::InvalidArgument(fmt::format("{} is not a JSON object", what));
-  if (h->misplaced) return Status::Internal(fmt::format("{}: the JSON reader's offsets moved", what));
+  if (h->root_not_object)
+    return Status::InvalidArgument(fmt::format("{} is not a JSON object", what));
+  if (h->misplaced)
+    return Status::Internal(fmt::format("{}: the JSON reader's offsets moved", what));
   if (r.IsError()) {
     return Status::InvalidArgument(fmt::format("{} is not JSON: {} at byte {} of {}", what,
                                                rapidjson::GetParseError_En(r.Code()), r.Offset(),
