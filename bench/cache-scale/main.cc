@@ -22,12 +22,12 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cctype>
 #include <chrono>
 #include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <cctype>
 #include <fstream>
 #include <mutex>
 #include <sstream>
@@ -112,8 +112,10 @@ class Shape {
     Replace(&s, "\"4c0d7a52-9f0e-4a8b-8e53-2a1b6f3d9c01\"", std::string("\"") + uid + "\"");
     Replace(&s, "\"184470\"", "\"" + std::to_string(rv) + "\"");
     ReplaceAll(&s, "gke-agones-default-pool-3f2a1b0c-x9z8", node);
-    Replace(&s, "\"agones.dev/fleet\":\"xonotic\"", std::string("\"agones.dev/fleet\":\"") + fleet + "\"");
-    ReplaceAll(&s, "containerd://5d1c0f7e3b2a49d8a61f0c4b7e9d2a11c3f5e7b9d0a2c4e6f8a1b3c5d7e9f0a2", cid);
+    Replace(&s, "\"agones.dev/fleet\":\"xonotic\"",
+            std::string("\"agones.dev/fleet\":\"") + fleet + "\"");
+    ReplaceAll(&s, "containerd://5d1c0f7e3b2a49d8a61f0c4b7e9d2a11c3f5e7b9d0a2c4e6f8a1b3c5d7e9f0a2",
+               cid);
     // Timestamps of each server's own allocation.
     char ts[40];
     std::snprintf(ts, sizeof ts, "2026-12-02T14:%02zu:%02zu.%09zuZ", (i / 60) % 60, i % 60,
@@ -153,8 +155,9 @@ class ReplayTransport final : public kube::Transport {
     size_t end = std::min(servers_, start + limit);
     kube::HttpResponse r;
     r.status = 200;
-    r.body = R"({"apiVersion":"agones.dev/v1","kind":"GameServerList","metadata":{"resourceVersion":")" +
-             std::to_string(version) + "\"";
+    r.body =
+        R"({"apiVersion":"agones.dev/v1","kind":"GameServerList","metadata":{"resourceVersion":")" +
+        std::to_string(version) + "\"";
     if (end < servers_) r.body += ",\"continue\":\"" + std::to_string(end) + "\"";
     r.body += "},\"items\":[";
     for (size_t i = start; i < end; ++i) {
@@ -188,8 +191,9 @@ class ReplayTransport final : public kube::Transport {
     }
     if (expire) {
       list_version_ = rv + 1000000;
-      chunk += R"({"type":"ERROR","object":{"kind":"Status","apiVersion":"v1","status":"Failure","message":"too old resource version","reason":"Expired","code":410}})"
-               "\n";
+      chunk +=
+          R"({"type":"ERROR","object":{"kind":"Status","apiVersion":"v1","status":"Failure","message":"too old resource version","reason":"Expired","code":410}})"
+          "\n";
     }
     if (!chunk.empty()) on_data(chunk);
     return r;
@@ -259,7 +263,8 @@ int main(int argc, char** argv) {
     return 2;
   }
   aw::log::SetLevel(aw::log::Level::kWarn);
-  Shape shape(std::string(AW_SOURCE_DIR) + "/test/fixtures/objects/gameserver-allocating-sdk-ready.json");
+  Shape shape(std::string(AW_SOURCE_DIR) +
+              "/test/fixtures/objects/gameserver-allocating-sdk-ready.json");
   auto owned = std::make_unique<ReplayTransport>(shape, servers);
   ReplayTransport* t = owned.get();
   kube::Client client(std::move(owned));
@@ -290,10 +295,12 @@ int main(int argc, char** argv) {
   uint64_t before = counter.changes.load();
   double list_peak = HwmMib();
   ResetHwm();
-  if (HwmMib() > synced + 1) std::fprintf(stderr, "warning: VmHWM was not reset (%.1f MiB)\n", HwmMib());
+  if (HwmMib() > synced + 1)
+    std::fprintf(stderr, "warning: VmHWM was not reset (%.1f MiB)\n", HwmMib());
   auto t1 = Clock::now();
   t->Release(events, true);
-  while (counter.changes.load() < before + events) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  while (counter.changes.load() < before + events)
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
   double events_s = std::chrono::duration<double>(Clock::now() - t1).count();
   auto t2 = Clock::now();
   if (!counter.WaitSyncs(2)) return 1;
@@ -306,7 +313,8 @@ int main(int argc, char** argv) {
   std::printf(
       "mode=%s servers=%zu object_bytes=%zu rss_idle_mib=%.1f rss_synced_mib=%.1f "
       "bytes_per_server=%.0f gauge_bytes_per_server=%.0f relist_peak_mib=%.1f "
-      "relist_peak_ratio=%.2f list_peak_mib=%.1f rss_after_relist_mib=%.1f list_seconds=%.2f relist_seconds=%.2f "
+      "relist_peak_ratio=%.2f list_peak_mib=%.1f rss_after_relist_mib=%.1f list_seconds=%.2f "
+      "relist_seconds=%.2f "
       "events_per_second=%.0f\n",
       mode.c_str(), servers, shape.size(), idle, synced, (synced - idle) * 1048576.0 / servers,
       static_cast<double>(gauge) / servers, peak, peak / synced, list_peak, after, list_s, relist_s,

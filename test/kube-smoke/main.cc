@@ -176,7 +176,7 @@ class PrintHandler : public InformerHandler {
   void OnUpdate(const ObjectPtr&, const ObjectPtr& o) override { Upsert(o); }
   void Upsert(const ObjectPtr& o) {
     Out(fmt::format(R"({{"ev":"upsert","name":"{}","rv":"{}","state":"{}"}})", o->name,
-                    o->resource_version, Str(*o->doc, {"status", "state"})));
+                    o->resource_version, o->state));
   }
   void OnDelete(const ObjectPtr& o) override {
     Out(fmt::format(R"({{"ev":"delete","name":"{}","rv":"{}"}})", o->name, o->resource_version));

@@ -266,18 +266,36 @@ bool StringMap::operator==(const StringMap& o) const {
 }
 
 void StringMap::Builder::Add(std::string_view key, std::string_view value) {
-  items_.emplace_back(std::string(key), std::string(value));
+  // Straight into the map's own layout: no string of its own per entry.
+  if (chars_.size() + key.size() + value.size() > UINT32_MAX / 2)
+    throw BadRequest("string map larger than 2 GiB");
+  Entry e{};
+  e.key_len = static_cast<uint32_t>(key.size());
+  if (auto s = StaticKey(key)) {
+    e.key = kStatic | *s;
+  } else {
+    e.key = static_cast<uint32_t>(chars_.size());
+    chars_.append(key);
+  }
+  e.value = static_cast<uint32_t>(chars_.size());
+  e.value_len = static_cast<uint32_t>(value.size());
+  chars_.append(value);
+  entries_.push_back(e);
 }
 
 StringMap StringMap::Builder::Finish() && {
-  std::stable_sort(items_.begin(), items_.end(),
-                   [](const auto& a, const auto& b) { return a.first < b.first; });
-  items_.erase(std::unique(items_.begin(), items_.end(),
-                           [](const auto& a, const auto& b) { return a.first == b.first; }),
-               items_.end());
-  std::vector<std::pair<std::string_view, std::string_view>> items(items_.begin(), items_.end());
   StringMap m;
-  m.Assign(items);
+  m.present_ = true;
+  m.entries_ = std::move(entries_);
+  m.chars_ = std::move(chars_);
+  // A stable sort keeps the first of equal keys first; unique then keeps it (first value wins).
+  // The characters of a dropped duplicate stay in the buffer: rare, and bounded by the input.
+  auto less = [&m](const Entry& a, const Entry& b) { return m.KeyOf(a) < m.KeyOf(b); };
+  auto same = [&m](const Entry& a, const Entry& b) { return m.KeyOf(a) == m.KeyOf(b); };
+  std::stable_sort(m.entries_.begin(), m.entries_.end(), less);
+  m.entries_.erase(std::unique(m.entries_.begin(), m.entries_.end(), same), m.entries_.end());
+  m.entries_.shrink_to_fit();
+  m.chars_.shrink_to_fit();
   return m;
 }
 

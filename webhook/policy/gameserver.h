@@ -90,17 +90,6 @@ class StringMap {
   }
   bool operator==(const StringMap& o) const;
 
-  // Builds a present map entry by entry (the streaming decoder's form): Add() keeps the first value
-  // of a repeated key, Finish() sorts and compacts.
-  class Builder {
-   public:
-    void Add(std::string_view key, std::string_view value);
-    StringMap Finish() &&;
-
-   private:
-    std::vector<std::pair<std::string, std::string>> items_;
-  };
-
  private:
   struct Entry {
     uint32_t key;  // offset in chars_, or kStatic | index in the static key table
@@ -109,6 +98,21 @@ class StringMap {
     uint32_t value_len;
   };
   static constexpr uint32_t kStatic = 0x80000000u;
+
+ public:
+  // Builds a present map entry by entry (the streaming decoder's form): Add() keeps the first value
+  // of a repeated key, Finish() sorts and compacts.
+  class Builder {
+   public:
+    void Add(std::string_view key, std::string_view value);
+    StringMap Finish() &&;
+
+   private:
+    std::vector<Entry> entries_;
+    std::string chars_;
+  };
+
+ private:
   std::string_view KeyOf(const Entry& e) const;
   std::string_view ValueOf(const Entry& e) const {
     return std::string_view(chars_.data() + e.value, e.value_len);
