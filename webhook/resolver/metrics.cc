@@ -2,6 +2,8 @@
 
 #include <string>
 
+#include "probe/core/probe.h"
+
 namespace aw::resolver {
 
 Metrics::Metrics(prometheus::Registry& registry) {
@@ -135,6 +137,13 @@ Metrics::Metrics(prometheus::Registry& registry) {
   for (const char* action : {"Unhealthy", "Allocated", "Shutdown"})
     timeouts_->Add({{"action", action}});
   for (const char* status : {"rejected", "retry"}) patch_errors_->Add({{"status", status}});
+  for (probe::Type type : {probe::Type::kHttp, probe::Type::kTcp, probe::Type::kUdp}) {
+    for (probe::Status status : {probe::Status::kSuccess, probe::Status::kFailure,
+                                 probe::Status::kTimeout, probe::Status::kError}) {
+      probes_->Add({{"type", std::string(probe::TypeName(type))},
+                    {"result", std::string(probe::StatusName(status))}});
+    }
+  }
   for (const char* o : {"Confirmed", "Unconfirmed", "TimedOut"}) {
     bypass_resolved_->Add({{"outcome", o}});
   }

@@ -3,7 +3,8 @@
 // Promise: families are registered once per registry; every method is thread-safe.
 //   allocating_webhook_allocating_servers                      gauge: servers held Allocating
 //   allocating_webhook_allocating_duration_seconds{outcome}    histogram: Allocating -> outcome
-//   allocating_webhook_probes_total{type,result}               counter
+//   allocating_webhook_probes_total{type,result}               counter: every type (http, tcp,
+//       udp) x result (success, failure, timeout, error) exists from start-up at 0
 //   allocating_webhook_resolver_promotions_total               counter
 //   allocating_webhook_resolver_timeouts_total{action}         counter
 //   allocating_webhook_resolver_scaled_down_total              counter

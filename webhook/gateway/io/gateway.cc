@@ -54,7 +54,26 @@ struct Gateway::Metrics {
                      .Register(r)
                      .Add({}, prometheus::Histogram::BucketBoundaries{0.005, 0.01, 0.025, 0.05, 0.1,
                                                                       0.25, 0.5, 1, 2.5, 5, 10, 30,
-                                                                      60, 120, 300})) {}
+                                                                      60, 120, 300})) {
+    // Every label value known in advance exists from start-up at 0 (Prometheus' advice for
+    // counters with known labels), so rate() and the dashboards see the series before the first
+    // retry or the first client that goes away. Requests by code are open-ended: they appear with
+    // their first answer.
+    for (const char* reason : kRetryReasons) retries.Add({{"reason", reason}});
+    for (const char* result : kAttemptResults) attempts.Add({{"result", result}});
+    for (const char* phase : kAbandonedPhases) abandoned.Add({{"phase", phase}});
+  }
+
+  // The `reason` values of retries_total: ReasonLabel's, and the gateway's own two.
+  static constexpr const char* kRetryReasons[] = {"timed_out", "deleted",       "unhealthy",
+                                                  "shutdown",  "error",         "reallocated",
+                                                  "other",     "delivery_mark", "duplicate_key"};
+  // The `result` values of attempts_total (the Attempt() calls below).
+  static constexpr const char* kAttemptResults[] = {
+      "allocated",   "joined",     "idempotent", "queued_past_deadline",
+      "unavailable", "bad_answer", "remote"};
+  // The `phase` values of abandoned_total.
+  static constexpr const char* kAbandonedPhases[] = {"waiting", "allocating"};
 
   void Request(int status) {
     MutexLock lock(mu);

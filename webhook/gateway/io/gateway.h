@@ -45,7 +45,8 @@
 //   request's deadline) or, already playable, answered at once; else a new allocation.
 // Metrics: allocating_gateway_requests_total{code}, allocating_gateway_retries_total{reason},
 // allocating_gateway_waiting, allocating_gateway_request_duration_seconds,
-// allocating_gateway_attempts_total{result}, allocating_gateway_abandoned_total{phase}.
+// allocating_gateway_attempts_total{result}, allocating_gateway_abandoned_total{phase}; every
+// reason, result and phase the gateway counts exists from start-up at 0.
 #pragma once
 
 #include <prometheus/registry.h>
