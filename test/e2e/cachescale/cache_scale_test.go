@@ -105,6 +105,7 @@ func TestCacheScale(t *testing.T) {
 		GaugeObjects, GaugeBytes                 float64
 		IdleCPUPercent                           float64
 		RelistPeakRSS, RelistSeconds             float64
+		ExpiredAfterReady, ListSeconds           float64
 		RelistLogged                             bool
 		ExpiredRestarts0, ExpiredRestarts1       float64
 		TransportRestarts0, TransportRestarts1   float64
@@ -328,7 +329,15 @@ func TestCacheScale(t *testing.T) {
 				f := fig[p.name]
 				f.RelistLogged = true
 				f.RelistSeconds = last.ts.Sub(ready).Seconds()
-				t.Logf("%s re-listed %d objects in %d pages, %.2f s after kube-apiserver was ready", p.name, last.objects, last.pages, f.RelistSeconds)
+				// When its resumed watch got the 410 (the re-list's start): the rest is the list.
+				f.ExpiredAfterReady, f.ListSeconds = -1, -1
+				if exp := logLines(p.w.LogPath, p.informer, "kube: watch expired; re-listing"); len(exp) > 0 && exp[len(exp)-1].ts.After(r0) {
+					f.ExpiredAfterReady = exp[len(exp)-1].ts.Sub(ready).Seconds()
+					f.ListSeconds = last.ts.Sub(exp[len(exp)-1].ts).Seconds()
+				}
+				t.Logf("%s re-listed %d objects in %d pages, %.2f s after kube-apiserver was ready "+
+					"(its watch got 410 at %.2f s; the list took %.2f s)", p.name, last.objects, last.pages,
+					f.RelistSeconds, f.ExpiredAfterReady, f.ListSeconds)
 				delete(pending, p.name)
 			}
 		}
@@ -393,6 +402,8 @@ func TestCacheScale(t *testing.T) {
 			"idle_cpu_percent":            round(f.IdleCPUPercent, 2),
 			"relist_logged":               f.RelistLogged,
 			"relist_seconds_after_ready":  round(f.RelistSeconds, 2),
+			"watch_410_after_ready":       round(f.ExpiredAfterReady, 2),
+			"relist_list_seconds":         round(f.ListSeconds, 2),
 			"objects_n_again_after_ready": round(f.ObjectsBackAfter, 2),
 			"objects_min_during_relist":   f.ObjectsMinDuringRelist,
 			"relist_peak_rss_mib":         round(f.RelistPeakRSS, 1),
@@ -618,14 +629,17 @@ type listed struct {
 }
 
 // listedLines are the "kube: listed" log lines of informer in a JSON log.
-func listedLines(path, informer string) []listed {
+func listedLines(path, informer string) []listed { return logLines(path, informer, "kube: listed") }
+
+// logLines are the log lines of informer with message msg in a JSON log.
+func logLines(path, informer, msg string) []listed {
 	b, err := os.ReadFile(path)
 	if err != nil {
 		return nil
 	}
 	var out []listed
 	for _, line := range strings.Split(string(b), "\n") {
-		if !strings.Contains(line, `"kube: listed"`) {
+		if !strings.Contains(line, `"`+msg+`"`) {
 			continue
 		}
 		var r map[string]interface{}
