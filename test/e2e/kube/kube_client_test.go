@@ -471,6 +471,26 @@ func checkDelivery(evs []cacheEvent, server map[string]string, mayDelete map[str
 	return bad
 }
 
+// gameServerWatches is kube-apiserver's apiserver_request_total for GameServer WATCH requests (all
+// codes and scopes): the watches that have ended.
+func gameServerWatches(t *testing.T, cp *harness.ControlPlane) float64 {
+	t.Helper()
+	body, err := cp.Clientset(t, harness.Admin).CoreV1().RESTClient().Get().AbsPath("/metrics").DoRaw(harness.Ctx(t))
+	if err != nil {
+		t.Fatalf("kube-apiserver /metrics: %v", err)
+	}
+	n := 0.0
+	for _, l := range strings.Split(string(body), "\n") {
+		if strings.HasPrefix(l, "apiserver_request_total{") && strings.Contains(l, `resource="gameservers"`) &&
+			strings.Contains(l, `verb="WATCH"`) {
+			if v, err := strconv.ParseFloat(strings.TrimSpace(l[strings.LastIndexByte(l, '}')+1:]), 64); err == nil {
+				n += v
+			}
+		}
+	}
+	return n
+}
+
 func countEv(evs []cacheEvent, ev string) int {
 	n := 0
 	for _, e := range evs {
@@ -572,6 +592,7 @@ func TestGameServerCacheAtScale(t *testing.T) {
 	// 2. The watch ends on its timeout (2-4 s) at least twice during 9 s of changes: the informer
 	// resumes from the last event or bookmark, so no re-list (no `synced` line) happens.
 	resumeStart := time.Now()
+	watches0 := gameServerWatches(t, cp)
 	for round := 0; round < 6; round++ {
 		for k := 0; k < 5; k++ {
 			if err := annotate(optName(round*5+k), fmt.Sprintf("r%d", round)); err != nil {
@@ -588,6 +609,14 @@ func TestGameServerCacheAtScale(t *testing.T) {
 		t.Errorf("the informer re-listed (%d full lists, want %d) although its watches only timed out "+
 			"over %v: a reconnect must resume from the last event or bookmark", n, syncs,
 			time.Since(resumeStart).Round(time.Second))
+	}
+	// kube-apiserver counts a WATCH when it ends: the informer's (the only GameServer watcher here)
+	// did end and reconnect meanwhile.
+	if ended := gameServerWatches(t, cp) - watches0; ended < 2 {
+		t.Errorf("only %v GameServer watches ended over %v; the 2-4 s watch timeout was not exercised", ended,
+			time.Since(resumeStart).Round(time.Second))
+	} else {
+		t.Logf("watch timeouts: %v watches ended and resumed without a re-list", ended)
 	}
 	syncs = countEv(evs, "synced")
 
