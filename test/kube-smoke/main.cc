@@ -4,7 +4,8 @@
 //   kube-smoke --kubeconfig F [--context C] verbs NS
 //   kube-smoke ... paginate NS LIMIT       lists configmaps labelled page=yes, prints items/pages
 //   kube-smoke ... watch-expired NS        a watch from resourceVersion 1 must end with 410
-//   kube-smoke ... informer NS             GameServer cache events as JSON lines until stdin closes
+//   kube-smoke ... informer NS [WATCH_TIMEOUT_S [PAGE_SIZE]]
+//                                          GameServer cache events as JSON lines until stdin closes
 //   kube-smoke ... get-loop CRD            GET the named CRD every 100ms: "ok" / "err CODE" lines
 //   kube-smoke ... events NS GAMESERVER    records 3 identical + 1 different Event, then waits
 #include <fmt/format.h>
@@ -172,11 +173,13 @@ bool StdinClosed(int timeout_ms) {
 
 class PrintHandler : public InformerHandler {
  public:
-  void OnAdd(const ObjectPtr& o) override { Upsert(o); }
-  void OnUpdate(const ObjectPtr&, const ObjectPtr& o) override { Upsert(o); }
-  void Upsert(const ObjectPtr& o) {
-    Out(fmt::format(R"({{"ev":"upsert","name":"{}","rv":"{}","state":"{}"}})", o->name,
-                    o->resource_version, o->state));
+  // "op" tells an add (an object the cache did not hold) from an update, so a test can check that
+  // no object is added twice.
+  void OnAdd(const ObjectPtr& o) override { Upsert("add", o); }
+  void OnUpdate(const ObjectPtr&, const ObjectPtr& o) override { Upsert("update", o); }
+  void Upsert(const char* op, const ObjectPtr& o) {
+    Out(fmt::format(R"({{"ev":"upsert","op":"{}","name":"{}","rv":"{}","state":"{}"}})", op,
+                    o->name, o->resource_version, o->state));
   }
   void OnDelete(const ObjectPtr& o) override {
     Out(fmt::format(R"({{"ev":"delete","name":"{}","rv":"{}"}})", o->name, o->resource_version));
@@ -184,8 +187,14 @@ class PrintHandler : public InformerHandler {
   void OnSynced() override { Out(R"({"ev":"synced"})"); }
 };
 
-int RunInformer(Client& c, const std::string& ns) {
-  GameServerCache cache(c, nullptr, ns);
+// watch_timeout_s / page_size: 0 keeps GameServerCacheOptions' default. A short watch timeout makes
+// the server end the watch regularly, so a test sees whether the informer resumes (no `synced`
+// line: no re-list) from the last event or bookmark.
+int RunInformer(Client& c, const std::string& ns, int watch_timeout_s, int page_size) {
+  InformerOptions opts = GameServerCacheOptions(ns);
+  if (watch_timeout_s > 0) opts.watch_timeout_seconds = watch_timeout_s;
+  if (page_size > 0) opts.page_size = page_size;
+  Informer cache(c, std::move(opts), nullptr);
   PrintHandler h;
   cache.AddHandler(&h);
   cache.Start();
@@ -254,7 +263,9 @@ int main(int argc, char** argv) {
   if (scenario == "verbs") return Verbs(*client, ns);
   if (scenario == "paginate" && args.size() == 3) return Paginate(*client, ns, std::stoi(args[2]));
   if (scenario == "watch-expired") return WatchExpired(*client, ns);
-  if (scenario == "informer") return RunInformer(*client, ns);
+  if (scenario == "informer")
+    return RunInformer(*client, ns, args.size() > 2 ? std::stoi(args[2]) : 0,
+                       args.size() > 3 ? std::stoi(args[3]) : 0);
   if (scenario == "get-loop") return GetLoop(*client, ns);
   if (scenario == "events" && args.size() == 3) return Events(*client, ns, args[2]);
   std::fprintf(stderr, "unknown scenario %s\n", scenario.c_str());

@@ -2,11 +2,17 @@ package kube
 
 import (
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"path/filepath"
+	"sort"
+	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -211,8 +217,8 @@ func TestWatchExpired(t *testing.T) {
 }
 
 type cacheEvent struct {
-	Ev, Name, Rv, State string
-	Ms                  int
+	Ev, Op, Name, Rv, State string
+	Ms                      int
 }
 
 func parseEvents(t *testing.T, lines []string) []cacheEvent {
@@ -348,5 +354,338 @@ func TestGameServerCacheSurvivesRestartAndExpiry(t *testing.T) {
 	last := parseEvents(t, p.snapshot())
 	if l := last[len(last)-1]; l.Ev != "stopped" || l.Ms > 2000 {
 		t.Errorf("stop: %+v (took %v)", l, time.Since(start))
+	}
+}
+
+// etcdBump advances etcd's revision with a key outside /registry while kube-apiserver is down, so
+// that the restarted server's watch cache starts after the informer's last resourceVersion: the
+// informer's resumed watch then ends with 410 Expired for certain (not by timing), and it re-lists.
+func etcdBump(t *testing.T, cp *harness.ControlPlane) {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(cp.Dir, "state.env"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := ""
+	for _, l := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(l, "ETCD_PORT="); ok {
+			port = strings.TrimSpace(v)
+		}
+	}
+	if port == "" {
+		t.Fatalf("no ETCD_PORT in %s/state.env", cp.Dir)
+	}
+	body := fmt.Sprintf(`{"key":%q,"value":%q}`, base64.StdEncoding.EncodeToString([]byte("/e2e-bump")),
+		base64.StdEncoding.EncodeToString([]byte(time.Now().String())))
+	for i := 0; i < 3; i++ {
+		resp, err := http.Post("http://127.0.0.1:"+port+"/v3/kv/put", "application/json", strings.NewReader(body))
+		if err != nil {
+			t.Fatalf("etcd put: %v", err)
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("etcd put: HTTP %d", resp.StatusCode)
+		}
+	}
+}
+
+// inParallel runs fn(0..n-1) on 8 goroutines and returns the first error.
+func inParallel(n int, fn func(i int) error) error {
+	var mu sync.Mutex
+	var first error
+	var wg sync.WaitGroup
+	next := make(chan int)
+	for w := 0; w < 8; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range next {
+				if err := fn(i); err != nil {
+					mu.Lock()
+					if first == nil {
+						first = err
+					}
+					mu.Unlock()
+				}
+			}
+		}()
+	}
+	for i := 0; i < n; i++ {
+		next <- i
+	}
+	close(next)
+	wg.Wait()
+	return first
+}
+
+// checkDelivery replays the informer's events and returns every violation of "nothing missed,
+// nothing seen twice": per object the resourceVersions delivered strictly increase (a delete
+// carries the last known one or later), an add only for an object not held, an update or delete
+// only for one held, a delete only of an object that left the server (mayDelete), and at the end
+// the cache holds exactly the server's objects at the server's resourceVersions.
+func checkDelivery(evs []cacheEvent, server map[string]string, mayDelete map[string]bool) []string {
+	var bad []string
+	held := map[string]bool{}
+	last := map[string]int64{}
+	for i, e := range evs {
+		if e.Ev != "upsert" && e.Ev != "delete" {
+			continue
+		}
+		rv, err := strconv.ParseInt(e.Rv, 10, 64)
+		if err != nil {
+			bad = append(bad, fmt.Sprintf("#%d %s %s: resourceVersion %q", i, e.Ev, e.Name, e.Rv))
+			continue
+		}
+		prev, seen := last[e.Name]
+		switch {
+		case e.Ev == "upsert" && e.Op == "add" && held[e.Name]:
+			bad = append(bad, fmt.Sprintf("#%d add of %s, already held", i, e.Name))
+		case e.Ev == "upsert" && e.Op != "add" && !held[e.Name]:
+			bad = append(bad, fmt.Sprintf("#%d %s of %s, not held", i, e.Op, e.Name))
+		case e.Ev == "upsert" && seen && rv <= prev:
+			bad = append(bad, fmt.Sprintf("#%d %s of %s at rv %d after rv %d", i, e.Op, e.Name, rv, prev))
+		case e.Ev == "delete" && !held[e.Name]:
+			bad = append(bad, fmt.Sprintf("#%d delete of %s, not held", i, e.Name))
+		case e.Ev == "delete" && rv < prev:
+			bad = append(bad, fmt.Sprintf("#%d delete of %s at rv %d after rv %d", i, e.Name, rv, prev))
+		case e.Ev == "delete" && !mayDelete[e.Name]:
+			bad = append(bad, fmt.Sprintf("#%d delete of %s, which the test never removed", i, e.Name))
+		}
+		last[e.Name] = rv
+		held[e.Name] = e.Ev == "upsert"
+	}
+	for name, rv := range server {
+		if !held[name] {
+			bad = append(bad, fmt.Sprintf("%s (rv %s) on the server, not in the cache", name, rv))
+		} else if strconv.FormatInt(last[name], 10) != rv {
+			bad = append(bad, fmt.Sprintf("%s: cache ends at rv %d, server at %s", name, last[name], rv))
+		}
+	}
+	for name, h := range held {
+		if _, ok := server[name]; h && !ok {
+			bad = append(bad, fmt.Sprintf("%s in the cache, not on the server", name))
+		}
+	}
+	sort.Strings(bad)
+	return bad
+}
+
+// gameServerWatches is kube-apiserver's apiserver_request_total for GameServer WATCH requests (all
+// codes and scopes): the watches that have ended.
+func gameServerWatches(t *testing.T, cp *harness.ControlPlane) float64 {
+	t.Helper()
+	body, err := cp.Clientset(t, harness.Admin).CoreV1().RESTClient().Get().AbsPath("/metrics").DoRaw(harness.Ctx(t))
+	if err != nil {
+		t.Fatalf("kube-apiserver /metrics: %v", err)
+	}
+	n := 0.0
+	for _, l := range strings.Split(string(body), "\n") {
+		if strings.HasPrefix(l, "apiserver_request_total{") && strings.Contains(l, `resource="gameservers"`) &&
+			strings.Contains(l, `verb="WATCH"`) {
+			if v, err := strconv.ParseFloat(strings.TrimSpace(l[strings.LastIndexByte(l, '}')+1:]), 64); err == nil {
+				n += v
+			}
+		}
+	}
+	return n
+}
+
+func countEv(evs []cacheEvent, ev string) int {
+	n := 0
+	for _, e := range evs {
+		if e.Ev == ev {
+			n++
+		}
+	}
+	return n
+}
+
+// TestGameServerCacheAtScale: a few hundred opted-in GameServers (and some that are not) through
+// the informer of the webhook's GameServer cache (paged list, raw watch, bookmarks): the first list
+// equals the server; a watch that the server ends on its timeout resumes without a re-list; changes
+// across a kube-apiserver restart whose watch cache starts after the informer's resourceVersion
+// (410) are delivered by a re-list that carries only the difference; and over the whole run
+// nothing is missed and nothing is delivered twice (checkDelivery).
+func TestGameServerCacheAtScale(t *testing.T) {
+	const optedIn, plain = 300, 40
+	cp := harness.Setup(t)
+	ns := cp.Namespace(t)
+	ensureFastCompaction(t, cp)
+	start := time.Now()
+	dyn := cp.Dynamic(t, harness.Admin).Resource(harness.GameServerGVR).Namespace(ns)
+	ctx := harness.Ctx(t)
+	optName := func(i int) string { return fmt.Sprintf("gs-%03d", i) }
+	plainName := func(i int) string { return fmt.Sprintf("plain-%03d", i) }
+	if err := inParallel(optedIn+plain, func(i int) error {
+		gs := harness.NewGameServer(optName(i), true)
+		if i >= optedIn {
+			gs = harness.NewGameServer(plainName(i-optedIn), false)
+		}
+		_, err := dyn.Create(ctx, gs, metav1.CreateOptions{})
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	patch := func(name, p string) error {
+		_, err := dyn.Patch(ctx, name, types.MergePatchType, []byte(p), metav1.PatchOptions{})
+		return err
+	}
+	annotate := func(name, v string) error {
+		return patch(name, fmt.Sprintf(`{"metadata":{"annotations":{"e2e":%q}}}`, v))
+	}
+	serverState := func() map[string]string {
+		l, err := dyn.List(context.Background(), metav1.ListOptions{LabelSelector: harness.EnabledLabel + "=true"})
+		if err != nil {
+			return nil
+		}
+		m := map[string]string{}
+		for _, i := range l.Items {
+			m[i.GetName()] = i.GetResourceVersion()
+		}
+		return m
+	}
+	t.Logf("created %d opted-in and %d other GameServers in %v", optedIn, plain, time.Since(start).Round(time.Millisecond))
+
+	// Watches the server ends after 2-4 s (timeoutSeconds, randomised); lists in pages of 100.
+	p := startSmoke(t, cp.Kubeconfig, harness.Resolver, "informer", ns, "2", "100")
+	var server map[string]string
+	converged := func() bool {
+		server = serverState()
+		got := cacheState(parseEvents(t, p.snapshot()))
+		if server == nil || len(server) != len(got) {
+			return false
+		}
+		for k, v := range server {
+			if got[k] != v {
+				return false
+			}
+		}
+		return true
+	}
+	mayDelete := map[string]bool{}
+	check := func(phase string) []cacheEvent {
+		t.Helper()
+		evs := parseEvents(t, p.snapshot())
+		if bad := checkDelivery(evs, server, mayDelete); len(bad) > 0 {
+			if len(bad) > 20 {
+				bad = append(bad[:20], fmt.Sprintf("... %d more", len(bad)-20))
+			}
+			t.Fatalf("%s: %d violations:\n%s", phase, len(bad), strings.Join(bad, "\n"))
+		}
+		return evs
+	}
+
+	// 1. The first list.
+	// The list is applied page by page, so the cache may equal the server a moment before the
+	// list's `synced` line.
+	if !waitFor(20*time.Second, func() bool { return converged() && countEv(parseEvents(t, p.snapshot()), "synced") > 0 }) {
+		t.Fatalf("cache never matched the server after the first list (%d events)", len(p.snapshot()))
+	}
+	evs := check("first list")
+	if n := countEv(evs, "upsert"); n != optedIn {
+		t.Fatalf("first list: %d upserts, want %d", n, optedIn)
+	}
+	syncs := countEv(evs, "synced")
+	t.Logf("first list converged after %v (%d full lists)", time.Since(start).Round(time.Millisecond), syncs)
+
+	// 2. The watch ends on its timeout (2-4 s) at least twice during 9 s of changes: the informer
+	// resumes from the last event or bookmark, so no re-list (no `synced` line) happens.
+	resumeStart := time.Now()
+	watches0 := gameServerWatches(t, cp)
+	for round := 0; round < 6; round++ {
+		for k := 0; k < 5; k++ {
+			if err := annotate(optName(round*5+k), fmt.Sprintf("r%d", round)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		time.Sleep(1500 * time.Millisecond)
+	}
+	if !waitFor(10*time.Second, converged) {
+		t.Fatalf("cache missed updates across watch timeouts: %v", checkDelivery(parseEvents(t, p.snapshot()), serverState(), mayDelete))
+	}
+	evs = check("watch timeouts")
+	if n := countEv(evs, "synced"); n != syncs {
+		t.Errorf("the informer re-listed (%d full lists, want %d) although its watches only timed out "+
+			"over %v: a reconnect must resume from the last event or bookmark", n, syncs,
+			time.Since(resumeStart).Round(time.Second))
+	}
+	// kube-apiserver counts a WATCH when it ends: the informer's (the only GameServer watcher here)
+	// did end and reconnect meanwhile.
+	if ended := gameServerWatches(t, cp) - watches0; ended < 2 {
+		t.Errorf("only %v GameServer watches ended over %v; the 2-4 s watch timeout was not exercised", ended,
+			time.Since(resumeStart).Round(time.Second))
+	} else {
+		t.Logf("watch timeouts: %v watches ended and resumed without a re-list", ended)
+	}
+	syncs = countEv(evs, "synced")
+
+	// 3. kube-apiserver down, etcd's revision moved on (so the restarted watch cache begins after the
+	// informer's resourceVersion: 410), then changes of every kind at once.
+	mark := len(p.snapshot())
+	cp.StopAPIServer(t)
+	etcdBump(t, cp)
+	time.Sleep(2 * time.Second)
+	cp.StartAPIServer(t, nil)
+	changed := map[string]bool{}
+	var mu sync.Mutex
+	note := func(name string, gone bool) {
+		mu.Lock()
+		defer mu.Unlock()
+		changed[name] = true
+		if gone {
+			mayDelete[name] = true
+		}
+	}
+	// 40 updates, 20 deletes, 10 opt-outs (leave the selector), 10 opt-ins, 20 creations.
+	if err := inParallel(100, func(i int) error {
+		switch {
+		case i < 40:
+			note(optName(100+i), false)
+			return annotate(optName(100+i), "restart")
+		case i < 60:
+			note(optName(100+i), true)
+			return dyn.Delete(ctx, optName(100+i), metav1.DeleteOptions{})
+		case i < 70:
+			note(optName(100+i), true)
+			return patch(optName(100+i), fmt.Sprintf(`{"metadata":{"labels":{%q:null}}}`, harness.EnabledLabel))
+		case i < 80:
+			note(plainName(i-70), false)
+			return patch(plainName(i-70), fmt.Sprintf(`{"metadata":{"labels":{%q:"true"}}}`, harness.EnabledLabel))
+		default:
+			note(optName(optedIn+i-80), false)
+			_, err := dyn.Create(ctx, harness.NewGameServer(optName(optedIn+i-80), true), metav1.CreateOptions{})
+			return err
+		}
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if !waitFor(40*time.Second, converged) {
+		t.Fatalf("cache did not converge after the restart: %v", checkDelivery(parseEvents(t, p.snapshot()), serverState(), mayDelete))
+	}
+	evs = check("restart and 410")
+	if n := countEv(evs, "synced"); n != syncs+1 {
+		t.Errorf("after the restart with a 410: %d full lists, want %d (one re-list)", n, syncs+1)
+	}
+	// Only the difference: after the restart exactly one event per changed object, none for the
+	// ~260 unchanged ones.
+	after := map[string]int{}
+	for _, e := range evs[mark:] {
+		if e.Ev == "upsert" || e.Ev == "delete" {
+			after[e.Name]++
+		}
+	}
+	for name, n := range after {
+		if !changed[name] || n != 1 {
+			t.Errorf("after the restart: %d events for %s (changed: %v), want exactly one per changed object", n, name, changed[name])
+		}
+	}
+	if len(after) != len(changed) {
+		t.Errorf("after the restart: events for %d objects, %d changed", len(after), len(changed))
+	}
+	t.Logf("restart: %d objects changed, %d delivered, %d objects cached; total %v", len(changed), len(after),
+		len(server), time.Since(start).Round(time.Millisecond))
+	if !p.stop(5 * time.Second) {
+		t.Fatal("informer did not stop within 5s")
 	}
 }
