@@ -131,6 +131,44 @@ func TestResolverBurst(t *testing.T) {
 	}, t)
 	t.Logf("created %d Ready GameServers in %v", n, time.Since(t0))
 
+	// AW_BURST_IDLE=M: M more opted-in Ready GameServers in a namespace of their own that are never
+	// allocated, so the burst runs with the resolver's cache at Agones' scale (issue 33: 1,000
+	// allocated at once with 20,000 cached). Created Ready in one write each.
+	idle := 0
+	if v, err := strconv.Atoi(os.Getenv("AW_BURST_IDLE")); err == nil && v > 0 {
+		idle = v
+	}
+	if idle > 0 {
+		idleNS := cp.Namespace(t)
+		idleGSC := admin.Resource(harness.GameServerGVR).Namespace(idleNS)
+		idlers := make([]*server, idle)
+		for i := range idlers {
+			idlers[i] = &server{name: fmt.Sprintf("idle-%05d", i)}
+		}
+		t2 := time.Now()
+		parallel(32, idlers, func(s *server) error {
+			gs := harness.NewGameServer(s.name, true, harness.TimeoutKey, timeout.String())
+			_ = unstructured.SetNestedSlice(gs.Object, standin.SpecPorts(), "spec", "ports")
+			_ = unstructured.SetNestedField(gs.Object, "Ready", "status", "state")
+			_ = unstructured.SetNestedField(gs.Object, "127.0.0.1", "status", "address")
+			_, err := idleGSC.Create(ctx, gs, metav1.CreateOptions{})
+			return err
+		}, t)
+		t.Logf("created %d idle opted-in GameServers in %v", idle, time.Since(t2))
+		want := n + idle
+		deadline := time.Now().Add(5 * time.Minute)
+		for {
+			if got := cachedObjects(res); got >= want {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("the resolver's cache holds %d GameServers, want %d", cachedObjects(res), want)
+			}
+			time.Sleep(500 * time.Millisecond)
+		}
+		t.Logf("the resolver's cache holds %d GameServers", want)
+	}
+
 	// Observe every state change through a watch (first time each reaches a final state).
 	byName := map[string]*server{}
 	for _, s := range servers {
@@ -317,6 +355,7 @@ func TestResolverBurst(t *testing.T) {
 	}
 	summary := map[string]interface{}{
 		"servers":                   n,
+		"idle_servers_cached":       idle,
 		"wrong":                     wrong,
 		"late_writes":               late,
 		"promotion_lag_write_ms":    pct(wlags),
@@ -442,6 +481,23 @@ func metricsTail(t *testing.T, wh *harness.Webhook) {
 			t.Log(line)
 		}
 	}
+}
+
+// cachedObjects is the resolver's allocating_webhook_kube_informer_objects{informer="gameservers"}
+// (0 when /metrics cannot be read).
+func cachedObjects(wh *harness.Webhook) int {
+	_, body, err := wh.Get("/metrics")
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(body, "\n") {
+		if strings.HasPrefix(line, `allocating_webhook_kube_informer_objects{informer="gameservers"}`) {
+			f := strings.Fields(line)
+			v, _ := strconv.ParseFloat(f[len(f)-1], 64)
+			return int(v)
+		}
+	}
+	return 0
 }
 
 func logLevel() string {
