@@ -174,20 +174,9 @@ StatusOr<RawWatchEvent> ScanWatchEvent(std::string_view line) {
   RawWatchEvent ev;
   if (!h.type) return Status::InvalidArgument("watch event has no type");
   if (h.object.data() == nullptr) return Status::InvalidArgument("watch event has no object");
-  const std::string& type = *h.type;
-  if (type == "ADDED") {
-    ev.type = WatchEvent::Type::kAdded;
-  } else if (type == "MODIFIED") {
-    ev.type = WatchEvent::Type::kModified;
-  } else if (type == "DELETED") {
-    ev.type = WatchEvent::Type::kDeleted;
-  } else if (type == "BOOKMARK") {
-    ev.type = WatchEvent::Type::kBookmark;
-  } else if (type == "ERROR") {
-    ev.type = WatchEvent::Type::kError;
-  } else {
-    return Status::InvalidArgument("unknown watch event type " + type.substr(0, 64));
-  }
+  std::optional<WatchEvent::Type> type = WatchEventTypeOf(*h.type);
+  if (!type) return Status::InvalidArgument("unknown watch event type " + h.type->substr(0, 64));
+  ev.type = *type;
   ev.object = h.object;
   return ev;
 }

@@ -112,6 +112,15 @@ std::string_view WatchEventTypeName(WatchEvent::Type t) {
   return "ERROR";
 }
 
+std::optional<WatchEvent::Type> WatchEventTypeOf(std::string_view name) {
+  for (WatchEvent::Type t :
+       {WatchEvent::Type::kAdded, WatchEvent::Type::kModified, WatchEvent::Type::kDeleted,
+        WatchEvent::Type::kBookmark, WatchEvent::Type::kError}) {
+    if (WatchEventTypeName(t) == name) return t;
+  }
+  return std::nullopt;
+}
+
 std::string MetaString(const rapidjson::Value& obj, const char* field) {
   if (!obj.IsObject()) return {};
   auto md = obj.FindMember("metadata");
@@ -145,17 +154,9 @@ StatusOr<WatchEvent> ParseWatchEvent(std::string_view line) {
     ev.error = StatusFromJsonObject(std::string_view(sb.GetString(), sb.GetSize()));
     return ev;
   }
-  if (type == "ADDED") {
-    ev.type = WatchEvent::Type::kAdded;
-  } else if (type == "MODIFIED") {
-    ev.type = WatchEvent::Type::kModified;
-  } else if (type == "DELETED") {
-    ev.type = WatchEvent::Type::kDeleted;
-  } else if (type == "BOOKMARK") {
-    ev.type = WatchEvent::Type::kBookmark;
-  } else {
-    return Status::InvalidArgument("unknown watch event type " + std::string(type));
-  }
+  std::optional<WatchEvent::Type> known = WatchEventTypeOf(type);
+  if (!known) return Status::InvalidArgument("unknown watch event type " + std::string(type));
+  ev.type = *known;
   // The object's text is about the size of its copy (values and strings).
   ev.object = CopyToDocument(o->value, line.size());
   return ev;

@@ -57,6 +57,8 @@ struct WatchEvent {
 };
 
 std::string_view WatchEventTypeName(WatchEvent::Type t);
+// The inverse: the type a watch event's "type" names, std::nullopt for an unknown name.
+std::optional<WatchEvent::Type> WatchEventTypeOf(std::string_view name);
 
 // Parses one line; InvalidArgument saying what is wrong for malformed input.
 StatusOr<WatchEvent> ParseWatchEvent(std::string_view line);
