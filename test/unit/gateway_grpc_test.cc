@@ -5,13 +5,16 @@
 
 #include <chrono>
 #include <optional>
+#include <sstream>
 #include <string>
 #include <vector>
 
 #include "gateway/grpc_wire.h"
 #include "gateway/io/grpc_service.h"
+#include "gateway/io/protobuf_log.h"
 #include "proto/allocation/allocation.pb.h"
 #include "proto/grpc/health/v1/health.pb.h"
+#include "util/io/log.h"
 
 namespace aw::gateway {
 namespace {
@@ -306,6 +309,60 @@ TEST_F(GrpcServiceTest, HealthCheck) {
   auto watch = Call("/grpc.health.v1.Health/Watch", FrameMessage(""));
   ASSERT_TRUE(watch);
   EXPECT_EQ(Field(*watch, "grpc-status"), "12");
+}
+
+// A string field with invalid UTF-8 (issue 35): the client is told which field, INVALID_ARGUMENT,
+// and libprotobuf's own line goes to the structured log (debug, rate-limited), never raw to stderr.
+TEST_F(GrpcServiceTest, InvalidUtf8IsInvalidArgumentAndLoggedOnce) {
+  const std::string path = "/allocation.AllocationService/Allocate";
+  // Field 1 (namespace, a proto3 string), length 2, bytes that are not UTF-8.
+  const std::string bad = FrameMessage(std::string("\x0a\x02\xff\xfe", 4));
+  testing::internal::CaptureStderr();
+  auto r = Call(path, bad);
+  const std::string quiet = testing::internal::GetCapturedStderr();
+  ASSERT_TRUE(r);
+  EXPECT_EQ(Field(*r, "grpc-status"), "3");
+  EXPECT_NE(Field(*r, "grpc-message").find("allocation.AllocationRequest.namespace"),
+            std::string::npos)
+      << Field(*r, "grpc-message");
+  EXPECT_FALSE(seen_) << "an undecodable request may not reach the gateway";
+  EXPECT_EQ(quiet, "") << "at the default level nothing is written";
+
+  // At debug level: structured records only, at most kProtobufLinesPerSecond per second.
+  log::SetLevel(log::Level::kDebug);
+  testing::internal::CaptureStderr();
+  const auto start = std::chrono::steady_clock::now();
+  constexpr int kCalls = 50;
+  for (int i = 0; i < kCalls; ++i) {
+    auto again = Call(path, bad);
+    ASSERT_TRUE(again);
+    EXPECT_EQ(Field(*again, "grpc-status"), "3");
+  }
+  const auto seconds =
+      std::chrono::duration_cast<std::chrono::seconds>(std::chrono::steady_clock::now() - start)
+          .count();
+  const std::string logged = testing::internal::GetCapturedStderr();
+  log::SetLevel(log::Level::kInfo);
+  std::istringstream lines(logged);
+  int records = 0;
+  for (std::string line; std::getline(lines, line);) {
+    ++records;
+    EXPECT_NE(line.find("\"library\":\"protobuf\""), std::string::npos) << line;
+    EXPECT_NE(line.find("invalid UTF-8"), std::string::npos) << line;
+    EXPECT_EQ(line.find("[libprotobuf"), std::string::npos) << "libprotobuf's own format: " << line;
+  }
+  EXPECT_GE(records, 1);
+  EXPECT_LE(records, kProtobufLinesPerSecond * (seconds + 2)) << logged;
+  EXPECT_LT(records, kCalls);
+
+  // Health/Check decodes the same way.
+  auto health = Call("/grpc.health.v1.Health/Check", bad);
+  ASSERT_TRUE(health);
+  EXPECT_EQ(Field(*health, "grpc-status"), "3");
+  // A message that is not protobuf at all stays INTERNAL, as grpc-go answers it.
+  auto junk = Call(path, FrameMessage("\xff\xff\xff"));
+  ASSERT_TRUE(junk);
+  EXPECT_EQ(Field(*junk, "grpc-status"), "13");
 }
 
 }  // namespace

@@ -88,6 +88,7 @@ func TestGatewayGRPC(t *testing.T) {
 	t.Run("DeadlineFromGrpcTimeout", testGRPCDeadline)
 	t.Run("CancelNoticed", testGRPCCancel)
 	t.Run("UnknownMethodUnimplemented", testGRPCUnknownMethod)
+	t.Run("InvalidUTF8InvalidArgument", testGRPCInvalidUTF8)
 	t.Run("RESTAndGRPCOnOnePort", testRESTAndGRPCTogether)
 	t.Run("RESTOverHTTP2", testRESTOverHTTP2)
 	t.Run("IdempotentRetryOverGRPC", testGRPCIdempotentRetry)
@@ -231,6 +232,34 @@ func testGRPCUnknownMethod(t *testing.T) {
 	_, err = healthpb.NewHealthClient(conn).Check(harness.Ctx(t), &healthpb.HealthCheckRequest{Service: "other"})
 	if status.Code(err) != codes.NotFound {
 		t.Fatalf("health of an unknown service: want NotFound, got %v", err)
+	}
+}
+
+// rawCodec sends and receives messages as the bytes given: a request no generated client would send.
+type rawCodec struct{}
+
+func (rawCodec) Marshal(v any) ([]byte, error) { return *(v.(*[]byte)), nil }
+func (rawCodec) Unmarshal(data []byte, v any) error {
+	*(v.(*[]byte)) = append([]byte(nil), data...)
+	return nil
+}
+func (rawCodec) Name() string { return "proto" }
+
+// A namespace that is not UTF-8 (issue 35): InvalidArgument naming the field, from a real gRPC client;
+// libprotobuf's own line never reaches the gateway's stderr as "[libprotobuf ERROR ...]".
+func testGRPCInvalidUTF8(t *testing.T) {
+	e := setupGRPC(t)
+	conn := e.dial(t)
+	req := []byte{0x0a, 0x02, 0xff, 0xfe} // field 1 (namespace), 2 bytes, not UTF-8
+	for i := 0; i < 20; i++ {
+		var out []byte
+		err := conn.Invoke(harness.Ctx(t), "/allocation.AllocationService/Allocate", &req, &out, grpc.ForceCodec(rawCodec{}))
+		if status.Code(err) != codes.InvalidArgument || !strings.Contains(status.Convert(err).Message(), "allocation.AllocationRequest.namespace") {
+			t.Fatalf("want InvalidArgument naming the namespace field, got %v", err)
+		}
+	}
+	if strings.Contains(e.gw.Logs(), "[libprotobuf") {
+		t.Fatalf("libprotobuf wrote to stderr itself:\n%s", e.gw.LogTail(20))
 	}
 }
 

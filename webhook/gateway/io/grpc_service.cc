@@ -9,6 +9,7 @@
 
 #include "gateway/allocation.h"
 #include "gateway/grpc_wire.h"
+#include "gateway/io/protobuf_log.h"
 #include "proto/allocation/allocation.pb.h"
 #include "proto/grpc/health/v1/health.pb.h"
 #include "util/duration.h"
@@ -40,6 +41,19 @@ server::HttpResponse GrpcOk(std::string_view payload) {
   r.body = FrameMessage(payload);
   r.trailers.emplace_back("grpc-status", "0");
   return r;
+}
+
+// Parses one request message. On failure, the answer: INVALID_ARGUMENT with libprotobuf's own words
+// when a string field held invalid UTF-8 (the client's mistake, and it says which field), else
+// INTERNAL "grpc: error unmarshalling request" as grpc-go answers an undecodable message.
+std::optional<server::HttpResponse> Decode(std::string_view payload,
+                                           google::protobuf::MessageLite* msg) {
+  ProtobufLogCapture capture;
+  if (msg->ParseFromArray(payload.data(), static_cast<int>(payload.size()))) return std::nullopt;
+  if (capture.InvalidUtf8()) {
+    return GrpcError(3, fmt::format("grpc: error unmarshalling request: {}", capture.text()));
+  }
+  return GrpcError(13, "grpc: error unmarshalling request");
 }
 
 // What the gateway's REST handler is given for one Allocate call; lives until the call's answer.
@@ -89,7 +103,9 @@ GrpcService::GrpcService(
     : options_(options),
       allocate_(std::move(allocate)),
       serving_(std::move(serving)),
-      metrics_(std::make_unique<Metrics>(registry)) {}
+      metrics_(std::make_unique<Metrics>(registry)) {
+  InstallProtobufLogHandler();
+}
 
 GrpcService::~GrpcService() = default;
 
@@ -174,9 +190,7 @@ void GrpcService::Health(std::string_view method, std::string_view payload,
                                              method)));
   }
   grpc::health::v1::HealthCheckRequest in;
-  if (!in.ParseFromArray(payload.data(), static_cast<int>(payload.size()))) {
-    return respond(GrpcError(13, "grpc: error unmarshalling request"));
-  }
+  if (auto bad = Decode(payload, &in)) return respond(std::move(*bad));
   if (!in.service().empty() && in.service() != kAllocationService) {
     return respond(GrpcError(5, "unknown service"));
   }
@@ -189,9 +203,7 @@ void GrpcService::Health(std::string_view method, std::string_view payload,
 void GrpcService::Allocate(const server::HttpRequest& req, std::string_view payload,
                            server::Responder respond) {
   allocation::AllocationRequest in;
-  if (!in.ParseFromArray(payload.data(), static_cast<int>(payload.size()))) {
-    return respond(GrpcError(13, "grpc: error unmarshalling request"));
-  }
+  if (auto bad = Decode(payload, &in)) return respond(std::move(*bad));
   auto call = std::make_shared<AllocateCall>();
   google::protobuf::util::JsonPrintOptions print;
   print.preserve_proto_field_names = true;

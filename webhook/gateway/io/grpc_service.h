@@ -18,7 +18,9 @@
 //     grpc-status from GrpcStatusOfRest (grpc_wire.h) and grpc-message. The answer's on_written
 //     is passed on to the transport;
 //   - bad calls, each a trailers-only answer: a message over the body limit -> RESOURCE_EXHAUSTED;
-//     a truncated message, trailing bytes or a message that does not decode -> INTERNAL; the
+//     a truncated message, trailing bytes or a message that does not decode -> INTERNAL, except a
+//     string field holding invalid UTF-8 -> INVALID_ARGUMENT naming the field (libprotobuf's line
+//     for it goes to the structured log at debug level, rate-limited: protobuf_log.h); the
 //     compressed flag -> UNIMPLEMENTED when grpc-encoding names a compression, else INTERNAL (as
 //     grpc-go); an unknown service or method -> UNIMPLEMENTED;
 //   - Health/Check for "" and "allocation.AllocationService": SERVING while `serving()` is true,
