@@ -110,6 +110,10 @@ func load(dir string, owned bool) (*ControlPlane, error) {
 	}, nil
 }
 
+// Attach returns the control plane that scripts/controlplane brought up in dir (its state.env), for
+// tools outside a test (cmd/e2ectl). Stopping it stays with whoever started it.
+func Attach(dir string) (*ControlPlane, error) { return load(dir, false) }
+
 // ReadEnvFile reads a KEY=VALUE file such as the state.env that scripts/controlplane writes.
 func ReadEnvFile(path string) (map[string]string, error) {
 	b, err := os.ReadFile(path)

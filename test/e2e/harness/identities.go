@@ -9,6 +9,7 @@ const (
 	AgonesAllocator  = "agones-allocator"  // AgonesAllocatorUser: the REST/gRPC allocator service
 	AgonesSDK        = "agones-sdk"        // AgonesSDKUser
 	User             = "user"              // "alice": an ordinary, untrusted user who may edit Agones objects
+	Gateway          = "gateway"           // GatewayUser: the allocation-gateway, with manifests/components/gateway/rbac.yaml
 )
 
 // User names as kube-apiserver reports them in AdmissionReview userInfo.
@@ -20,7 +21,8 @@ const (
 	// namespace "default" only. Tests use ControlPlane.SDK(t, ns), the namespace's own service account.
 	AgonesSDKUser = "system:serviceaccount:default:agones-sdk"
 	AliceUser     = "alice"
+	GatewayUser   = "system:serviceaccount:allocating-system:allocation-gateway"
 )
 
 // AllIdentities lists every context in the kubeconfig.
-var AllIdentities = []string{Admin, Resolver, Resolver2, AgonesController, AgonesAllocator, AgonesSDK, User}
+var AllIdentities = []string{Admin, Resolver, Resolver2, AgonesController, AgonesAllocator, AgonesSDK, User, Gateway}
