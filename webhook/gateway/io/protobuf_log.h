@@ -1,7 +1,8 @@
 // libprotobuf's own log lines, routed through the project's log (aw::log).
 //
 // Promise:
-//   - after InstallProtobufLogHandler(), libprotobuf writes nothing to stderr by itself: each line it
+//   - after InstallProtobufLogHandler(), libprotobuf writes nothing to stderr by itself: each line
+//   it
 //     logs (for example "String field 'allocation.AllocationRequest.namespace' contains invalid
 //     UTF-8 data ..." for a malformed gRPC request) becomes one structured record at debug level
 //     with the fields library=protobuf, severity, file and line; at most kProtobufLinesPerSecond
