@@ -25,6 +25,8 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/rest"
 	"sigs.k8s.io/yaml"
 
 	"github.com/agones-allocating-webhook/e2e/harness"
@@ -401,7 +403,15 @@ func tail(path string, n int) string {
 // replaceCRDs creates each CustomResourceDefinition of docs, or updates the one installed.
 func (a *Agones) replaceCRDs(t *testing.T, docs []map[string]interface{}) {
 	t.Helper()
-	crds := a.cp.Dynamic(t, harness.Admin).Resource(harness.CRDGVR)
+	// Without client-go's warning log: kube-apiserver warns about every x-kubernetes-patch-*
+	// marker it drops (the CRD schema has no such fields), hundreds of lines per CRD.
+	cfg := rest.CopyConfig(a.cp.RESTConfig(t, harness.Admin))
+	cfg.WarningHandler = rest.NoWarnings{}
+	dyn, err := dynamic.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	crds := dyn.Resource(harness.CRDGVR)
 	ctx := harness.Ctx(t)
 	for _, d := range docs {
 		if d["kind"] != "CustomResourceDefinition" {
