@@ -12,15 +12,19 @@ import (
 	"net/http"
 	"os"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/status"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/watch"
 
 	pb "github.com/agones-allocating-webhook/e2e/grpcapi/allocation"
 	"github.com/agones-allocating-webhook/e2e/harness"
@@ -203,15 +207,20 @@ func TestBufferWebhookAutoscaler(t *testing.T) {
 	e.allocate(t, "buf")
 	e.allocate(t, "buf")
 	start := time.Now()
-	took := e.waitFleetReady(t, "buf", 2, 60*time.Second)
-	fl, _ := e.cp.Dynamic(t, harness.Admin).Resource(fleetGVR).Namespace(e.ns).Get(harness.Ctx(t), "buf", metav1.GetOptions{})
-	replicas, _, _ := unstructured.NestedInt64(fl.Object, "spec", "replicas")
-	if replicas != 4 {
+	var replicas int64
+	if !harness.Poll(30*time.Second, 100*time.Millisecond, func() bool {
+		fl, err := e.cp.Dynamic(t, harness.Admin).Resource(fleetGVR).Namespace(e.ns).Get(harness.Ctx(t), "buf", metav1.GetOptions{})
+		if err == nil {
+			replicas, _, _ = unstructured.NestedInt64(fl.Object, "spec", "replicas")
+		}
+		return replicas == 4
+	}) {
 		t.Fatalf("Fleet spec.replicas %d, want 4 (2 Allocating + buffer 2); servers: %s", replicas, e.servers(t))
 	}
-	t.Logf("2 Allocating + buffer 2: the real FleetAutoscaler (Webhook policy) set replicas 4, 2 Ready again after %s",
-		took.Round(time.Millisecond))
-	_ = start
+	scaled := time.Since(start)
+	e.waitFleetReady(t, "buf", 2, 60*time.Second)
+	t.Logf("2 Allocating + buffer 2: the real FleetAutoscaler (Webhook policy, 1 s sync) set replicas 4 after %s, 2 Ready again after %s",
+		scaled.Round(time.Millisecond), time.Since(start).Round(time.Millisecond))
 	fs, _ := e.cp.Dynamic(t, harness.Admin).Resource(fasGVR).Namespace(e.ns).Get(harness.Ctx(t), "buf", metav1.GetOptions{})
 	st, _, _ := unstructured.NestedMap(fs.Object, "status")
 	t.Logf("FleetAutoscaler status: %v", st)
@@ -299,8 +308,8 @@ func (e *env) countLost(t *testing.T) (lost []string, summary string) {
 // leaves no server lost: the resolver releases it, the real controller replaces it.
 func TestGatewayInFrontOfRealAllocator(t *testing.T) {
 	e := setup(t, Options{})
-	e.fleet(t, "gw", 3, true, harness.TimeoutKey, "30s")
-	e.waitFleetReady(t, "gw", 3, 90*time.Second)
+	e.fleet(t, "gw", 5, true, harness.TimeoutKey, "30s")
+	e.waitFleetReady(t, "gw", 5, 90*time.Second)
 	gw, rest, conn := e.gateway(t)
 
 	// REST, confirmed after 1 s of loading.
@@ -337,33 +346,120 @@ func TestGatewayInFrontOfRealAllocator(t *testing.T) {
 	t.Logf("gRPC via the gateway: answered after %s with %s, Allocated", time.Since(start).Round(time.Millisecond), res.GetGameServerName())
 
 	// Clients that give up mid-call (no confirmation comes): REST with a 2 s client timeout, gRPC
-	// cancelled after 2 s.
+	// with a 2 s deadline, gRPC cancelled after 2 s. A watcher records every server seen Allocating meanwhile and what
+	// became of it.
+	seen := e.watchServers(t)
 	impatient := *rest
 	impatient.Timeout = 2 * time.Second
 	if a, code, raw, err := allocateREST(harness.Ctx(t), &impatient, fmt.Sprintf("https://127.0.0.1:%d", gw.Port), e.ns, "gw"); err == nil {
 		t.Fatalf("REST answered before the client gave up: %v %d %s", a, code, raw)
 	}
+	grpcReq := &pb.AllocationRequest{Namespace: e.ns,
+		GameServerSelectors: []*pb.GameServerSelector{{MatchLabels: map[string]string{"agones.dev/fleet": "gw"}}}}
+	// gRPC with a 2 s deadline: the gateway reads grpc-timeout and answers just before it,
+	// ResourceExhausted ("not confirmed playable within the deadline"), releasing the server.
 	gctx, gcancel := context.WithTimeout(harness.Ctx(t), 2*time.Second)
-	_, err = pb.NewAllocationServiceClient(conn).Allocate(gctx, &pb.AllocationRequest{Namespace: e.ns,
-		GameServerSelectors: []*pb.GameServerSelector{{MatchLabels: map[string]string{"agones.dev/fleet": "gw"}}}})
+	_, err = pb.NewAllocationServiceClient(conn).Allocate(gctx, grpcReq)
 	gcancel()
-	if err == nil {
-		t.Fatal("gRPC answered before the client gave up")
+	if c := status.Code(err); c != codes.ResourceExhausted && c != codes.DeadlineExceeded {
+		t.Fatalf("gRPC with a 2 s deadline: want ResourceExhausted (or the client's DeadlineExceeded), got %v", err)
+	}
+	t.Logf("gRPC, 2 s deadline: %v", err)
+	// gRPC without a deadline, cancelled by the client after 2 s (RST_STREAM).
+	gctx, gcancel = context.WithCancel(harness.Ctx(t))
+	time.AfterFunc(2*time.Second, gcancel)
+	_, err = pb.NewAllocationServiceClient(conn).Allocate(gctx, grpcReq)
+	if status.Code(err) != codes.Canceled {
+		t.Fatalf("gRPC cancelled by the client: want Canceled, got %v", err)
 	}
 	gaveUp := time.Now()
-	var lost []string
-	var summary string
+	var abandoned []string
 	ok := harness.Poll(60*time.Second, 250*time.Millisecond, func() bool {
-		lost, summary = e.countLost(t)
-		return len(lost) == 0
+		abandoned = abandoned[:0]
+		done := true
+		for name, h := range seen.snapshot() {
+			if !h.allocating {
+				continue
+			}
+			abandoned = append(abandoned, name)
+			// Released: the resolver's Shutdown (outcome Undelivered), then deleted by Agones.
+			if !(h.gone && h.outcome == "Undelivered") {
+				done = false
+			}
+		}
+		return done && len(abandoned) == 3
 	})
 	if !ok {
-		t.Fatalf("servers lost after the clients gave up: %v; %s\nresolver:\n%s", lost, summary, e.wh.LogTail(30))
+		t.Fatalf("the 3 abandoned allocations were not both released (Undelivered) and removed: %v\nresolver:\n%s",
+			seen.snapshot(), e.wh.LogTail(30))
 	}
-	t.Logf("both abandoned allocations released %s after the clients gave up: %s", time.Since(gaveUp).Round(time.Millisecond), summary)
-	e.waitFleetReady(t, "gw", 1, 90*time.Second) // 3 - 2 delivered: the released ones were replaced
-	t.Logf("Fleet back to 1 Ready + 2 Allocated (released servers replaced by the real controller) %s after the clients gave up",
-		time.Since(gaveUp).Round(time.Millisecond))
+	lost, summary := e.countLost(t)
+	if len(lost) != 0 {
+		t.Fatalf("servers lost: %v; %s", lost, summary)
+	}
+	t.Logf("the 3 abandoned allocations (%v) released (outcome Undelivered) and deleted by the real controller %s after the clients gave up",
+		abandoned, time.Since(gaveUp).Round(time.Millisecond))
+	e.waitFleetReady(t, "gw", 3, 90*time.Second) // 5 - 2 delivered: the released ones were replaced
+	t.Logf("Fleet back to 3 Ready + 2 Allocated %s after the clients gave up; %s", time.Since(gaveUp).Round(time.Millisecond), summary)
+}
+
+// history: what a watcher saw of one GameServer.
+type history struct {
+	allocating bool   // seen Allocating
+	outcome    string // last allocating.agones.dev/outcome seen
+	gone       bool   // deleted
+}
+
+type serverWatch struct {
+	mu sync.Mutex
+	h  map[string]*history
+}
+
+func (w *serverWatch) snapshot() map[string]history {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	out := map[string]history{}
+	for k, v := range w.h {
+		out[k] = *v
+	}
+	return out
+}
+
+// watchServers records, until the test ends, every GameServer of the namespace seen Allocating
+// from now on, its outcome and its deletion.
+func (e *env) watchServers(t *testing.T) *serverWatch {
+	w := &serverWatch{h: map[string]*history{}}
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	wi, err := e.cp.Dynamic(t, harness.Admin).Resource(harness.GameServerGVR).Namespace(e.ns).Watch(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		for ev := range wi.ResultChan() {
+			u, ok := ev.Object.(*unstructured.Unstructured)
+			if !ok {
+				continue
+			}
+			w.mu.Lock()
+			h := w.h[u.GetName()]
+			if h == nil {
+				h = &history{}
+				w.h[u.GetName()] = h
+			}
+			if harness.State(u) == "Allocating" {
+				h.allocating = true
+			}
+			if o := harness.Annotation(u, harness.OutcomeKey); o != "" {
+				h.outcome = o
+			}
+			if ev.Type == watch.Deleted {
+				h.gone = true
+			}
+			w.mu.Unlock()
+		}
+	}()
+	return w
 }
 
 // The admission outage with the failurePolicy as shipped (Ignore): the webhook process is
@@ -389,8 +485,8 @@ func TestAdmissionOutage(t *testing.T) {
 	}
 	t.Logf("webhook down: agones-allocator answered in %s, %s straight to Allocated (fail open, as documented)",
 		time.Since(start).Round(time.Millisecond), a.GameServerName)
-	e.wh = e.cp.StartResolver(t, "resolver-2")
 	back := time.Now()
+	e.wh = e.cp.StartResolver(t, "resolver-2")
 	var id string
 	if !harness.Poll(30*time.Second, 100*time.Millisecond, func() bool {
 		g := e.cp.GetGameServer(t, e.ns, a.GameServerName)
@@ -399,7 +495,7 @@ func TestAdmissionOutage(t *testing.T) {
 	}) {
 		t.Fatalf("the resolver did not record the bypass: %s\n%s", harness.Describe(e.cp.GetGameServer(t, e.ns, a.GameServerName)), e.wh.LogTail(20))
 	}
-	t.Logf("bypass recorded %s after the webhook came back", time.Since(back).Round(time.Millisecond))
+	t.Logf("bypass recorded %s after the webhook's restart began (start, registration, leadership included)", time.Since(back).Round(time.Millisecond))
 	sent := confirm(t, a.Ports[0].Port, id)
 	if !harness.Poll(20*time.Second, 50*time.Millisecond, func() bool {
 		return harness.Annotation(e.cp.GetGameServer(t, e.ns, a.GameServerName), harness.ConfirmedKey) != ""
