@@ -93,7 +93,8 @@ func Start(t *testing.T, cp *harness.ControlPlane, opts Options) *Agones {
 	a.controllerKubecfg = a.kubeconfig(t, "agones-controller", harness.AgonesController)
 	// Extensions: the admission webhooks and the GameServerAllocation API's handler.
 	ca := harness.NewTestCA(t, filepath.Join(a.Dir, "extensions-certs"), "agones-extensions-ca")
-	crt, key := ca.Issue(t, "server", "agones-controller-service.agones-system.svc", true, "127.0.0.1", "localhost")
+	crt, key := ca.Issue(t, "server", "agones-controller-service.agones-system.svc", true, "127.0.0.1", "localhost",
+		"agones-controller-service.agones-system.svc")
 	a.extensionsCA = ca.CAFile
 	a.ExtensionsPort = harness.FreePort(t)
 	// It reads its serving certificate from /certs/ whatever --cert-file says (pkg/util/https).
@@ -155,7 +156,7 @@ func (a *Agones) installDocs(t *testing.T) []map[string]interface{} {
 func (a *Agones) apply(t *testing.T, name string, docs []map[string]interface{}, keep func(string) bool) {
 	t.Helper()
 	ca, err := os.ReadFile(a.extensionsCA)
-	if name == "webhooks" && err != nil {
+	if (name == "webhooks" || name == "apiservice") && err != nil {
 		t.Fatal(err)
 	}
 	var buf bytes.Buffer
@@ -163,6 +164,11 @@ func (a *Agones) apply(t *testing.T, name string, docs []map[string]interface{},
 		kind, _ := d["kind"].(string)
 		if !keep(kind) {
 			continue
+		}
+		if kind == "APIService" {
+			spec, _ := d["spec"].(map[string]interface{})
+			spec["caBundle"] = base64.StdEncoding.EncodeToString(ca)
+			delete(spec, "insecureSkipTLSVerify")
 		}
 		if whs, ok := d["webhooks"].([]interface{}); ok {
 			for _, w := range whs {
@@ -474,4 +480,62 @@ func (a *Agones) spawnJailed(t *testing.T, name string, env []string, files map[
 	}
 	cmd = append(append(cmd, "--", bin), args...)
 	a.spawn(t, name, "unshare", env, cmd...)
+}
+
+// ServeAllocationAPI registers the GameServerAllocation API (the aggregated v1.allocation.agones.dev,
+// served by extensions) as install.yaml does, with the Service agones-controller-service given
+// the endpoint hostIP:ExtensionsPort by hand (no endpoints controller here; kube-apiserver refuses
+// loopback endpoints, so hostIP is one of this host's other addresses). kube-apiserver must route
+// to endpoints (--enable-aggregator-routing=true: there is no kube-proxy for the ClusterIP).
+func (a *Agones) ServeAllocationAPI(t *testing.T, hostIP string) {
+	t.Helper()
+	svc := fmt.Sprintf(`apiVersion: v1
+kind: Service
+metadata: {name: agones-controller-service, namespace: agones-system}
+spec:
+  ports: [{port: 443, targetPort: %[1]d, protocol: TCP}]
+---
+apiVersion: v1
+kind: Endpoints
+metadata: {name: agones-controller-service, namespace: agones-system}
+subsets: [{addresses: [{ip: %[2]s}], ports: [{port: %[1]d, protocol: TCP}]}]
+---
+apiVersion: discovery.k8s.io/v1
+kind: EndpointSlice
+metadata:
+  name: agones-controller-service-manual
+  namespace: agones-system
+  labels: {kubernetes.io/service-name: agones-controller-service}
+addressType: IPv4
+endpoints: [{addresses: [%[2]s], conditions: {ready: true}}]
+ports: [{port: %[1]d, protocol: TCP}]
+`, a.ExtensionsPort, hostIP)
+	a.cp.MustKubectl(t, harness.Admin, svc, "apply", "-f", "-")
+	a.apply(t, "apiservice", a.installDocs(t), func(kind string) bool { return kind == "APIService" })
+	var last string
+	if !harness.Poll(60*time.Second, 250*time.Millisecond, func() bool {
+		out, _, _ := a.cp.Kubectl(harness.Admin, "", "get", "apiservice", "v1.allocation.agones.dev",
+			"-o", `jsonpath={.status.conditions[?(@.type=="Available")].status} {.status.conditions[?(@.type=="Available")].message}`)
+		last = out
+		return strings.HasPrefix(out, "True")
+	}) {
+		t.Fatalf("APIService v1.allocation.agones.dev not Available: %s", last)
+	}
+	t.Cleanup(func() {
+		_, _, _ = a.cp.Kubectl(harness.Admin, "", "delete", "apiservice", "v1.allocation.agones.dev", "--ignore-not-found")
+	})
+}
+
+// HostIP is a non-loopback IPv4 address of this host ("" if none).
+func HostIP() string {
+	addrs, err := net.InterfaceAddrs()
+	if err != nil {
+		return ""
+	}
+	for _, ad := range addrs {
+		if n, ok := ad.(*net.IPNet); ok && n.IP.To4() != nil && !n.IP.IsLoopback() && !n.IP.IsLinkLocalUnicast() {
+			return n.IP.String()
+		}
+	}
+	return ""
 }

@@ -176,6 +176,14 @@ func TestRollingUpdateHeldAndPlaying(t *testing.T) {
 	fl, _ := dyn.Get(harness.Ctx(t), "roll", metav1.GetOptions{})
 	st, _, _ := unstructured.NestedMap(fl.Object, "status")
 	t.Logf("Fleet status after the update: %v; servers: %s", st, e.servers(t))
+	sets, err := e.cp.Dynamic(t, harness.Admin).Resource(gssGVR).Namespace(e.ns).List(harness.Ctx(t), metav1.ListOptions{})
+	if err == nil {
+		for _, s := range sets.Items {
+			r, _, _ := unstructured.NestedInt64(s.Object, "spec", "replicas")
+			st, _, _ := unstructured.NestedMap(s.Object, "status")
+			t.Logf("GameServerSet %s: spec.replicas %d, status %v", s.GetName(), r, st)
+		}
+	}
 }
 
 // The Buffer webhook: a FleetAutoscaler with a Webhook policy pointing at the webhook's
