@@ -25,6 +25,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/util/retry"
 
 	pb "github.com/agones-allocating-webhook/e2e/grpcapi/allocation"
 	"github.com/agones-allocating-webhook/e2e/harness"
@@ -124,14 +125,18 @@ func TestRollingUpdateHeldAndPlaying(t *testing.T) {
 
 	// The rolling update: a new template.
 	dyn := e.cp.Dynamic(t, harness.Admin).Resource(fleetGVR).Namespace(e.ns)
-	f, err := dyn.Get(harness.Ctx(t), "roll", metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := unstructured.SetNestedField(f.Object, "2", "spec", "template", "metadata", "annotations", "example.com/version"); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := dyn.Update(harness.Ctx(t), f, metav1.UpdateOptions{}); err != nil {
+	// (Retried on a conflict: the Fleet controller writes the Fleet too.)
+	if err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		f, err := dyn.Get(harness.Ctx(t), "roll", metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if err := unstructured.SetNestedField(f.Object, "2", "spec", "template", "metadata", "annotations", "example.com/version"); err != nil {
+			return err
+		}
+		_, err = dyn.Update(harness.Ctx(t), f, metav1.UpdateOptions{})
+		return err
+	}); err != nil {
 		t.Fatalf("update the Fleet's template: %v", err)
 	}
 	start := time.Now()
