@@ -78,7 +78,7 @@ func Start(t *testing.T, cp *harness.ControlPlane, opts Options) *Agones {
 		t.Fatal(err)
 	}
 	// Game server host ports: a block of 100 of its own per process (packages may run together).
-	a.MinPort = 20000 + (os.Getpid()%200)*100
+	a.MinPort = 20000 + (os.Getpid()%120)*100 // below the ephemeral range (32768-)
 	a.MaxPort = a.MinPort + 99
 	t.Cleanup(func() { a.stopAll(t) })
 
@@ -110,7 +110,7 @@ func Start(t *testing.T, cp *harness.ControlPlane, opts Options) *Agones {
 
 	// The fake node, before the controller (it reads nodes to address game servers).
 	k, err := StartKubelet(harness.Ctx(t), cp.Clientset(t, harness.Admin), a.BinDir, filepath.Join(a.Dir, "pods"),
-		func() int { return harness.FreePort(t) })
+		freePort)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -538,4 +538,15 @@ func HostIP() string {
 		}
 	}
 	return ""
+}
+
+// freePort is a TCP port of 127.0.0.1 free a moment ago (0 if none: the process then fails to
+// listen and the test sees it); unlike harness.FreePort it may run off the test's goroutine.
+func freePort() int {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
 }
