@@ -67,6 +67,19 @@ func (cp *ControlPlane) StartGateway(t testing.TB, a *AllocatorStandin, clientCA
 // replica.
 func (cp *ControlPlane) StartGatewayNamed(t testing.TB, name string, a *AllocatorStandin, clientCAFile string, extra ...string) *Webhook {
 	t.Helper()
+	return cp.StartGatewayTo(t, name, Upstream{URL: a.URL, CAFile: a.CAFile, ClientCert: a.ClientCert, ClientKey: a.ClientKey},
+		clientCAFile, extra...)
+}
+
+// Upstream is the allocator a gateway calls: its URL, serving CA and a client certificate it
+// accepts (the stand-in's fields, or the real agones-allocator's in test/e2e/agonesreal).
+type Upstream struct {
+	URL, CAFile, ClientCert, ClientKey string
+}
+
+// StartGatewayTo is StartGatewayNamed in front of any allocator (e.g. the real agones-allocator).
+func (cp *ControlPlane) StartGatewayTo(t testing.TB, name string, a Upstream, clientCAFile string, extra ...string) *Webhook {
+	t.Helper()
 	args := withDefaults([]string{
 		"--kubeconfig=" + cp.Kubeconfig, "--context=" + User,
 		"--client-ca-file=" + clientCAFile,
