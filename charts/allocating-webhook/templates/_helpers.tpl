@@ -275,3 +275,12 @@ Secret in the cluster when complete (upgrades keep it), else a new CA and servin
 {{- define "allocating-webhook.image" -}}
 {{- printf "%s:%s" .Values.image.repository (.Values.image.tag | default .Chart.AppVersion) -}}
 {{- end -}}
+
+{{/* A map of labels or annotations with every value rendered as a string: a value given as a
+number or a boolean (`--set podAnnotations.revision=5`) would otherwise reach the API server as one,
+which refuses the object ("expected string"). */}}
+{{- define "aw.stringMap" -}}
+{{- range $k, $v := . }}
+{{ $k | quote }}: {{ $v | toString | quote }}
+{{- end }}
+{{- end -}}
