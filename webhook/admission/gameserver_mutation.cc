@@ -3,6 +3,7 @@
 // the rule's edits.
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <chrono>
 #include <string>
 #include <vector>
@@ -180,6 +181,30 @@ std::vector<std::string> NeutralisedWarnings(const std::string& name,
   return out;
 }
 
+// Policy::IsTrusted without a copy of the username.
+bool Listed(const std::vector<std::string>& users, std::string_view user) {
+  return !user.empty() && std::find(users.begin(), users.end(), user) != users.end();
+}
+
+// IsSdkWriter (identity.h) over the decision's input: whether the username is
+// system:serviceaccount:<the GameServer's namespace>:<its pod's service account>, compared piece
+// by piece.
+bool SdkWriter(const MutateInput& req, const GameServerView& n, const policy::Policy& policy) {
+  const std::string_view ns = n.namespace_.empty() ? req.namespace_ : n.namespace_;
+  if (req.username.empty() || ns.empty()) return false;
+  std::string_view sa = req.object_json != nullptr
+                            ? PodServiceAccount(req.object_json, "request.object")
+                            : req.service_account;
+  if (sa.empty()) sa = policy.sdk_service_account;
+  constexpr std::string_view kPrefix = "system:serviceaccount:";
+  std::string_view u = req.username;
+  if (u.size() != kPrefix.size() + ns.size() + 1 + sa.size()) return false;
+  if (u.substr(0, kPrefix.size()) != kPrefix) return false;
+  u.remove_prefix(kPrefix.size());
+  if (u.substr(0, ns.size()) != ns || u[ns.size()] != ':') return false;
+  return u.substr(ns.size() + 1) == sa;
+}
+
 std::string FailOpenWarning(const std::string& name) {
   return fmt::format(
       "allocating-webhook: the GameServer CRD does not accept state Allocating; {} became "
@@ -213,24 +238,32 @@ Decision Finish(Decision d, const Edits& e, std::optional<std::string_view> new_
 
 }  // namespace
 
+Decision MutateNotGated(std::string_view operation) {
+  return Decision::Allow(fmt::format("operation {} is not gated", operation));
+}
+
 Decision MutateGameServer(const ReviewRequest& req, const Context& ctx) {
-  if (req.operation != "UPDATE") {
-    return Decision::Allow(fmt::format("operation {} is not gated", req.operation));
-  }
+  if (req.operation != "UPDATE") return MutateNotGated(req.operation);
   if (!req.object) throw BadRequest("request.object is missing (required for UPDATE)");
   if (!req.old_object) throw BadRequest("request.oldObject is missing (required for UPDATE)");
   GameServerView n = policy::ParseGameServer(req.object, "request.object", policy::Parse::kStrict);
   GameServerView o =
       policy::ParseGameServer(req.old_object, "request.oldObject", policy::Parse::kStrict);
+  return MutateGameServer(MutateInput{req.username, req.namespace_, req.name, n, o, req.object, {}},
+                          ctx);
+}
 
-  const bool trusted = ctx.policy.IsTrusted(std::string(req.username));
+Decision MutateGameServer(const MutateInput& req, const Context& ctx) {
+  const GameServerView& n = req.object;
+  const GameServerView& o = req.old_object;
+  const bool trusted = Listed(ctx.policy.trusted_users, req.username);
   policy::GateInput in;
   // The old object counts too, so that removing the label in the very update that allocates
   // cannot bypass the gate.
   in.opted_in = n.OptedIn() || o.OptedIn();
   in.old_phase = policy::PhaseOf(o.state);
   in.new_phase = policy::PhaseOf(n.state);
-  in.writer = WriterOf(req, ctx.policy);
+  in.writer = WriterOf(req.username, ctx.policy);
   if (in.opted_in) {
     auto confirmed = n.Annotation(keys::kConfirmed);
     auto allocation = n.Annotation(keys::kAllocation);
@@ -270,7 +303,7 @@ Decision MutateGameServer(const ReviewRequest& req, const Context& ctx) {
   // warning instead of denying the update, because a denied allocator update leaves the server
   // unallocatable in Agones' allocation cache.
   if (rule.neutralise && !trusted) {
-    RevertForgedKeys(o, n, IsSdkWriter(req, n, req.object, ctx.policy), &e.ann);
+    RevertForgedKeys(o, n, SdkWriter(req, n, ctx.policy), &e.ann);
   }
   // Why a write of Allocated is not let through (rows 1, 2, 3).
   const std::string why =

@@ -2,7 +2,6 @@
 
 #include <fmt/format.h>
 #include <rapidjson/error/en.h>
-#include <rapidjson/stringbuffer.h>
 #include <rapidjson/writer.h>
 
 #include <cstddef>
@@ -131,9 +130,37 @@ void ParseReview(std::string_view body, ReviewRequest* out) {
   out->old_object = Member(*req, "oldObject");
 }
 
+namespace {
+
+// A RapidJSON output stream appending to a std::string.
+struct StringOut {
+  using Ch = char;
+  std::string* s;
+  void Put(char c) { s->push_back(c); }
+  void Flush() {}
+};
+
+}  // namespace
+
 std::string BuildResponse(std::string_view api_version, std::string_view uid, const Decision& d) {
-  rapidjson::StringBuffer buf;
-  rapidjson::Writer<rapidjson::StringBuffer> w(buf);
+  std::string out;
+  BuildResponse(api_version, uid, d, &out);
+  return out;
+}
+
+void BuildResponse(std::string_view api_version, std::string_view uid, const Decision& d,
+                   std::string* out) {
+  out->clear();
+  // The envelope, the uid, the message and warnings as they are (escapes aside), the patch in
+  // base64: reserved at once.
+  size_t size = 160 + api_version.size() + uid.size() + d.message.size() + d.status_reason.size() +
+                (d.patch.size() + 2) / 3 * 4;
+  for (const auto& w : d.warnings) size += w.size() + 4;
+  out->reserve(size + size / 8);
+  StringOut buf{out};
+  // The writer's stack from the per-thread kept block, as the parser's.
+  rapidjson::Writer<StringOut, rapidjson::UTF8<>, rapidjson::UTF8<>, json::ReusedStackAllocator> w(
+      buf, &g_stack_allocator);
   auto str = [&w](std::string_view s) {
     w.String(s.data(), static_cast<rapidjson::SizeType>(s.size()));
   };
@@ -175,7 +202,6 @@ std::string BuildResponse(std::string_view api_version, std::string_view uid, co
   }
   w.EndObject();
   w.EndObject();
-  return std::string(buf.GetString(), buf.GetSize());
 }
 
 }  // namespace aw::admission
