@@ -31,9 +31,10 @@ constexpr std::string_view kLabelsPath = "/metadata/labels";
 
 // The allocation id for a cycle that starts with `since`: agones.dev/last-allocated when this
 // update set it, else `since`.
-std::string AllocationId(const GameServerView& o, const GameServerView& n, std::string_view since) {
+std::string_view AllocationId(const GameServerView& o, const GameServerView& n,
+                              std::string_view since) {
   auto fresh = FreshLastAllocated(o, n);
-  return std::string(fresh ? *fresh : since);
+  return fresh ? *fresh : since;
 }
 
 // Annotation edits for an allocation (the allocator's or the SDK's write of state Allocated) that
@@ -215,15 +216,15 @@ std::string FailOpenWarning(const std::string& name) {
 // The edits of one decision: annotations, labels, and what was neutralised.
 struct Edits {
   Edits(const GameServerView& n)
-      : ann(n.annotations, std::string(kAnnotationsPath)),
-        labels(n.labels, std::string(kLabelsPath)) {}
+      : ann(n.annotations, kAnnotationsPath), labels(n.labels, kLabelsPath) {}
   MapEdit ann;
   MapEdit labels;
   std::vector<std::string> neutralised;
 };
 
+template <typename NameFn>
 Decision Finish(Decision d, const Edits& e, std::optional<std::string_view> new_state,
-                const GameServerView& o, const GameServerView& n, const std::string& name,
+                const GameServerView& o, const GameServerView& n, const NameFn& name,
                 std::string_view user) {
   JsonPatch patch;
   if (new_state) patch.ReplaceString("/status/state", std::string(*new_state));
@@ -232,7 +233,11 @@ Decision Finish(Decision d, const Edits& e, std::optional<std::string_view> new_
   if (!patch.empty()) d.patch = patch.ToJson();
   d.neutralised = Overridden(o, n, e.ann);
   for (const auto& k : e.neutralised) d.neutralised.push_back(k);
-  for (auto& w : NeutralisedWarnings(name, d.neutralised, user)) d.warnings.push_back(std::move(w));
+  if (!d.neutralised.empty()) {
+    for (auto& w : NeutralisedWarnings(name(), d.neutralised, user)) {
+      d.warnings.push_back(std::move(w));
+    }
+  }
   return d;
 }
 
@@ -290,7 +295,8 @@ Decision MutateGameServer(const MutateInput& req, const Context& ctx) {
   const policy::GateRule& rule = policy::DecideGate(in);
   if (!in.opted_in) return Decision::Allow("not opted in");
 
-  const std::string name = policy::ObjectName(n, req.namespace_, req.name);
+  // How the server is named in messages: only a decision with a message or a warning needs it.
+  const auto name = [&] { return policy::ObjectName(n, req.namespace_, req.name); };
   const std::string_view os = o.state;
   const std::string_view ns = n.state;
   const std::string_view user = req.username;
@@ -341,7 +347,7 @@ Decision MutateGameServer(const MutateInput& req, const Context& ctx) {
   if (rule.verdict == policy::Verdict::kFailOpen) {
     Decision d = Decision::Allow("fail open: CRD does not accept Allocating (" + why + ")");
     d.fail_open = true;
-    d.warnings.push_back(FailOpenWarning(name));
+    d.warnings.push_back(FailOpenWarning(name()));
     return finish(std::move(d), std::nullopt);
   }
   if (rule.verdict == policy::Verdict::kDeny) {
@@ -350,11 +356,11 @@ Decision MutateGameServer(const MutateInput& req, const Context& ctx) {
             ? fmt::format(
                   "GameServer {} is Allocating: only the resolver promotes it to Allocated, once "
                   "readiness is confirmed ({}: reject; {})",
-                  name, keys::kMode, why)
+                  name(), keys::kMode, why)
             : fmt::format(
                   "GameServer {} may not become Allocated before it is confirmed playable ({}: "
                   "reject); move it to Allocating and let the resolver promote it",
-                  name, keys::kMode);
+                  name(), keys::kMode);
     Decision d = Decision::Deny(403, "Forbidden", msg);
     d.reason = "reject mode: " + why;
     return d;
@@ -385,7 +391,7 @@ Decision MutateGameServer(const MutateInput& req, const Context& ctx) {
         "allocating-webhook: GameServer {} is Allocating (being prepared for a match): the Agones "
         "controller's Shutdown was not applied (scale-down protection); it stays Allocating until "
         "it is resolved within its {}, and is shut down when it leaves the allocation cycle ({})",
-        name, keys::kTimeout, keys::kShutdownRequested));
+        name(), keys::kTimeout, keys::kShutdownRequested));
     return finish(std::move(d), keys::kStateAllocating);
   }
   if (rule.cycle == policy::CycleEdit::kScaledDown) {
@@ -424,7 +430,7 @@ Decision MutateGameServer(const MutateInput& req, const Context& ctx) {
     d.warnings.push_back(fmt::format(
         "allocating-webhook: GameServer {} leaves the allocation cycle: the Agones controller's "
         "Shutdown, held while it was Allocating ({}), is applied now instead of state \"{}\"",
-        name, keys::kShutdownRequested, util::Clip(ns, 60)));
+        name(), keys::kShutdownRequested, util::Clip(ns, 60)));
   }
   JsonPatch patch;
   if (new_state) patch.ReplaceString("/status/state", std::string(*new_state));

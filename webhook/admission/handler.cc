@@ -97,8 +97,9 @@ void Answer(std::string_view api_version, std::string_view uid, Decision&& d,
 }
 
 // A GameServer view of the scanned object, as ParseGameServer (kStrict) reads the same object for
-// the fields the mutating decision reads; `v` is reused (its strings keep their capacity). The scan
-// is regular: every field has its type.
+// the fields the mutating decision reads; `v` is reused (its strings and map entries keep their
+// capacity) and valid until the next scan on this thread. The scan is regular: every field has its
+// type.
 void Fill(const ScannedReview& scan, const ScannedObject& s, policy::GameServerView* v) {
   v->present = true;
   v->namespace_.assign(s.namespace_);
@@ -107,15 +108,17 @@ void Fill(const ScannedReview& scan, const ScannedObject& s, policy::GameServerV
   v->uid.assign(s.uid);
   v->resource_version.assign(s.resource_version);
   v->deleting = s.deleting;
-  auto map = [&scan](const ScannedMap& m) {
-    if (!m.present) return policy::StringMap();
-    policy::StringMap::Builder b;
+  // The maps point into the scan's copy of the body (sorted offsets; nothing copied).
+  auto map = [&scan](const ScannedMap& m, policy::StringMap* out) {
+    if (!m.present) {
+      out->Clear();
+      return;
+    }
     const auto [items, count] = scan.Entries(m);
-    for (size_t i = 0; i < count; ++i) b.Add(items[i].first, items[i].second);
-    return std::move(b).Finish();
+    out->Borrow(scan.base, {items, count});
   };
-  v->labels = map(s.labels);
-  v->annotations = map(s.annotations);
+  map(s.labels, &v->labels);
+  map(s.annotations, &v->annotations);
   v->state.assign(s.state);
   // What the view holds of status besides the state is not read by the decision.
   v->address.clear();

@@ -4,6 +4,7 @@
 #include <rapidjson/error/en.h>
 #include <rapidjson/writer.h>
 
+#include <algorithm>
 #include <cstddef>
 #include <cstring>
 #include <optional>
@@ -132,12 +133,34 @@ void ParseReview(std::string_view body, ReviewRequest* out) {
 
 namespace {
 
-// A RapidJSON output stream appending to a std::string.
-struct StringOut {
+// A RapidJSON output stream writing into a std::string through a pointer (Put is the writer's
+// innermost call): the string is sized up front, doubled when full, and cut to what was written by
+// Finish().
+class StringOut {
+ public:
   using Ch = char;
-  std::string* s;
-  void Put(char c) { s->push_back(c); }
+  StringOut(std::string* s, size_t expected) : s_(s) {
+    s_->resize(std::max<size_t>(expected, 64));
+    p_ = s_->data();
+    end_ = p_ + s_->size();
+  }
+  void Put(char c) {
+    if (p_ == end_) Grow();
+    *p_++ = c;
+  }
   void Flush() {}
+  void Finish() { s_->resize(static_cast<size_t>(p_ - s_->data())); }
+
+ private:
+  void Grow() {
+    const size_t written = static_cast<size_t>(p_ - s_->data());
+    s_->resize(s_->size() * 2);
+    p_ = s_->data() + written;
+    end_ = s_->data() + s_->size();
+  }
+  std::string* s_;
+  char* p_;
+  char* end_;
 };
 
 }  // namespace
@@ -156,8 +179,7 @@ void BuildResponse(std::string_view api_version, std::string_view uid, const Dec
   size_t size = 160 + api_version.size() + uid.size() + d.message.size() + d.status_reason.size() +
                 (d.patch.size() + 2) / 3 * 4;
   for (const auto& w : d.warnings) size += w.size() + 4;
-  out->reserve(size + size / 8);
-  StringOut buf{out};
+  StringOut buf(out, size + size / 8);
   // The writer's stack from the per-thread kept block, as the parser's.
   rapidjson::Writer<StringOut, rapidjson::UTF8<>, rapidjson::UTF8<>, json::ReusedStackAllocator> w(
       buf, &g_stack_allocator);
@@ -192,7 +214,12 @@ void BuildResponse(std::string_view api_version, std::string_view uid, const Dec
     str("patchType");
     str("JSONPatch");
     str("patch");
-    str(util::Base64Encode(d.patch));
+    // Encoded into a per-thread buffer: no allocation once it has grown to a patch's size.
+    thread_local std::string encoded;
+    encoded.clear();
+    util::Base64AppendTo(d.patch, &encoded);
+    str(encoded);
+    if (encoded.capacity() > kMaxKeptBufferBytes) std::string().swap(encoded);
   }
   if (!d.warnings.empty()) {
     str("warnings");
@@ -202,6 +229,7 @@ void BuildResponse(std::string_view api_version, std::string_view uid, const Dec
   }
   w.EndObject();
   w.EndObject();
+  buf.Finish();
 }
 
 }  // namespace aw::admission

@@ -123,7 +123,7 @@ void MapEdit::Set(std::string_view key, std::string_view value) {
     }
   }
   if (edits_.empty()) edits_.reserve(kEditsReserved);
-  edits_.emplace_back(std::string(key), std::string(value));
+  edits_.emplace_back(key, std::string(value));
 }
 
 void MapEdit::Remove(std::string_view key) {
@@ -134,7 +134,7 @@ void MapEdit::Remove(std::string_view key) {
     }
   }
   if (edits_.empty()) edits_.reserve(kEditsReserved);
-  edits_.emplace_back(std::string(key), std::nullopt);
+  edits_.emplace_back(key, std::nullopt);
 }
 
 std::optional<std::string_view> MapEdit::Get(std::string_view key) const {
@@ -153,7 +153,7 @@ void MapEdit::AppendTo(JsonPatch* patch) const {
     for (const auto& [k, v] : edits_) {
       if (v) map.emplace_back(k, *v);
     }
-    if (!map.empty()) patch->AddMap(path_, std::move(map));
+    if (!map.empty()) patch->AddMap(std::string(path_), std::move(map));
     return;
   }
   for (const auto& [k, v] : edits_) {
