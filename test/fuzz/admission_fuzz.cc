@@ -8,6 +8,8 @@
 // std::set of names per open object); FindDuplicateKey must agree with it, and a body with a
 // duplicate key must get a 400 that says so. The one-pass parse (json::ParseChecked) must give
 // exactly the answer of the three steps it replaced (FirstTooDeep, the parse, FindDuplicateKey).
+// Oracle for the admission hot path: on /mutate/gameservers, Handle (the one pass,
+// admission/review_scan.h) must answer every body exactly as HandleReference (the document path).
 //
 // Build and run with clang (test/fuzz/run does all of this, see test/fuzz/README.md):
 //   CXX=clang++ cmake -S . -B build-fuzz -G Ninja -DAW_FUZZ=ON -DAW_BUILD_TESTS=OFF
@@ -28,6 +30,7 @@
 #include <string_view>
 #include <vector>
 
+#include "admission/handle_reference.h"
 #include "admission/handler.h"
 #include "autoscale/endpoint.h"
 #include "gateway/allocation.h"
@@ -192,6 +195,24 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   aw::admission::HandlerResult r = aw::admission::Handle(route, body, ctx);
   if (r.http_status != 200 && r.http_status != 400) std::abort();
   if (r.http_status == 200 && (r.body.empty() || r.body.front() != '{')) std::abort();
+
+  // Oracle for the one pass (admission/review_scan.h): on /mutate/gameservers, whatever the bytes,
+  // Handle answers exactly what the document path (HandleReference) answers.
+  {
+    const auto mutate = aw::admission::Route::kMutateGameServers;
+    aw::admission::HandlerResult other;
+    if (route != mutate) other = aw::admission::Handle(mutate, body, ctx);
+    const aw::admission::HandlerResult& fast = route == mutate ? r : other;
+    const aw::admission::HandlerResult ref = aw::admission::HandleReference(mutate, body, ctx);
+    if (fast.http_status != ref.http_status || fast.content_type != ref.content_type ||
+        fast.body != ref.body || fast.outcome != ref.outcome || fast.fail_open != ref.fail_open ||
+        fast.neutralised != ref.neutralised || fast.shutdown_held != ref.shutdown_held ||
+        fast.scaled_down != ref.scaled_down || fast.shutdown_deferred != ref.shutdown_deferred ||
+        fast.uid != ref.uid || fast.namespace_ != ref.namespace_ || fast.name != ref.name ||
+        fast.reason != ref.reason) {
+      std::abort();
+    }
+  }
 
   // The same bytes as a FleetAutoscaleReview (autoscale/endpoint.h): 200 with a JSON answer or a
   // 4xx with a message, nothing else. The counts know fleet "f" in namespace "n".

@@ -14,7 +14,26 @@
 
 namespace aw::admission {
 
+// What the mutating decision reads of an UPDATE review, whichever way it was parsed: the document
+// path (ParseReview, ParseGameServer) or the one pass (review_scan.h).
+struct MutateInput {
+  std::string_view username;                 // request.userInfo.username
+  std::string_view namespace_;               // request.namespace
+  std::string_view name;                     // request.name
+  const policy::GameServerView& object;      // request.object, as ParseGameServer kStrict reads it
+  const policy::GameServerView& old_object;  // request.oldObject
+  // request.object's spec.template.spec.serviceAccountName: read (strictly, may throw BadRequest)
+  // from `object_json` when it is set, else `service_account` (the one pass read it).
+  const policy::Json* object_json = nullptr;
+  std::string_view service_account;
+};
+
+// Parses request.object and request.oldObject (kStrict) and decides with the overload below.
 Decision MutateGameServer(const ReviewRequest& req, const Context& ctx);
+// The gate's decision for an UPDATE (the operation is UPDATE, both objects are present).
+Decision MutateGameServer(const MutateInput& in, const Context& ctx);
+// The decision for an operation other than UPDATE (not gated).
+Decision MutateNotGated(std::string_view operation);
 Decision ValidateGameServer(const ReviewRequest& req, const Context& ctx);
 // Fleets and GameServerSets: spec.template.metadata.
 Decision ValidateTemplateOwner(const ReviewRequest& req, const Context& ctx);

@@ -3,6 +3,7 @@
 // the rule's edits.
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <chrono>
 #include <string>
 #include <vector>
@@ -30,9 +31,10 @@ constexpr std::string_view kLabelsPath = "/metadata/labels";
 
 // The allocation id for a cycle that starts with `since`: agones.dev/last-allocated when this
 // update set it, else `since`.
-std::string AllocationId(const GameServerView& o, const GameServerView& n, std::string_view since) {
+std::string_view AllocationId(const GameServerView& o, const GameServerView& n,
+                              std::string_view since) {
   auto fresh = FreshLastAllocated(o, n);
-  return std::string(fresh ? *fresh : since);
+  return fresh ? *fresh : since;
 }
 
 // Annotation edits for an allocation (the allocator's or the SDK's write of state Allocated) that
@@ -180,6 +182,30 @@ std::vector<std::string> NeutralisedWarnings(const std::string& name,
   return out;
 }
 
+// Policy::IsTrusted without a copy of the username.
+bool Listed(const std::vector<std::string>& users, std::string_view user) {
+  return !user.empty() && std::find(users.begin(), users.end(), user) != users.end();
+}
+
+// IsSdkWriter (identity.h) over the decision's input: whether the username is
+// system:serviceaccount:<the GameServer's namespace>:<its pod's service account>, compared piece
+// by piece.
+bool SdkWriter(const MutateInput& req, const GameServerView& n, const policy::Policy& policy) {
+  const std::string_view ns = n.namespace_.empty() ? req.namespace_ : n.namespace_;
+  if (req.username.empty() || ns.empty()) return false;
+  std::string_view sa = req.object_json != nullptr
+                            ? PodServiceAccount(req.object_json, "request.object")
+                            : req.service_account;
+  if (sa.empty()) sa = policy.sdk_service_account;
+  constexpr std::string_view kPrefix = "system:serviceaccount:";
+  std::string_view u = req.username;
+  if (u.size() != kPrefix.size() + ns.size() + 1 + sa.size()) return false;
+  if (u.substr(0, kPrefix.size()) != kPrefix) return false;
+  u.remove_prefix(kPrefix.size());
+  if (u.substr(0, ns.size()) != ns || u[ns.size()] != ':') return false;
+  return u.substr(ns.size() + 1) == sa;
+}
+
 std::string FailOpenWarning(const std::string& name) {
   return fmt::format(
       "allocating-webhook: the GameServer CRD does not accept state Allocating; {} became "
@@ -190,15 +216,15 @@ std::string FailOpenWarning(const std::string& name) {
 // The edits of one decision: annotations, labels, and what was neutralised.
 struct Edits {
   Edits(const GameServerView& n)
-      : ann(n.annotations, std::string(kAnnotationsPath)),
-        labels(n.labels, std::string(kLabelsPath)) {}
+      : ann(n.annotations, kAnnotationsPath), labels(n.labels, kLabelsPath) {}
   MapEdit ann;
   MapEdit labels;
   std::vector<std::string> neutralised;
 };
 
+template <typename NameFn>
 Decision Finish(Decision d, const Edits& e, std::optional<std::string_view> new_state,
-                const GameServerView& o, const GameServerView& n, const std::string& name,
+                const GameServerView& o, const GameServerView& n, const NameFn& name,
                 std::string_view user) {
   JsonPatch patch;
   if (new_state) patch.ReplaceString("/status/state", std::string(*new_state));
@@ -207,30 +233,42 @@ Decision Finish(Decision d, const Edits& e, std::optional<std::string_view> new_
   if (!patch.empty()) d.patch = patch.ToJson();
   d.neutralised = Overridden(o, n, e.ann);
   for (const auto& k : e.neutralised) d.neutralised.push_back(k);
-  for (auto& w : NeutralisedWarnings(name, d.neutralised, user)) d.warnings.push_back(std::move(w));
+  if (!d.neutralised.empty()) {
+    for (auto& w : NeutralisedWarnings(name(), d.neutralised, user)) {
+      d.warnings.push_back(std::move(w));
+    }
+  }
   return d;
 }
 
 }  // namespace
 
+Decision MutateNotGated(std::string_view operation) {
+  return Decision::Allow(fmt::format("operation {} is not gated", operation));
+}
+
 Decision MutateGameServer(const ReviewRequest& req, const Context& ctx) {
-  if (req.operation != "UPDATE") {
-    return Decision::Allow(fmt::format("operation {} is not gated", req.operation));
-  }
+  if (req.operation != "UPDATE") return MutateNotGated(req.operation);
   if (!req.object) throw BadRequest("request.object is missing (required for UPDATE)");
   if (!req.old_object) throw BadRequest("request.oldObject is missing (required for UPDATE)");
   GameServerView n = policy::ParseGameServer(req.object, "request.object", policy::Parse::kStrict);
   GameServerView o =
       policy::ParseGameServer(req.old_object, "request.oldObject", policy::Parse::kStrict);
+  return MutateGameServer(MutateInput{req.username, req.namespace_, req.name, n, o, req.object, {}},
+                          ctx);
+}
 
-  const bool trusted = ctx.policy.IsTrusted(std::string(req.username));
+Decision MutateGameServer(const MutateInput& req, const Context& ctx) {
+  const GameServerView& n = req.object;
+  const GameServerView& o = req.old_object;
+  const bool trusted = Listed(ctx.policy.trusted_users, req.username);
   policy::GateInput in;
   // The old object counts too, so that removing the label in the very update that allocates
   // cannot bypass the gate.
   in.opted_in = n.OptedIn() || o.OptedIn();
   in.old_phase = policy::PhaseOf(o.state);
   in.new_phase = policy::PhaseOf(n.state);
-  in.writer = WriterOf(req, ctx.policy);
+  in.writer = WriterOf(req.username, ctx.policy);
   if (in.opted_in) {
     auto confirmed = n.Annotation(keys::kConfirmed);
     auto allocation = n.Annotation(keys::kAllocation);
@@ -257,7 +295,8 @@ Decision MutateGameServer(const ReviewRequest& req, const Context& ctx) {
   const policy::GateRule& rule = policy::DecideGate(in);
   if (!in.opted_in) return Decision::Allow("not opted in");
 
-  const std::string name = policy::ObjectName(n, req.namespace_, req.name);
+  // How the server is named in messages: only a decision with a message or a warning needs it.
+  const auto name = [&] { return policy::ObjectName(n, req.namespace_, req.name); };
   const std::string_view os = o.state;
   const std::string_view ns = n.state;
   const std::string_view user = req.username;
@@ -270,7 +309,7 @@ Decision MutateGameServer(const ReviewRequest& req, const Context& ctx) {
   // warning instead of denying the update, because a denied allocator update leaves the server
   // unallocatable in Agones' allocation cache.
   if (rule.neutralise && !trusted) {
-    RevertForgedKeys(o, n, IsSdkWriter(req, n, req.object, ctx.policy), &e.ann);
+    RevertForgedKeys(o, n, SdkWriter(req, n, ctx.policy), &e.ann);
   }
   // Why a write of Allocated is not let through (rows 1, 2, 3).
   const std::string why =
@@ -308,7 +347,7 @@ Decision MutateGameServer(const ReviewRequest& req, const Context& ctx) {
   if (rule.verdict == policy::Verdict::kFailOpen) {
     Decision d = Decision::Allow("fail open: CRD does not accept Allocating (" + why + ")");
     d.fail_open = true;
-    d.warnings.push_back(FailOpenWarning(name));
+    d.warnings.push_back(FailOpenWarning(name()));
     return finish(std::move(d), std::nullopt);
   }
   if (rule.verdict == policy::Verdict::kDeny) {
@@ -317,11 +356,11 @@ Decision MutateGameServer(const ReviewRequest& req, const Context& ctx) {
             ? fmt::format(
                   "GameServer {} is Allocating: only the resolver promotes it to Allocated, once "
                   "readiness is confirmed ({}: reject; {})",
-                  name, keys::kMode, why)
+                  name(), keys::kMode, why)
             : fmt::format(
                   "GameServer {} may not become Allocated before it is confirmed playable ({}: "
                   "reject); move it to Allocating and let the resolver promote it",
-                  name, keys::kMode);
+                  name(), keys::kMode);
     Decision d = Decision::Deny(403, "Forbidden", msg);
     d.reason = "reject mode: " + why;
     return d;
@@ -352,7 +391,7 @@ Decision MutateGameServer(const ReviewRequest& req, const Context& ctx) {
         "allocating-webhook: GameServer {} is Allocating (being prepared for a match): the Agones "
         "controller's Shutdown was not applied (scale-down protection); it stays Allocating until "
         "it is resolved within its {}, and is shut down when it leaves the allocation cycle ({})",
-        name, keys::kTimeout, keys::kShutdownRequested));
+        name(), keys::kTimeout, keys::kShutdownRequested));
     return finish(std::move(d), keys::kStateAllocating);
   }
   if (rule.cycle == policy::CycleEdit::kScaledDown) {
@@ -391,7 +430,7 @@ Decision MutateGameServer(const ReviewRequest& req, const Context& ctx) {
     d.warnings.push_back(fmt::format(
         "allocating-webhook: GameServer {} leaves the allocation cycle: the Agones controller's "
         "Shutdown, held while it was Allocating ({}), is applied now instead of state \"{}\"",
-        name, keys::kShutdownRequested, util::Clip(ns, 60)));
+        name(), keys::kShutdownRequested, util::Clip(ns, 60)));
   }
   JsonPatch patch;
   if (new_state) patch.ReplaceString("/status/state", std::string(*new_state));

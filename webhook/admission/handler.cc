@@ -5,7 +5,11 @@
 #include <exception>
 
 #include "admission/decisions.h"
+#include "admission/handle_reference.h"
 #include "admission/review.h"
+#include "admission/review_scan.h"
+#include "contract/keys.h"
+#include "util/time_format.h"
 
 namespace aw::admission {
 namespace {
@@ -50,6 +54,120 @@ void Identify(const ReviewRequest& req, HandlerResult* r) {
   if (r->namespace_.empty()) r->namespace_ = get("namespace");
   if (r->name.empty()) r->name = get("name");
   if (r->name.empty()) r->name = get("generateName");
+}
+
+// Identify for the one pass: the same fields, read from the scan.
+void Identify(const ScannedReview& scan, HandlerResult* r) {
+  r->namespace_.assign(scan.namespace_);
+  r->name.assign(scan.name);
+  const ScannedObject* obj = scan.object.present       ? &scan.object
+                             : scan.old_object.present ? &scan.old_object
+                                                       : nullptr;
+  if (!obj || !obj->has_metadata) return;
+  if (r->namespace_.empty()) r->namespace_.assign(obj->namespace_);
+  if (r->name.empty()) r->name.assign(obj->name);
+  if (r->name.empty()) r->name.assign(obj->generate_name);
+}
+
+// A webhook configuration that sends the wrong kind here: never block it.
+Decision WrongKind(const RouteInfo& info, std::string_view kind) {
+  Decision d = Decision::Allow(fmt::format("unexpected kind {}", kind));
+  d.warnings.push_back(
+      fmt::format("allocating-webhook: {} handles {}, got {}; check the "
+                  "webhook configuration",
+                  info.path, info.kind, kind));
+  return d;
+}
+
+// The answer for a decision (both paths).
+void Answer(std::string_view api_version, std::string_view uid, Decision&& d,
+            HandlerResult* result) {
+  BuildResponse(api_version, uid, d, &result->body);
+  result->http_status = 200;
+  result->content_type = "application/json";
+  result->outcome = !d.allowed         ? Outcome::kDenied
+                    : !d.patch.empty() ? Outcome::kRewritten
+                                       : Outcome::kAllowed;
+  result->fail_open = d.fail_open;
+  result->neutralised = std::move(d.neutralised);
+  result->shutdown_held = d.shutdown_held;
+  result->scaled_down = d.scaled_down;
+  result->shutdown_deferred = d.shutdown_deferred;
+  result->reason = std::move(d.reason);
+}
+
+// A GameServer view of the scanned object, as ParseGameServer (kStrict) reads the same object for
+// the fields the mutating decision reads; `v` is reused (its strings and map entries keep their
+// capacity) and valid until the next scan on this thread. The scan is regular: every field has its
+// type.
+void Fill(const ScannedReview& scan, const ScannedObject& s, policy::GameServerView* v) {
+  v->present = true;
+  v->namespace_.assign(s.namespace_);
+  v->name.assign(s.name);
+  v->generate_name.assign(s.generate_name);
+  v->uid.assign(s.uid);
+  v->resource_version.assign(s.resource_version);
+  v->deleting = s.deleting;
+  // The maps point into the scan's copy of the body (sorted offsets; nothing copied).
+  auto map = [&scan](const ScannedMap& m, policy::StringMap* out) {
+    if (!m.present) {
+      out->Clear();
+      return;
+    }
+    const auto [items, count] = scan.Entries(m);
+    out->Borrow(scan.base, {items, count});
+  };
+  map(s.labels, &v->labels);
+  map(s.annotations, &v->annotations);
+  v->state.assign(s.state);
+  // What the view holds of status besides the state is not read by the decision.
+  v->address.clear();
+  v->ports.clear();
+  v->node_name.clear();
+  v->addresses.clear();
+  v->counters_json.clear();
+  v->lists_json.clear();
+  v->allocation.assign(v->Annotation(keys::kAllocation).value_or(""));
+  v->since.reset();
+  if (auto since = v->Annotation(keys::kSince)) {
+    if (auto t = util::ParseRfc3339(*since))
+      v->since = std::chrono::time_point_cast<policy::Clock::duration>(*t);
+  }
+}
+
+// The one pass (review_scan.h) for /mutate/gameservers: true with *result filled when the review
+// is regular and the decision was made; false when the document path must answer (whatever was
+// written to *result is then to be discarded).
+bool HandleScannedMutation(std::string_view body, const Context& ctx, HandlerResult* result) {
+  thread_local ScannedReview scan;
+  thread_local policy::GameServerView n, o;
+  if (!ScanReview(body, &scan)) return false;
+  try {
+    const RouteInfo& info = Info(Route::kMutateGameServers);
+    result->uid.assign(scan.uid);
+    Identify(scan, result);
+    Decision d;
+    if (!scan.kind.empty() && scan.kind != info.kind) {
+      d = WrongKind(info, scan.kind);
+    } else if (scan.operation != "UPDATE") {
+      d = MutateNotGated(scan.operation);
+    } else {
+      // A missing object (or one without metadata) is a 400: the document path words it.
+      if (!scan.object.present || !scan.old_object.present || !scan.object.has_metadata ||
+          !scan.old_object.has_metadata) {
+        return false;
+      }
+      Fill(scan, scan.object, &n);
+      Fill(scan, scan.old_object, &o);
+      d = MutateGameServer(MutateInput{scan.username, scan.namespace_, scan.name, n, o, nullptr,
+                                       scan.object.service_account},
+                           ctx);
+    }
+    Answer(scan.api_version, scan.uid, std::move(d), result);
+    return true;
+  } catch (...) {
+    return false;  // the document path answers (and words any error) as before
+  }
 }
 
 HandlerResult PlainError(int status, std::string message) {
@@ -98,7 +216,18 @@ std::string_view OutcomeName(Outcome outcome) {
   return "error";
 }
 
+// /mutate/gameservers, the route every allocation crosses, is answered from the one pass when the
+// review is regular (every review kube-apiserver sends); any other review, and every other route,
+// by the document path (handle_reference.h), which words every error.
 HandlerResult Handle(Route route, std::string_view body, const Context& ctx) {
+  if (route == Route::kMutateGameServers) {
+    HandlerResult result;
+    if (HandleScannedMutation(body, ctx, &result)) return result;
+  }
+  return HandleReference(route, body, ctx);
+}
+
+HandlerResult HandleReference(Route route, std::string_view body, const Context& ctx) {
   HandlerResult result;
   try {
     ReviewRequest req;
@@ -108,12 +237,7 @@ HandlerResult Handle(Route route, std::string_view body, const Context& ctx) {
     const RouteInfo& info = Info(route);
     Decision d;
     if (!req.kind.empty() && req.kind != info.kind) {
-      // A webhook configuration that sends the wrong kind here: never block it.
-      d = Decision::Allow(fmt::format("unexpected kind {}", req.kind));
-      d.warnings.push_back(
-          fmt::format("allocating-webhook: {} handles {}, got {}; check the "
-                      "webhook configuration",
-                      info.path, info.kind, req.kind));
+      d = WrongKind(info, req.kind);
     } else {
       switch (route) {
         case Route::kMutateGameServers:
@@ -131,18 +255,7 @@ HandlerResult Handle(Route route, std::string_view body, const Context& ctx) {
           break;
       }
     }
-    result.body = BuildResponse(req.api_version, req.uid, d);
-    result.http_status = 200;
-    result.content_type = "application/json";
-    result.outcome = !d.allowed         ? Outcome::kDenied
-                     : !d.patch.empty() ? Outcome::kRewritten
-                                        : Outcome::kAllowed;
-    result.fail_open = d.fail_open;
-    result.neutralised = std::move(d.neutralised);
-    result.shutdown_held = d.shutdown_held;
-    result.scaled_down = d.scaled_down;
-    result.shutdown_deferred = d.shutdown_deferred;
-    result.reason = std::move(d.reason);
+    Answer(req.api_version, req.uid, std::move(d), &result);
     return result;
   } catch (const BadRequest& e) {
     HandlerResult r = PlainError(400, e.what());

@@ -1,5 +1,7 @@
 #include "admission/identity.h"
 
+#include <algorithm>
+
 namespace aw::admission {
 
 using policy::Json;
@@ -34,9 +36,16 @@ bool IsSdkWriter(const ReviewRequest& req, const policy::GameServerView& gs, con
 }
 
 policy::Writer WriterOf(const ReviewRequest& req, const policy::Policy& policy) {
-  const std::string user(req.username);
-  if (policy.IsTrusted(user)) return policy::Writer::kTrusted;
-  if (policy.IsAgonesController(user)) return policy::Writer::kAgonesController;
+  return WriterOf(req.username, policy);
+}
+
+policy::Writer WriterOf(std::string_view username, const policy::Policy& policy) {
+  // Policy::IsTrusted and IsAgonesController, without a copy of the username.
+  auto listed = [username](const std::vector<std::string>& users) {
+    return !username.empty() && std::find(users.begin(), users.end(), username) != users.end();
+  };
+  if (listed(policy.trusted_users)) return policy::Writer::kTrusted;
+  if (listed(policy.agones_controller_users)) return policy::Writer::kAgonesController;
   return policy::Writer::kOther;
 }
 

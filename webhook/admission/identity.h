@@ -34,5 +34,7 @@ bool IsSdkWriter(const ReviewRequest& req, const policy::GameServerView& gs,
 // The writer class of the request: trusted (policy.trusted_users), else the Agones controller
 // (policy.agones_controller_users), else other.
 policy::Writer WriterOf(const ReviewRequest& req, const policy::Policy& policy);
+// The same for a username (request.userInfo.username), without a copy of it.
+policy::Writer WriterOf(std::string_view username, const policy::Policy& policy);
 
 }  // namespace aw::admission

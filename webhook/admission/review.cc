@@ -2,9 +2,9 @@
 
 #include <fmt/format.h>
 #include <rapidjson/error/en.h>
-#include <rapidjson/stringbuffer.h>
 #include <rapidjson/writer.h>
 
+#include <algorithm>
 #include <cstddef>
 #include <cstring>
 #include <optional>
@@ -131,9 +131,58 @@ void ParseReview(std::string_view body, ReviewRequest* out) {
   out->old_object = Member(*req, "oldObject");
 }
 
+namespace {
+
+// A RapidJSON output stream writing into a std::string through a pointer (Put is the writer's
+// innermost call): the string is sized up front, doubled when full, and cut to what was written by
+// Finish().
+class StringOut {
+ public:
+  using Ch = char;
+  StringOut(std::string* s, size_t expected) : s_(s) {
+    s_->resize(std::max<size_t>(expected, 64));
+    p_ = s_->data();
+    end_ = p_ + s_->size();
+  }
+  void Put(char c) {
+    if (p_ == end_) Grow();
+    *p_++ = c;
+  }
+  void Flush() {}
+  void Finish() { s_->resize(static_cast<size_t>(p_ - s_->data())); }
+
+ private:
+  void Grow() {
+    const size_t written = static_cast<size_t>(p_ - s_->data());
+    s_->resize(s_->size() * 2);
+    p_ = s_->data() + written;
+    end_ = s_->data() + s_->size();
+  }
+  std::string* s_;
+  char* p_;
+  char* end_;
+};
+
+}  // namespace
+
 std::string BuildResponse(std::string_view api_version, std::string_view uid, const Decision& d) {
-  rapidjson::StringBuffer buf;
-  rapidjson::Writer<rapidjson::StringBuffer> w(buf);
+  std::string out;
+  BuildResponse(api_version, uid, d, &out);
+  return out;
+}
+
+void BuildResponse(std::string_view api_version, std::string_view uid, const Decision& d,
+                   std::string* out) {
+  out->clear();
+  // The envelope, the uid, the message and warnings as they are (escapes aside), the patch in
+  // base64: reserved at once.
+  size_t size = 160 + api_version.size() + uid.size() + d.message.size() + d.status_reason.size() +
+                (d.patch.size() + 2) / 3 * 4;
+  for (const auto& w : d.warnings) size += w.size() + 4;
+  StringOut buf(out, size + size / 8);
+  // The writer's stack from the per-thread kept block, as the parser's.
+  rapidjson::Writer<StringOut, rapidjson::UTF8<>, rapidjson::UTF8<>, json::ReusedStackAllocator> w(
+      buf, &g_stack_allocator);
   auto str = [&w](std::string_view s) {
     w.String(s.data(), static_cast<rapidjson::SizeType>(s.size()));
   };
@@ -165,7 +214,12 @@ std::string BuildResponse(std::string_view api_version, std::string_view uid, co
     str("patchType");
     str("JSONPatch");
     str("patch");
-    str(util::Base64Encode(d.patch));
+    // Encoded into a per-thread buffer: no allocation once it has grown to a patch's size.
+    thread_local std::string encoded;
+    encoded.clear();
+    util::Base64AppendTo(d.patch, &encoded);
+    str(encoded);
+    if (encoded.capacity() > kMaxKeptBufferBytes) std::string().swap(encoded);
   }
   if (!d.warnings.empty()) {
     str("warnings");
@@ -175,7 +229,7 @@ std::string BuildResponse(std::string_view api_version, std::string_view uid, co
   }
   w.EndObject();
   w.EndObject();
-  return std::string(buf.GetString(), buf.GetSize());
+  buf.Finish();
 }
 
 }  // namespace aw::admission

@@ -105,5 +105,9 @@ struct Decision {
 };
 
 std::string BuildResponse(std::string_view api_version, std::string_view uid, const Decision& d);
+// The same answer written into *out (replacing what it held; one allocation of its size, none
+// when *out already has the capacity).
+void BuildResponse(std::string_view api_version, std::string_view uid, const Decision& d,
+                   std::string* out);
 
 }  // namespace aw::admission

@@ -157,7 +157,37 @@ std::optional<uint32_t> StaticKey(std::string_view key) {
 
 std::string_view StringMap::KeyOf(const Entry& e) const {
   if (e.key & kStatic) return kStaticKeys[e.key & ~kStatic];
-  return std::string_view(chars_.data() + e.key, e.key_len);
+  return std::string_view(chars() + e.key, e.key_len);
+}
+
+void StringMap::Borrow(const char* base,
+                       std::span<const std::pair<std::string_view, std::string_view>> items) {
+  present_ = true;
+  borrowed_ = base;
+  chars_.clear();
+  entries_.clear();
+  entries_.reserve(items.size());
+  for (const auto& [k, v] : items) {
+    Entry e{};
+    e.key_len = static_cast<uint32_t>(k.size());
+    if (auto s = StaticKey(k)) {
+      e.key = kStatic | *s;
+    } else {
+      e.key = static_cast<uint32_t>(k.data() - base);
+    }
+    e.value = static_cast<uint32_t>(v.data() - base);
+    e.value_len = static_cast<uint32_t>(v.size());
+    entries_.push_back(e);
+  }
+  auto less = [this](const Entry& a, const Entry& b) { return KeyOf(a) < KeyOf(b); };
+  std::sort(entries_.begin(), entries_.end(), less);
+}
+
+void StringMap::Clear() {
+  present_ = false;
+  borrowed_ = nullptr;
+  entries_.clear();
+  chars_.clear();
 }
 
 void StringMap::Assign(const std::vector<std::pair<std::string_view, std::string_view>>& items) {
@@ -186,6 +216,7 @@ void StringMap::Assign(const std::vector<std::pair<std::string_view, std::string
   }
   entries_ = std::move(entries);
   chars_ = std::move(buf);
+  borrowed_ = nullptr;
 }
 
 StringMap::StringMap(const Map& entries) {

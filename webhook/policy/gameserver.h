@@ -10,7 +10,9 @@
 //   - Parse::kLenient (resolver): total; any JSON value yields a view, mistyped fields are left
 //     empty (a map keeps its string-valued entries), nothing throws.
 //   - JSON null counts as absent in both modes (Kubernetes clients may send null for empty maps).
-//   - The view owns its data (strings are copied), so it may outlive the parsed document.
+//   - The view owns its data (strings are copied), so it may outlive the parsed document; only
+//     a map filled with StringMap::Borrow (the admission path's per-request views) points into a
+//     buffer it does not own.
 // `since` is allocating.agones.dev/since parsed as RFC 3339 (empty when absent or unparsable) and
 // `allocation` the value of allocating.agones.dev/allocation ("" when absent). Pure, no I/O.
 #pragma once
@@ -22,6 +24,7 @@
 #include <functional>
 #include <map>
 #include <optional>
+#include <span>
 #include <stdexcept>
 #include <string>
 #include <string_view>
@@ -82,7 +85,15 @@ class StringMap {
   }
   // Sets (or adds) an entry; the map becomes present.
   void Set(std::string_view key, std::string_view value);
-  // Heap bytes held (the cache's size metric).
+  // Makes this a present map of `items` (keys unique) over characters it does not own: every key
+  // and value lies in the buffer starting at `base` (within 2 GiB of it), which must outlive the
+  // map and every copy of it. The entries' capacity already held is reused, so a map refilled per
+  // request allocates nothing (the admission path's view over the review's own bytes, issue 36).
+  void Borrow(const char* base,
+              std::span<const std::pair<std::string_view, std::string_view>> items);
+  // Absent again (capacity kept).
+  void Clear();
+  // Heap bytes held (the cache's size metric; a borrowed buffer is not held).
   size_t HeapBytes() const {
     // Each block with malloc's own overhead (about 16 bytes on 64 bits).
     return (entries_.capacity() ? entries_.capacity() * sizeof(Entry) + 16 : 0) +
@@ -115,14 +126,16 @@ class StringMap {
  private:
   std::string_view KeyOf(const Entry& e) const;
   std::string_view ValueOf(const Entry& e) const {
-    return std::string_view(chars_.data() + e.value, e.value_len);
+    return std::string_view(chars() + e.value, e.value_len);
   }
+  const char* chars() const { return borrowed_ != nullptr ? borrowed_ : chars_.data(); }
   // Replaces the entries with `items` (sorted by key, unique).
   void Assign(const std::vector<std::pair<std::string_view, std::string_view>>& items);
 
   bool present_ = false;
   std::vector<Entry> entries_;
   std::string chars_;
+  const char* borrowed_ = nullptr;  // Borrow(): the characters' buffer instead of chars_
 };
 
 // metadata of any object.

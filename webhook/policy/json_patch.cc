@@ -1,6 +1,5 @@
 #include "policy/json_patch.h"
 
-#include <rapidjson/stringbuffer.h>
 #include <rapidjson/writer.h>
 
 namespace aw::policy {
@@ -20,42 +19,68 @@ std::string_view OpName(JsonPatch::Op op) {
   return "add";
 }
 
+// A RapidJSON output stream appending to a std::string (one buffer, reserved once).
+struct StringOut {
+  using Ch = char;
+  std::string* s;
+  void Put(char c) { s->push_back(c); }
+  void Flush() {}
+};
+
+// Appends the escaped reference token to `out`: "~" -> "~0", "/" -> "~1".
+void AppendPointerToken(std::string* out, std::string_view token) {
+  for (char c : token) {
+    if (c == '~') {
+      out->append("~0");
+    } else if (c == '/') {
+      out->append("~1");
+    } else {
+      out->push_back(c);
+    }
+  }
+}
+
 }  // namespace
 
 std::string EscapePointerToken(std::string_view token) {
   std::string out;
   out.reserve(token.size() + 4);
-  for (char c : token) {
-    if (c == '~') {
-      out += "~0";
-    } else if (c == '/') {
-      out += "~1";
-    } else {
-      out += c;
-    }
-  }
+  AppendPointerToken(&out, token);
   return out;
 }
 
 void JsonPatch::Test(std::string path, std::string value) {
+  if (entries_.empty()) entries_.reserve(8);  // a decision's ops: one allocation
   entries_.push_back(Entry{Op::kTest, std::move(path), false, std::move(value), {}});
 }
 void JsonPatch::AddString(std::string path, std::string value) {
+  if (entries_.empty()) entries_.reserve(8);  // a decision's ops: one allocation
   entries_.push_back(Entry{Op::kAdd, std::move(path), false, std::move(value), {}});
 }
 void JsonPatch::ReplaceString(std::string path, std::string value) {
+  if (entries_.empty()) entries_.reserve(8);  // a decision's ops: one allocation
   entries_.push_back(Entry{Op::kReplace, std::move(path), false, std::move(value), {}});
 }
 void JsonPatch::Remove(std::string path) {
+  if (entries_.empty()) entries_.reserve(8);  // a decision's ops: one allocation
   entries_.push_back(Entry{Op::kRemove, std::move(path), false, {}, {}});
 }
 void JsonPatch::AddMap(std::string path, std::vector<std::pair<std::string, std::string>> map) {
+  if (entries_.empty()) entries_.reserve(8);  // a decision's ops: one allocation
   entries_.push_back(Entry{Op::kAdd, std::move(path), true, {}, std::move(map)});
 }
 
 std::string JsonPatch::ToJson() const {
-  rapidjson::StringBuffer buf;
-  rapidjson::Writer<rapidjson::StringBuffer> w(buf);
+  // The text's size, escapes aside: one allocation.
+  size_t size = 2;
+  for (const Entry& e : entries_) {
+    size += 40 + e.path.size() + e.value.size();
+    for (const auto& [k, v] : e.map) size += k.size() + v.size() + 6;
+  }
+  std::string text;
+  text.reserve(size + size / 8);
+  StringOut buf{&text};
+  rapidjson::Writer<StringOut> w(buf);
   auto str = [&w](std::string_view s) {
     w.String(s.data(), static_cast<rapidjson::SizeType>(s.size()));
   };
@@ -82,8 +107,13 @@ std::string JsonPatch::ToJson() const {
     w.EndObject();
   }
   w.EndArray();
-  return std::string(buf.GetString(), buf.GetSize());
+  return text;
 }
+
+namespace {
+// A decision edits up to about ten keys of a map: the list is allocated once.
+constexpr size_t kEditsReserved = 12;
+}  // namespace
 
 void MapEdit::Set(std::string_view key, std::string_view value) {
   for (auto& [k, v] : edits_) {
@@ -92,7 +122,8 @@ void MapEdit::Set(std::string_view key, std::string_view value) {
       return;
     }
   }
-  edits_.emplace_back(std::string(key), std::string(value));
+  if (edits_.empty()) edits_.reserve(kEditsReserved);
+  edits_.emplace_back(key, std::string(value));
 }
 
 void MapEdit::Remove(std::string_view key) {
@@ -102,7 +133,8 @@ void MapEdit::Remove(std::string_view key) {
       return;
     }
   }
-  edits_.emplace_back(std::string(key), std::nullopt);
+  if (edits_.empty()) edits_.reserve(kEditsReserved);
+  edits_.emplace_back(key, std::nullopt);
 }
 
 std::optional<std::string_view> MapEdit::Get(std::string_view key) const {
@@ -121,12 +153,16 @@ void MapEdit::AppendTo(JsonPatch* patch) const {
     for (const auto& [k, v] : edits_) {
       if (v) map.emplace_back(k, *v);
     }
-    if (!map.empty()) patch->AddMap(path_, std::move(map));
+    if (!map.empty()) patch->AddMap(std::string(path_), std::move(map));
     return;
   }
   for (const auto& [k, v] : edits_) {
     auto cur = current_.Get(k);
-    std::string path = path_ + "/" + EscapePointerToken(k);
+    if (!v ? !cur : (cur && *cur == *v)) continue;  // nothing to do for this key
+    std::string path;
+    path.reserve(path_.size() + 1 + k.size() + 4);
+    path.append(path_).push_back('/');
+    AppendPointerToken(&path, k);
     if (!v) {
       if (cur) patch->Remove(std::move(path));
     } else if (!cur) {

@@ -50,10 +50,11 @@ class JsonPatch {
 // Collects edits to one string map and appends the minimal ops to a patch.
 class MapEdit {
  public:
-  // `map_path` is the JSON Pointer of the map (e.g. "/metadata/annotations"); `current` must
-  // outlive the MapEdit.
-  MapEdit(const StringMap& current, std::string map_path)
-      : current_(current), path_(std::move(map_path)) {}
+  // `map_path` is the JSON Pointer of the map (e.g. "/metadata/annotations"); `current`, the
+  // path and every key given to Set/Remove must outlive the MapEdit (the contract's keys are
+  // constants): they are not copied.
+  MapEdit(const StringMap& current, std::string_view map_path)
+      : current_(current), path_(map_path) {}
   void Set(std::string_view key, std::string_view value);
   void Remove(std::string_view key);
   // The value the map would hold for `key` after the edits.
@@ -62,9 +63,9 @@ class MapEdit {
 
  private:
   const StringMap& current_;
-  std::string path_;
+  std::string_view path_;
   // Ordered list of final edits per key: value or nullopt (= removed).
-  std::vector<std::pair<std::string, std::optional<std::string>>> edits_;
+  std::vector<std::pair<std::string_view, std::optional<std::string>>> edits_;
 };
 
 }  // namespace aw::policy

@@ -24,6 +24,45 @@ std::string Millis(std::chrono::nanoseconds d) {
   return fmt::format("{:.3f}", std::chrono::duration<double, std::milli>(d).count());
 }
 
+// The decision log line's fields, kept per thread: each request overwrites the values in place, so
+// that strings already grown to a request's size are not allocated again for the next one.
+class DecisionFields {
+ public:
+  void Add(std::string_view key, std::string_view value) {
+    if (n_ == fields_.size()) fields_.emplace_back();
+    fields_[n_].first = key;
+    fields_[n_].second.assign(value);
+    ++n_;
+  }
+  // The fields added since the last call (the list shrinks only when a request has fewer).
+  const log::Fields& Take() {
+    fields_.resize(n_);
+    n_ = 0;
+    return fields_;
+  }
+
+ private:
+  log::Fields fields_;
+  size_t n_ = 0;
+};
+
+admission::HandlerResult HandleGuarded(admission::Route route, std::string_view body,
+                                       const admission::Context& ctx) {
+  try {
+    return admission::Handle(route, body, ctx);
+  } catch (const std::exception& e) {
+    admission::HandlerResult result;
+    result.http_status = 500;
+    result.reason = fmt::format("internal error: {}", e.what());
+    return result;
+  } catch (...) {
+    admission::HandlerResult result;
+    result.http_status = 500;
+    result.reason = "internal error: unknown exception";
+    return result;
+  }
+}
+
 }  // namespace
 
 bool IsJsonContentType(std::string_view content_type) {
@@ -49,13 +88,13 @@ HttpAnswer AdmissionPipeline::Serve(admission::Route route, std::string_view con
     AdmissionMetrics& m;
     ~InFlight() { m.in_flight().Decrement(); }
   } in_flight{metrics_};
-  const std::string route_name(admission::RouteName(route));
+  const std::string_view route_name = admission::RouteName(route);
 
   auto reject = [&](int status, std::string message) {
     auto latency = std::chrono::steady_clock::now() - start;
     metrics_.Record(route, admission::Outcome::kError, false, latency);
     metrics_.HttpError(status);
-    log::warn("admission request rejected", {{"route", route_name},
+    log::warn("admission request rejected", {{"route", std::string(route_name)},
                                              {"status", std::to_string(status)},
                                              {"reason", message},
                                              {"latency_ms", Millis(latency)}});
@@ -72,25 +111,15 @@ HttpAnswer AdmissionPipeline::Serve(admission::Route route, std::string_view con
                                    content_type));
   }
 
-  admission::HandlerResult result;
-  try {
-    admission::Context ctx{policy_, crd_.AcceptsAllocating(), std::chrono::system_clock::now()};
-    result = admission::Handle(route, body, ctx);
-  } catch (const std::exception& e) {
-    result = admission::HandlerResult{};
-    result.http_status = 500;
-    result.reason = fmt::format("internal error: {}", e.what());
-  } catch (...) {
-    result = admission::HandlerResult{};
-    result.http_status = 500;
-    result.reason = "internal error: unknown exception";
-  }
+  admission::HandlerResult result = HandleGuarded(
+      route, body,
+      admission::Context{policy_, crd_.AcceptsAllocating(), std::chrono::system_clock::now()});
   const auto latency = std::chrono::steady_clock::now() - start;
 
   if (result.http_status >= 500) {
     metrics_.Record(route, admission::Outcome::kError, false, latency);
     metrics_.HttpError(result.http_status);
-    log::error("admission request failed", {{"route", route_name},
+    log::error("admission request failed", {{"route", std::string(route_name)},
                                             {"uid", result.uid},
                                             {"status", std::to_string(result.http_status)},
                                             {"reason", result.reason},
@@ -100,40 +129,48 @@ HttpAnswer AdmissionPipeline::Serve(admission::Route route, std::string_view con
 
   metrics_.Record(route, result.outcome, result.fail_open, latency);
   if (result.http_status != 200) metrics_.HttpError(result.http_status);
-  log::Fields fields{{"uid", result.uid},
-                     {"namespace", result.namespace_},
-                     {"name", result.name},
-                     {"route", route_name},
-                     {"decision", std::string(admission::OutcomeName(result.outcome))},
-                     {"reason", result.reason},
-                     {"latency_ms", Millis(latency)}};
-  if (result.fail_open) fields.emplace_back("fail_open", "true");
+  thread_local DecisionFields fields;
+  char millis[32];
+  const auto millis_end =
+      fmt::format_to_n(millis, sizeof(millis), "{:.3f}",
+                       std::chrono::duration<double, std::milli>(latency).count())
+          .out;
+  fields.Add("uid", result.uid);
+  fields.Add("namespace", result.namespace_);
+  fields.Add("name", result.name);
+  fields.Add("route", route_name);
+  fields.Add("decision", admission::OutcomeName(result.outcome));
+  fields.Add("reason", result.reason);
+  fields.Add("latency_ms", std::string_view(millis, static_cast<size_t>(millis_end - millis)));
+  if (result.fail_open) fields.Add("fail_open", "true");
   for (const auto& k : result.neutralised) metrics_.Neutralised(k);
   if (result.shutdown_held) {
     metrics_.ShutdownHeld();
-    fields.emplace_back("scale_down_protection", "held");
+    fields.Add("scale_down_protection", "held");
   }
   if (result.scaled_down) {
     metrics_.ScaledDown();
-    fields.emplace_back("scale_down", "applied, allocation abandoned (outcome ScaledDown)");
+    fields.Add("scale_down", "applied, allocation abandoned (outcome ScaledDown)");
   }
   if (result.shutdown_deferred) {
     metrics_.ShutdownDeferred();
-    fields.emplace_back("scale_down_protection", "deferred shutdown applied");
+    fields.Add("scale_down_protection", "deferred shutdown applied");
   }
   if (!result.neutralised.empty()) {
     std::string ks;
     for (const auto& k : result.neutralised) ks += (ks.empty() ? "" : ",") + k;
-    fields.emplace_back("neutralised", ks);
+    fields.Add("neutralised", ks);
   }
   if (result.http_status != 200) {
-    fields.emplace_back("status", std::to_string(result.http_status));
-    log::warn("admission request malformed", fields);
+    fields.Add("status", std::to_string(result.http_status));
+    log::warn("admission request malformed", fields.Take());
   } else if (result.fail_open || !result.neutralised.empty() || result.shutdown_held ||
              result.shutdown_deferred || result.scaled_down) {
-    log::warn("admission decision", fields);
+    log::warn("admission decision", fields.Take());
+  } else if (log::Enabled(log::Level::kInfo)) {
+    log::info("admission decision", fields.Take());
   } else {
-    log::info("admission decision", fields);
+    fields.Take();
   }
   HttpAnswer answer{result.http_status, std::move(result.content_type), std::move(result.body)};
   if (answer.status != 200 && (answer.body.empty() || answer.body.back() != '\n')) {

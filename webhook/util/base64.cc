@@ -16,31 +16,39 @@ int Value(char c) {
 }
 }  // namespace
 
-std::string Base64Encode(std::string_view in) {
-  std::string out;
-  out.reserve((in.size() + 2) / 3 * 4);
+void Base64AppendTo(std::string_view in, std::string* out) {
+  // Sized once, then written through a pointer.
+  const size_t start = out->size();
+  out->resize(start + (in.size() + 2) / 3 * 4);
+  char* p = out->data() + start;
   size_t i = 0;
   for (; i + 3 <= in.size(); i += 3) {
     uint32_t v = (uint32_t(uint8_t(in[i])) << 16) | (uint32_t(uint8_t(in[i + 1])) << 8) |
                  uint32_t(uint8_t(in[i + 2]));
-    out += kAlphabet[(v >> 18) & 63];
-    out += kAlphabet[(v >> 12) & 63];
-    out += kAlphabet[(v >> 6) & 63];
-    out += kAlphabet[v & 63];
+    *p++ = kAlphabet[(v >> 18) & 63];
+    *p++ = kAlphabet[(v >> 12) & 63];
+    *p++ = kAlphabet[(v >> 6) & 63];
+    *p++ = kAlphabet[v & 63];
   }
   size_t rest = in.size() - i;
   if (rest == 1) {
     uint32_t v = uint32_t(uint8_t(in[i])) << 16;
-    out += kAlphabet[(v >> 18) & 63];
-    out += kAlphabet[(v >> 12) & 63];
-    out += "==";
+    *p++ = kAlphabet[(v >> 18) & 63];
+    *p++ = kAlphabet[(v >> 12) & 63];
+    *p++ = '=';
+    *p++ = '=';
   } else if (rest == 2) {
     uint32_t v = (uint32_t(uint8_t(in[i])) << 16) | (uint32_t(uint8_t(in[i + 1])) << 8);
-    out += kAlphabet[(v >> 18) & 63];
-    out += kAlphabet[(v >> 12) & 63];
-    out += kAlphabet[(v >> 6) & 63];
-    out += '=';
+    *p++ = kAlphabet[(v >> 18) & 63];
+    *p++ = kAlphabet[(v >> 12) & 63];
+    *p++ = kAlphabet[(v >> 6) & 63];
+    *p++ = '=';
   }
+}
+
+std::string Base64Encode(std::string_view in) {
+  std::string out;
+  Base64AppendTo(in, &out);
   return out;
 }
 

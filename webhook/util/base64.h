@@ -13,6 +13,8 @@
 namespace aw::util {
 
 std::string Base64Encode(std::string_view in);
+// The same encoding appended to *out (no allocation when *out has the capacity).
+void Base64AppendTo(std::string_view in, std::string* out);
 std::optional<std::string> Base64Decode(std::string_view in);
 std::optional<std::string> Base64DecodeText(std::string_view in);
 

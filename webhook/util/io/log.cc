@@ -107,8 +107,10 @@ bool Enabled(Level level) {
   return static_cast<int>(level) >= g_level.load(std::memory_order_relaxed);
 }
 
-std::string FormatRecord(Format format, Level level, std::string_view msg, const Fields& fields) {
-  std::string out;
+namespace {
+
+void AppendRecord(std::string& out, Format format, Level level, std::string_view msg,
+                  const Fields& fields) {
   out.reserve(128 + msg.size());
   if (format == Format::kJson) {
     out.append("{\"ts\":");
@@ -138,16 +140,33 @@ std::string FormatRecord(Format format, Level level, std::string_view msg, const
     }
   }
   out.push_back('\n');
+}
+
+// The line being written, per thread (a record's line is not allocated again for the next one);
+// one grown past kMaxKeptLineBytes is not kept.
+thread_local std::string tls_line;
+constexpr size_t kMaxKeptLineBytes = 64 * 1024;
+
+}  // namespace
+
+std::string FormatRecord(Format format, Level level, std::string_view msg, const Fields& fields) {
+  std::string out;
+  AppendRecord(out, format, level, msg, fields);
   return out;
 }
 
 void Write(Level level, std::string_view msg, const Fields& fields) {
   if (!Enabled(level)) return;
-  std::string line = FormatRecord(static_cast<Format>(g_format.load(std::memory_order_relaxed)),
-                                  level, msg, fields);
-  MutexLock lock(g_write_mu);
-  std::fwrite(line.data(), 1, line.size(), stderr);
-  std::fflush(stderr);
+  std::string& line = tls_line;
+  line.clear();
+  AppendRecord(line, static_cast<Format>(g_format.load(std::memory_order_relaxed)), level, msg,
+               fields);
+  {
+    MutexLock lock(g_write_mu);
+    std::fwrite(line.data(), 1, line.size(), stderr);
+    std::fflush(stderr);
+  }
+  if (line.capacity() > kMaxKeptLineBytes) std::string().swap(line);
 }
 
 void RegisterFlags(flags::FlagSet& fs, Flags* f) {

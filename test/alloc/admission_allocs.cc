@@ -1,0 +1,121 @@
+// Allocations per admission request (issue 36): a dedicated binary whose operator new counts every
+// heap allocation, driving the allocator's full UPDATE review (the benchmark's request) through
+// admission::Handle (the decision and its answer) and through AdmissionPipeline::Serve (with the
+// metrics and the decision log line, written to /dev/null), after a warm-up on the same thread.
+// Prints the figures; fails when one exceeds its budget (AW_ALLOC_BUDGET_* below), so that a
+// change that puts malloc back on the steady-state path is seen. The document path
+// (HandleReference) is measured too, for comparison.
+//
+//   build/admission_allocs [path/to/review.json]
+#include <prometheus/registry.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <new>
+#include <sstream>
+#include <string>
+
+#include "admission/handle_reference.h"
+#include "admission/handler.h"
+#include "contract/crd_state.h"
+#include "policy/policy.h"
+#include "server/admission_metrics.h"
+#include "server/admission_pipeline.h"
+#include "util/io/log.h"
+
+// The replacements below pair operator new with malloc and operator delete with free, by design.
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic ignored "-Wmismatched-new-delete"
+#endif
+
+namespace {
+
+std::atomic<uint64_t> g_allocations{0};
+
+}  // namespace
+
+void* operator new(std::size_t n) {
+  g_allocations.fetch_add(1, std::memory_order_relaxed);
+  if (void* p = std::malloc(n ? n : 1)) return p;
+  throw std::bad_alloc();
+}
+void* operator new[](std::size_t n) {
+  g_allocations.fetch_add(1, std::memory_order_relaxed);
+  if (void* p = std::malloc(n ? n : 1)) return p;
+  throw std::bad_alloc();
+}
+void operator delete(void* p) noexcept { std::free(p); }
+void operator delete[](void* p) noexcept { std::free(p); }
+void operator delete(void* p, std::size_t) noexcept { std::free(p); }
+void operator delete[](void* p, std::size_t) noexcept { std::free(p); }
+
+namespace {
+
+// Budgets per request (the figures measured when this test was written, with a little room).
+constexpr double kBudgetHandle = AW_ALLOC_BUDGET_HANDLE;
+constexpr double kBudgetServe = AW_ALLOC_BUDGET_SERVE;
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+template <typename F>
+double PerCall(F&& f, int n) {
+  for (int i = 0; i < 50; ++i) f();  // warm-up: per-thread buffers reach their size
+  const uint64_t before = g_allocations.load();
+  for (int i = 0; i < n; ++i) f();
+  return static_cast<double>(g_allocations.load() - before) / n;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const std::string path =
+      argc > 1 ? argv[1]
+               : std::string(AW_SOURCE_DIR) + "/test/fixtures/reviews/v1-allocator-update.json";
+  // The benchmark posts the review as compact JSON; the fixture's whitespace changes nothing here.
+  const std::string body = ReadFile(path);
+  if (body.empty()) {
+    std::fprintf(stderr, "admission_allocs: cannot read %s\n", path.c_str());
+    return 2;
+  }
+  aw::policy::Policy policy;
+  policy.trusted_users = {"system:serviceaccount:allocating-system:allocating-webhook"};
+  const auto now = std::chrono::system_clock::now();
+  aw::admission::Context ctx{policy, true, now};
+  const auto route = aw::admission::Route::kMutateGameServers;
+
+  aw::admission::HandlerResult check = aw::admission::Handle(route, body, ctx);
+  if (check.http_status != 200 || check.outcome != aw::admission::Outcome::kRewritten) {
+    std::fprintf(stderr, "admission_allocs: unexpected answer %d %s\n", check.http_status,
+                 check.body.c_str());
+    return 2;
+  }
+  const int n = 2000;
+  const double handle = PerCall([&] { (void)aw::admission::Handle(route, body, ctx); }, n);
+  const double reference =
+      PerCall([&] { (void)aw::admission::HandleReference(route, body, ctx); }, n);
+
+  // The pipeline writes the decision log line to stderr: to /dev/null here.
+  if (std::freopen("/dev/null", "w", stderr) == nullptr) return 2;
+  prometheus::Registry registry;
+  aw::contract::AtomicCrdReadiness crd(true);
+  aw::server::AdmissionMetrics metrics(registry);
+  aw::server::AdmissionPipeline pipeline(policy, crd, metrics);
+  const double serve =
+      PerCall([&] { (void)pipeline.Serve(route, "application/json", body, false); }, n);
+
+  std::printf("allocations per request (allocator UPDATE review, %zu bytes):\n", body.size());
+  std::printf("  admission::Handle (one pass)            %.1f (budget %.0f)\n", handle,
+              kBudgetHandle);
+  std::printf("  AdmissionPipeline::Serve (+log, metrics) %.1f (budget %.0f)\n", serve,
+              kBudgetServe);
+  std::printf("  admission::HandleReference (document)   %.1f\n", reference);
+  return handle <= kBudgetHandle && serve <= kBudgetServe ? 0 : 1;
+}
