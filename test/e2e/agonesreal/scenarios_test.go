@@ -99,9 +99,25 @@ func TestTimeoutUnhealthyReplaced(t *testing.T) {
 	e.waitFleetReady(t, "late", 2, 90*time.Second)
 	start := time.Now()
 	name, _, _ := e.allocate(t, "late")
-	took := e.waitState(t, name, "Unhealthy", start, 20*time.Second)
-	gs := e.cp.GetGameServer(t, e.ns, name)
-	t.Logf("allocation → Unhealthy after %s (timeout 3s); outcome %q", took.Round(time.Millisecond), harness.Annotation(gs, harness.OutcomeKey))
+	// The resolver's write (Unhealthy, outcome TimedOut) is followed within milliseconds by the real
+	// GameServerSet controller's Shutdown, so a poll may never see Unhealthy itself: wait for the
+	// outcome, which stays, and accept only the states the Unhealthy write leads to.
+	var last *unstructured.Unstructured
+	if !harness.Poll(20*time.Second, 20*time.Millisecond, func() bool {
+		gs, err := e.cp.Dynamic(t, harness.Admin).Resource(harness.GameServerGVR).Namespace(e.ns).Get(harness.Ctx(t), name, metav1.GetOptions{})
+		if err != nil {
+			return false
+		}
+		last = gs
+		return harness.Annotation(gs, harness.OutcomeKey) == "TimedOut"
+	}) {
+		t.Fatalf("%s: no outcome TimedOut within 20s: %s\nresolver:\n%s", name, harness.Describe(last), e.wh.LogTail(20))
+	}
+	took := time.Since(start)
+	if st := harness.State(last); st != "Unhealthy" && st != "Shutdown" {
+		t.Fatalf("%s: outcome TimedOut in state %q, want Unhealthy (or Shutdown, the controller's next step)", name, st)
+	}
+	t.Logf("allocation → outcome TimedOut after %s (timeout 3s), state %s when seen", took.Round(time.Millisecond), harness.State(last))
 	if !e.gone(t, name, 60*time.Second) {
 		t.Fatalf("the real controller did not remove the Unhealthy server: %s", harness.Describe(e.cp.GetGameServer(t, e.ns, name)))
 	}
