@@ -141,7 +141,9 @@ TEST(AdmissionScan, IrregularReviewsAreLeftToTheDocumentPath) {
   admission::ScannedReview scan;
   const std::string& good = Fixtures()[0];
   EXPECT_FALSE(admission::ScanReview(good + "x", &scan));
-  EXPECT_FALSE(admission::ScanReview(std::string("{\"kind\":\"AdmissionReview\"\0}", 29), &scan));
+  // A NUL inside the body (the literal's length without its terminator).
+  static constexpr char kWithNul[] = "{\"kind\":\"AdmissionReview\"\0}";
+  EXPECT_FALSE(admission::ScanReview(std::string(kWithNul, sizeof(kWithNul) - 1), &scan));
   EXPECT_FALSE(admission::ScanReview("[]", &scan));
   EXPECT_FALSE(admission::ScanReview("{\"a\":1,\"a\":2}", &scan));
   std::string deep(600, '[');
