@@ -9,7 +9,7 @@ const (
 	AgonesAllocator  = "agones-allocator"  // AgonesAllocatorUser: the REST/gRPC allocator service
 	AgonesSDK        = "agones-sdk"        // AgonesSDKUser
 	User             = "user"              // "alice": an ordinary, untrusted user who may edit Agones objects
-	Gateway          = "gateway"           // GatewayUser: the allocation-gateway, with manifests/components/gateway/rbac.yaml
+	Gateway          = "gateway"           // GatewayUser: the allocation-gateway (RBAC: scripts/up applies manifests/components/gateway/rbac.yaml)
 )
 
 // User names as kube-apiserver reports them in AdmissionReview userInfo.
