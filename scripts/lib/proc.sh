@@ -72,3 +72,23 @@ proc_pidfile_runs() {
   pid=$(cat "$1" 2>/dev/null) || return 1
   proc_runs "$pid" "$2"
 }
+
+# proc_stop PIDFILE BIN [SECONDS]: when the pid in PIDFILE runs BIN (not whatever reused a stale
+# pid), SIGTERM, up to SECONDS (default 10) for it to exit (a zombie counts as exited), then
+# SIGKILL and 5 s more; PIDFILE is removed either way. Returns 0 when it stopped a process, 1 when
+# none was running.
+proc_stop() {
+  local pidfile="$1" bin="$2" secs="${3:-10}" pid i rc=1
+  pid=$(cat "$pidfile" 2>/dev/null || true)
+  if proc_runs "$pid" "$bin"; then
+    kill -TERM "$pid" 2>/dev/null || true
+    for ((i = 0; i < secs * 10; i++)); do proc_running "$pid" || break; sleep 0.1; done
+    if proc_running "$pid"; then
+      kill -KILL "$pid" 2>/dev/null || true
+      for ((i = 0; i < 50; i++)); do proc_running "$pid" || break; sleep 0.1; done
+    fi
+    rc=0
+  fi
+  rm -f "$pidfile"
+  return $rc
+}
