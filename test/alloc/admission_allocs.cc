@@ -1,10 +1,10 @@
-// Allocations per admission request (issue 36): a dedicated binary whose operator new counts every
-// heap allocation, driving the allocator's full UPDATE review (the benchmark's request) through
-// admission::Handle (the decision and its answer) and through AdmissionPipeline::Serve (with the
-// metrics and the decision log line, written to /dev/null), after a warm-up on the same thread.
-// Prints the figures; fails when one exceeds its budget (AW_ALLOC_BUDGET_* below), so that a
-// change that puts malloc back on the steady-state path is seen. The document path
-// (HandleReference) is measured too, for comparison.
+// Allocations per admission request (issue 36): a dedicated binary that counts every heap
+// allocation (malloc/calloc/realloc wrapped; operator new under a sanitizer), driving the
+// allocator's full UPDATE review (the benchmark's request) through admission::Handle (the decision
+// and its answer) and through AdmissionPipeline::Serve (with the metrics and the decision log line,
+// written to /dev/null), after a warm-up on the same thread. Prints the figures; fails when one
+// exceeds its budget (AW_ALLOC_BUDGET_* below), so that a change that puts malloc back on the
+// steady-state path is seen. The document path (HandleReference) is measured too, for comparison.
 //
 //   build/admission_allocs [path/to/review.json]
 #include <prometheus/registry.h>
@@ -31,30 +31,67 @@
 #pragma GCC diagnostic ignored "-Wmismatched-new-delete"
 #endif
 
+// What is counted: in a plain build every malloc, calloc and realloc call (the functions below
+// wrap glibc's own, so operator new, RapidJSON's CrtAllocator and every library are seen once);
+// under a sanitizer, which owns malloc, the operator new calls only.
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#define AW_COUNT_MALLOC 0
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer) || \
+    __has_feature(memory_sanitizer)
+#define AW_COUNT_MALLOC 0
+#else
+#define AW_COUNT_MALLOC 1
+#endif
+#else
+#define AW_COUNT_MALLOC 1
+#endif
+
 namespace {
 
 std::atomic<uint64_t> g_allocations{0};
+// operator new counts itself only when malloc is not counted (it calls malloc).
+constexpr bool kNewCounts = !AW_COUNT_MALLOC;
 
 }  // namespace
 
-void* operator new(std::size_t n) {
+#if AW_COUNT_MALLOC
+// glibc's allocator under another name: these wrap it, so memory from either is freed by free().
+extern "C" void* __libc_malloc(std::size_t);
+extern "C" void* __libc_calloc(std::size_t, std::size_t);
+extern "C" void* __libc_realloc(void*, std::size_t);
+extern "C" void* malloc(std::size_t n) {
   g_allocations.fetch_add(1, std::memory_order_relaxed);
+  return __libc_malloc(n);
+}
+extern "C" void* calloc(std::size_t a, std::size_t b) {
+  g_allocations.fetch_add(1, std::memory_order_relaxed);
+  return __libc_calloc(a, b);
+}
+extern "C" void* realloc(void* p, std::size_t n) {
+  g_allocations.fetch_add(1, std::memory_order_relaxed);
+  return __libc_realloc(p, n);
+}
+#endif
+
+void* operator new(std::size_t n) {
+  if (kNewCounts) g_allocations.fetch_add(1, std::memory_order_relaxed);
   if (void* p = std::malloc(n ? n : 1)) return p;
   throw std::bad_alloc();
 }
 void* operator new[](std::size_t n) {
-  g_allocations.fetch_add(1, std::memory_order_relaxed);
+  if (kNewCounts) g_allocations.fetch_add(1, std::memory_order_relaxed);
   if (void* p = std::malloc(n ? n : 1)) return p;
   throw std::bad_alloc();
 }
 // The nothrow forms too (std::stable_sort's temporary buffer uses them): every allocation form that
 // the frees below release must come from malloc, or ASan reports an alloc-dealloc mismatch.
 void* operator new(std::size_t n, const std::nothrow_t&) noexcept {
-  g_allocations.fetch_add(1, std::memory_order_relaxed);
+  if (kNewCounts) g_allocations.fetch_add(1, std::memory_order_relaxed);
   return std::malloc(n ? n : 1);
 }
 void* operator new[](std::size_t n, const std::nothrow_t&) noexcept {
-  g_allocations.fetch_add(1, std::memory_order_relaxed);
+  if (kNewCounts) g_allocations.fetch_add(1, std::memory_order_relaxed);
   return std::malloc(n ? n : 1);
 }
 void operator delete(void* p) noexcept { std::free(p); }
@@ -65,7 +102,7 @@ void operator delete(void* p, const std::nothrow_t&) noexcept { std::free(p); }
 void operator delete[](void* p, const std::nothrow_t&) noexcept { std::free(p); }
 // The aligned forms (over-aligned types) with aligned_alloc, released by their own deletes.
 void* operator new(std::size_t n, std::align_val_t a) {
-  g_allocations.fetch_add(1, std::memory_order_relaxed);
+  g_allocations.fetch_add(1, std::memory_order_relaxed);  // aligned_alloc is not wrapped
   const std::size_t al = static_cast<std::size_t>(a);
   if (void* p = std::aligned_alloc(al, ((n ? n : 1) + al - 1) / al * al)) return p;
   throw std::bad_alloc();
@@ -135,7 +172,8 @@ int main(int argc, char** argv) {
   const double serve =
       PerCall([&] { (void)pipeline.Serve(route, "application/json", body, false); }, n);
 
-  std::printf("allocations per request (allocator UPDATE review, %zu bytes):\n", body.size());
+  std::printf("allocations per request (allocator UPDATE review, %zu bytes; counted: %s):\n",
+              body.size(), AW_COUNT_MALLOC ? "every malloc, calloc, realloc" : "operator new");
   std::printf("  admission::Handle (one pass)            %.1f (budget %.0f)\n", handle,
               kBudgetHandle);
   std::printf("  AdmissionPipeline::Serve (+log, metrics) %.1f (budget %.0f)\n", serve,

@@ -3,6 +3,9 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdint>
+#include <limits>
+
 #include "util/base64.h"
 #include "util/text.h"
 
@@ -38,6 +41,29 @@ TEST(TimeFormat, SecondsAndMicrosPrecisions) {
             "2026-01-02T03:04:05Z");
   EXPECT_EQ(FormatRfc3339(At(1969, 12, 31, 23, 59, 59, 500000000), Rfc3339Precision::kMicros),
             "1969-12-31T23:59:59.500000Z");
+}
+
+TEST(TimeFormat, IntoABufferTheSameText) {
+  // FormatRfc3339To (no allocation) writes what FormatRfc3339 returns, at every precision, for
+  // times with and without a fraction, before 1970, and the last time of the int64-nanosecond
+  // range.
+  const SysNanos times[] = {At(2026, 12, 2, 14, 23, 13, 123456789), At(2026, 1, 2, 3, 4, 5, 0),
+                            At(1969, 12, 31, 23, 59, 59, 500000000), At(1678, 1, 1, 0, 0, 0, 1),
+                            SysNanos{nanoseconds{std::numeric_limits<int64_t>::max()}}};
+  for (const SysNanos t : times) {
+    for (auto p :
+         {Rfc3339Precision::kSeconds, Rfc3339Precision::kMicros, Rfc3339Precision::kNanos}) {
+      Rfc3339Buffer buf;
+      buf.fill('#');
+      const std::string_view v = FormatRfc3339To(t, p, &buf);
+      EXPECT_EQ(v.data(), buf.data());
+      EXPECT_EQ(v, FormatRfc3339(t, p));
+      EXPECT_EQ(v.back(), 'Z');
+    }
+  }
+  EXPECT_EQ(FormatRfc3339(SysNanos{nanoseconds{std::numeric_limits<int64_t>::max()}},
+                          Rfc3339Precision::kNanos),
+            "2262-04-11T23:47:16.854775807Z");
 }
 
 TEST(TimeFormat, Parses) {

@@ -57,8 +57,8 @@ void DropEarlierDeliveryMarks(const GameServerView& o, const GameServerView& n, 
   }
 }
 
-void EnterCycleOnAllocation(const GameServerView& o, const GameServerView& n,
-                            const std::string& now, MapEdit* ann) {
+void EnterCycleOnAllocation(const GameServerView& o, const GameServerView& n, std::string_view now,
+                            MapEdit* ann) {
   DropEarlierDeliveryMarks(o, n, ann);
   ann->Set(keys::kSince, now);
   ann->Set(keys::kAllocation, AllocationId(o, n, now));
@@ -74,14 +74,14 @@ void EnterCycleOnAllocation(const GameServerView& o, const GameServerView& n,
 // says on reinvocation; the validating webhook bounds how far it may be from now), a stale or
 // unreadable one is replaced; the allocation id always follows from `since`; confirmed/outcome
 // are dropped.
-void EnterCycleDirectly(const GameServerView& o, const GameServerView& n, const std::string& now,
+void EnterCycleDirectly(const GameServerView& o, const GameServerView& n, std::string_view now,
                         MapEdit* ann) {
   DropEarlierDeliveryMarks(o, n, ann);
   auto since_n = n.Annotation(keys::kSince);
   auto since_o = o.Annotation(keys::kSince);
-  std::string since;
+  std::string_view since;
   if (since_n && since_n != since_o && util::ParseRfc3339(*since_n)) {
-    since = std::string(*since_n);
+    since = *since_n;
   } else {
     since = now;
     ann->Set(keys::kSince, since);
@@ -95,11 +95,11 @@ void EnterCycleDirectly(const GameServerView& o, const GameServerView& n, const 
 
 // Edits for an object that stays Allocating: restore since/allocation if someone dropped them
 // (from the old object when it had them), never touching the cycle's identity otherwise.
-void StayInCycle(const GameServerView& o, const GameServerView& n, const std::string& now,
+void StayInCycle(const GameServerView& o, const GameServerView& n, std::string_view now,
                  MapEdit* ann) {
   if (!n.Annotation(keys::kSince)) {
     auto since_o = o.Annotation(keys::kSince);
-    ann->Set(keys::kSince, since_o ? *since_o : std::string_view(now));
+    ann->Set(keys::kSince, since_o ? *since_o : now);
   }
   if (!n.Annotation(keys::kAllocation)) {
     auto alloc_o = o.Annotation(keys::kAllocation);
@@ -227,7 +227,7 @@ Decision Finish(Decision d, const Edits& e, std::optional<std::string_view> new_
                 const GameServerView& o, const GameServerView& n, const NameFn& name,
                 std::string_view user) {
   JsonPatch patch;
-  if (new_state) patch.ReplaceString("/status/state", std::string(*new_state));
+  if (new_state) patch.ReplaceString("/status/state", *new_state);
   e.labels.AppendTo(&patch);
   e.ann.AppendTo(&patch);
   if (!patch.empty()) d.patch = patch.ToJson();
@@ -316,7 +316,9 @@ Decision MutateGameServer(const MutateInput& req, const Context& ctx) {
       os != keys::kStateAllocating ? std::string("new allocation")
       : trusted ? fmt::format("{} does not equal {}", keys::kConfirmed, keys::kAllocation)
                 : fmt::format("user \"{}\" is not trusted to promote", user);
-  const std::string now = util::FormatRfc3339Nano(ctx.now);
+  util::Rfc3339Buffer now_text;
+  const std::string_view now =
+      util::FormatRfc3339To(ctx.now, util::Rfc3339Precision::kNanos, &now_text);
   switch (rule.cycle) {
     case policy::CycleEdit::kNone:
       break;
@@ -433,7 +435,7 @@ Decision MutateGameServer(const MutateInput& req, const Context& ctx) {
         name(), keys::kShutdownRequested, util::Clip(ns, 60)));
   }
   JsonPatch patch;
-  if (new_state) patch.ReplaceString("/status/state", std::string(*new_state));
+  if (new_state) patch.ReplaceString("/status/state", *new_state);
   e.ann.AppendTo(&patch);
   if (!patch.empty()) {
     d.patch = patch.ToJson();

@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+
 namespace aw::util {
 namespace {
 
@@ -21,6 +23,11 @@ bool Digits(std::string_view s, size_t pos, size_t n, int* out) {
 std::string FormatRfc3339Nano(SysNanos t) { return FormatRfc3339(t, Rfc3339Precision::kNanos); }
 
 std::string FormatRfc3339(SysNanos t, Rfc3339Precision precision) {
+  Rfc3339Buffer buf;
+  return std::string(FormatRfc3339To(t, precision, &buf));
+}
+
+std::string_view FormatRfc3339To(SysNanos t, Rfc3339Precision precision, Rfc3339Buffer* buf) {
   using namespace std::chrono;
   auto day = floor<days>(t);
   year_month_day ymd{day};
@@ -32,26 +39,31 @@ std::string FormatRfc3339(SysNanos t, Rfc3339Precision precision) {
   auto s = duration_cast<seconds>(rest);
   rest -= s;
   long long ns = rest.count();
-  std::string out =
-      fmt::format("{:04d}-{:02d}-{:02d}T{:02d}:{:02d}:{:02d}", int(ymd.year()),
-                  unsigned(ymd.month()), unsigned(ymd.day()), h.count(), m.count(), s.count());
+  char* const begin = buf->data();
+  // format_to_n writes into the array and never past it; it returns the untruncated size, so each
+  // count is clamped (the buffer holds every year an int can: nothing is ever cut in practice).
+  const size_t cap = buf->size() - 1;  // room for the "Z"
+  size_t n = std::min(
+      fmt::format_to_n(begin, cap, "{:04d}-{:02d}-{:02d}T{:02d}:{:02d}:{:02d}", int(ymd.year()),
+                       unsigned(ymd.month()), unsigned(ymd.day()), h.count(), m.count(), s.count())
+          .size,
+      cap);
   switch (precision) {
     case Rfc3339Precision::kSeconds:
       break;
     case Rfc3339Precision::kMicros:
-      out += fmt::format(".{:06d}", ns / 1000);
+      n += std::min(fmt::format_to_n(begin + n, cap - n, ".{:06d}", ns / 1000).size, cap - n);
       break;
     case Rfc3339Precision::kNanos:
       if (ns != 0) {
-        std::string frac = fmt::format("{:09d}", ns);
-        while (!frac.empty() && frac.back() == '0') frac.pop_back();
-        out += '.';
-        out += frac;
+        size_t k = std::min(fmt::format_to_n(begin + n, cap - n, ".{:09d}", ns).size, cap - n);
+        while (k > 1 && begin[n + k - 1] == '0') --k;  // trailing zeros of the fraction
+        n += k;
       }
       break;
   }
-  out += 'Z';
-  return out;
+  begin[n++] = 'Z';
+  return std::string_view(begin, n);
 }
 
 std::optional<SysNanos> ParseRfc3339(std::string_view s) {

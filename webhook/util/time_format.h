@@ -11,8 +11,11 @@
 // FormatRfc3339(t, precision) is the one formatter of the project: kNanos is FormatRfc3339Nano;
 // kMicros always prints six digits ("...:05.123000Z": Kubernetes' MicroTime, and the log lines);
 // kSeconds none ("...:05Z": metav1.Time). Fractions are truncated, never rounded.
+// FormatRfc3339To writes the same text into a caller's buffer and returns a view of it, with no
+// heap allocation (the admission hot path's timestamps); the view lives as long as the buffer.
 #pragma once
 
+#include <array>
 #include <chrono>
 #include <optional>
 #include <string>
@@ -25,6 +28,11 @@ using SysNanos = std::chrono::time_point<std::chrono::system_clock, std::chrono:
 // system_clock::time_point converts implicitly (it is never finer than nanoseconds).
 enum class Rfc3339Precision { kSeconds, kMicros, kNanos };
 
+// Room for any time_point's text (a year of up to 11 characters, 19 more for the rest of the
+// date and time, ".", 9 digits, "Z").
+using Rfc3339Buffer = std::array<char, 48>;
+
+std::string_view FormatRfc3339To(SysNanos t, Rfc3339Precision precision, Rfc3339Buffer* buf);
 std::string FormatRfc3339(SysNanos t, Rfc3339Precision precision);
 std::string FormatRfc3339Nano(SysNanos t);
 std::optional<SysNanos> ParseRfc3339(std::string_view text);
