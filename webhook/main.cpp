@@ -49,10 +49,13 @@ constexpr const char* kSummary =
     "the Allocating state until they are confirmed playable.";
 
 // The manager's groups, in start order; they stop in reverse, leader runnables first, all
-// within --shutdown-grace. So on SIGTERM: the resolver stops; the admission listener stops
-// accepting and closes idle keep-alive connections; the controllers release the lease and cancel
-// their API calls; the caches stop; then what is left of the grace period goes to the admission
-// requests still in progress (admission-drain); then the health port and the certificate poller.
+// within --shutdown-grace. So on SIGTERM: for --drain-delay nothing stops, but readiness fails and
+// every admission answer closes its connection (kube-apiserver's pooled connections to this pod end
+// cleanly, new ones go to the other replicas); then the resolver stops; the admission listener
+// stops accepting and closes idle keep-alive connections; the controllers release the lease and
+// cancel their API calls; the caches stop; then what is left of the grace period goes to the
+// admission requests still in progress (admission-drain); then the health port and the certificate
+// poller.
 const std::vector<std::string> kGroups = {"certificates", "health",      "admission-drain",
                                           "caches",       "controllers", "admission"};
 
@@ -249,7 +252,8 @@ int main(int argc, char** argv) {
 
   // ---- Composition ---------------------------------------------------------------------------
   std::atomic<bool> undrained{false};  // requests still in progress at the stop deadline
-  runtime::Manager manager(kGroups, server_cfg.shutdown_grace);
+  // The drain delay comes out of --shutdown-grace (Validate: it is shorter).
+  runtime::Manager manager(kGroups, server_cfg.shutdown_grace - server_cfg.drain_delay);
   AddServing(manager, certs, health, admission_server, undrained);
   if (resolver_service) {
     AddControllers(manager, controllers, *resolver_service);
@@ -281,5 +285,9 @@ int main(int argc, char** argv) {
   });
 
   // ---- Run until SIGTERM/SIGINT (other signals are logged and ignored) or a failure ----------
-  return runtime::ExitCode(runtime::RunUntilSignal(manager, signals), undrained);
+  // On SIGTERM, first the drain delay (readiness fails, the listener keeps answering with
+  // Connection: close), then the manager's stop within what is left of --shutdown-grace.
+  const runtime::DrainStep drain{[&admission_server] { admission_server.BeginDrain(); },
+                                 server_cfg.drain_delay};
+  return runtime::ExitCode(runtime::RunUntilSignal(manager, signals, drain), undrained);
 }

@@ -406,6 +406,55 @@ def test_sigterm_answers_5_requests_in_flight_and_exits_0(start_webhook):
     idle.close()
 
 
+def test_drain_delay_answers_pooled_and_new_connections_then_stops(start_webhook):
+    """--drain-delay: after SIGTERM, readiness fails at once, but for the delay a keep-alive
+    connection made before the signal (kube-apiserver's pooled one) is kept open and its next
+    request answered, with Connection: close, and a new connection is still accepted; then the
+    listener stops and the process exits 0 within --shutdown-grace."""
+    wh = start_webhook(["--shutdown-grace=10s", "--drain-delay=2s"])
+    pooled = [tls_socket(wh) for _ in range(2)]
+    for s in pooled:
+        s.sendall(request_bytes())
+        assert read_response(s)[0] == 200
+    assert wh.health_get("/readyz")[0] == 200
+    start = time.monotonic()
+    wh.proc.send_signal(signal.SIGTERM)
+    deadline = time.monotonic() + 1
+    while wh.health_get("/readyz")[0] == 200:
+        assert time.monotonic() < deadline, "readiness still passes 1 s after SIGTERM"
+        time.sleep(0.02)
+    # The pooled connections are still open and answered, each closed after its answer.
+    time.sleep(0.5)
+    for s in pooled:
+        s.sendall(request_bytes())
+        status, headers, _ = read_response(s)
+        assert (status, headers.get("connection")) == (200, "close"), wh.logs()[-2000:]
+        assert s.recv(1) == b""
+        s.close()
+    # A new connection during the delay is accepted and answered (with Connection: close).
+    fresh = tls_socket(wh)
+    fresh.sendall(request_bytes())
+    status, headers, _ = read_response(fresh)
+    assert (status, headers.get("connection")) == (200, "close")
+    fresh.close()
+    assert time.monotonic() - start < 2, "the delay was over before the checks"
+    # An idle connection opened during the delay is closed when the listener stops.
+    idle = tls_socket(wh)
+    assert wh.proc.wait(timeout=10) == 0
+    elapsed = time.monotonic() - start
+    assert 2 <= elapsed < 10, elapsed
+    assert idle.recv(1) == b""
+    idle.close()
+    with pytest.raises(OSError):
+        tls_socket(wh, timeout=2)
+    assert "draining" in wh.logs()
+
+
+def test_drain_delay_must_be_shorter_than_the_grace(start_webhook):
+    with pytest.raises(AssertionError, match="--drain-delay must be at least 0 and less than --shutdown-grace"):
+        start_webhook(["--shutdown-grace=5s", "--drain-delay=5s"])
+
+
 def test_non_terminating_signals_are_not_fatal(start_webhook):
     wh = start_webhook()
     for sig in (signal.SIGHUP, signal.SIGUSR1, signal.SIGUSR2, signal.SIGALRM, signal.SIGPIPE):

@@ -62,7 +62,7 @@ std::optional<int> ParseCommandLine(flags::FlagSet& fs, int argc, char** argv,
   return std::nullopt;
 }
 
-RunEnd RunUntilSignal(Manager& manager, const sigset_t& signals) {
+RunEnd RunUntilSignal(Manager& manager, const sigset_t& signals, const DrainStep& drain) {
   const int wake_signal = SIGRTMIN;
   const pthread_t waiting_thread = pthread_self();
   std::stop_source stop;
@@ -83,6 +83,16 @@ RunEnd RunUntilSignal(Manager& manager, const sigset_t& signals) {
   if (!finished) {
     log::info("shutting down", {{"signal", SignalName(sig)}});
     end.by_signal = true;
+    if (drain.begin) {
+      drain.begin();
+      log::info("draining: readiness fails, answers close their connections",
+                {{"drain_delay_seconds",
+                  std::to_string(std::chrono::duration<double>(drain.delay).count())}});
+      const auto until = std::chrono::steady_clock::now() + drain.delay;
+      while (!finished && std::chrono::steady_clock::now() < until) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      }
+    }
     stop.request_stop();
   }
   runner.join();

@@ -9,6 +9,8 @@
 //     must not kill the process; writes then fail with EPIPE). It returns the blocked set.
 //   - RunUntilSignal(manager, signals) runs manager.Run on a thread of its own and waits on the
 //     calling thread with sigwait: SIGTERM or SIGINT logs "shutting down" with the signal's name,
+//     runs `drain.begin` (when set) and waits `drain.delay` (the admission listener's drain: it
+//     keeps answering while readiness fails; cut short if the manager returns meanwhile),
 //     requests the manager's stop and joins it; any other signal in the set is logged ("signal
 //     ignored") and waited past. When the manager returns by itself (a component failed) it wakes
 //     the waiting thread (with SIGRTMIN, which the set must hold) and RunUntilSignal returns at
@@ -30,6 +32,8 @@
 
 #include <signal.h>
 
+#include <chrono>
+#include <functional>
 #include <optional>
 #include <string>
 
@@ -55,7 +59,13 @@ struct RunEnd {
   Status result;
 };
 
-RunEnd RunUntilSignal(Manager& manager, const sigset_t& signals);
+// What happens on SIGTERM/SIGINT before the manager is asked to stop (see RunUntilSignal).
+struct DrainStep {
+  std::function<void()> begin;
+  std::chrono::nanoseconds delay{0};
+};
+
+RunEnd RunUntilSignal(Manager& manager, const sigset_t& signals, const DrainStep& drain = {});
 
 int ExitCode(const RunEnd& end, bool requests_left);
 

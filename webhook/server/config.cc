@@ -60,8 +60,17 @@ void RegisterServerFlags(flags::FlagSet& fs, ServerConfig* cfg) {
           "Largest admission request body accepted; larger ones get 413", 1024, 1u << 30);
   fs.Duration(
       "shutdown-grace", &cfg->shutdown_grace,
-      "On SIGTERM/SIGINT: stop accepting, answer the requests already received (each within "
-      "its --read-timeout), close idle connections, and exit 0 within this long");
+      "On SIGTERM/SIGINT: within this long (--drain-delay included), stop accepting, answer the "
+      "requests already received (each within its --read-timeout), close idle connections, and "
+      "exit 0");
+  fs.Duration("drain-delay", &cfg->drain_delay,
+              "On SIGTERM/SIGINT, first, for this long: readiness fails (the pod leaves the "
+              "webhook Service's endpoints) while the listener keeps accepting and answering, "
+              "every answer with Connection: close, and idle keep-alive connections stay open, "
+              "so that kube-apiserver, which reuses its pooled connections to this pod, gets "
+              "answers instead of a closed connection (a failed call: failurePolicy decides). "
+              "0 stops at once; the chart and manifests/base set 5s. Less than "
+              "--shutdown-grace");
 }
 
 void RegisterPolicyFlags(flags::FlagSet& fs, policy::Policy* policy) {
@@ -98,6 +107,10 @@ Status Validate(const ServerConfig& cfg, const policy::Policy& p) {
   }
   if (cfg.https.port == cfg.health_port)
     return Status::InvalidArgument("--port and --health-port must differ");
+  if (cfg.drain_delay < std::chrono::nanoseconds::zero() || cfg.drain_delay >= cfg.shutdown_grace) {
+    return Status::InvalidArgument(
+        "--drain-delay must be at least 0 and less than --shutdown-grace");
+  }
   if (cfg.https.limits.max_request_line_bytes > cfg.https.limits.max_header_bytes) {
     return Status::InvalidArgument("--max-request-line-bytes is larger than --max-header-bytes");
   }

@@ -27,6 +27,9 @@ struct ServerConfig {
   bool crd_accepts_allocating = false;
   // On SIGTERM: how long to wait for in-flight requests before exiting anyway.
   std::chrono::nanoseconds shutdown_grace = std::chrono::seconds(25);
+  // On SIGTERM, first: how long the listener keeps accepting and keeps its idle connections while
+  // readiness fails and every answer closes its connection (ConnectionServer::BeginDrain).
+  std::chrono::nanoseconds drain_delay{0};
 };
 
 void RegisterServerFlags(flags::FlagSet& fs, ServerConfig* cfg);

@@ -176,7 +176,8 @@ struct ConnectionServer::Impl {
   tcp::acceptor acceptor;
   net::steady_timer retry_timer;
   std::vector<std::thread> threads;
-  std::atomic<bool> draining{false};
+  std::atomic<bool> draining{false};  // answers close their connection (BeginDrain, Stop)
+  std::atomic<bool> stopped{false};   // Stop(): not accepting, idle connections closed
   std::atomic<bool> serving{false};
   std::atomic<int64_t> last_eviction_log{0};  // steady_clock ticks
 };
@@ -1005,9 +1006,16 @@ Status ConnectionServer::Start() {
   return Status::Ok();
 }
 
+void ConnectionServer::BeginDrain() {
+  Impl& s = *impl_;
+  s.serving.store(false);
+  s.draining.store(true);
+}
+
 void ConnectionServer::Stop() {
   Impl& s = *impl_;
-  if (s.draining.exchange(true)) return;
+  if (s.stopped.exchange(true)) return;
+  s.draining.store(true);
   s.serving.store(false);
   net::post(s.acceptor.get_executor(), [&s] {
     beast::error_code ignored;

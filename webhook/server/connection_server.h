@@ -175,6 +175,15 @@ class ConnectionServer {
   // Binds, listens and starts the io threads. InvalidArgument when the TLS setup or the bind
   // address is unusable, IOError when the listen fails (e.g. the port is in use).
   Status Start();
+  // The first step of a graceful stop, while clients may still pick this server: Serving() turns
+  // false (readiness fails, so the endpoint leaves its Service), every answer from now on carries
+  // Connection: close (an HTTP/2 connection gets GOAWAY once no stream is open), but the listener
+  // keeps accepting and idle keep-alive connections stay open, so a client reusing a pooled
+  // connection gets an answer and learns that the connection ends, instead of racing a close.
+  // Stop() follows.
+  void BeginDrain();
+  // Stops accepting and closes idle connections (a connection with a request on it is answered,
+  // with Connection: close, then closed); Serving() is false from here.
   void Stop();
   // After Stop(): true when every connection closed within `timeout`; the io threads are stopped
   // either way.

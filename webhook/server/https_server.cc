@@ -56,6 +56,7 @@ void AdmissionServer::AddRoute(std::string prefix, HttpHandler handler) {
 
 Status AdmissionServer::Start() { return server_->Start(); }
 
+void AdmissionServer::BeginDrain() { server_->BeginDrain(); }
 void AdmissionServer::Stop() { server_->Stop(); }
 
 bool AdmissionServer::WaitStopped(std::chrono::milliseconds timeout) {

@@ -43,6 +43,9 @@ class AdmissionServer {
   // Binds the port and starts serving; an IOError saying what failed when the TLS setup or the
   // bind fails.
   Status Start();
+  // ConnectionServer::BeginDrain: readiness fails, answers close their connections, the listener
+  // keeps accepting; Stop() follows.
+  void BeginDrain();
   void Stop();
   // Waits for the connections to finish (after Stop); false on timeout.
   bool WaitStopped(std::chrono::milliseconds timeout);
