@@ -84,8 +84,12 @@ struct InformerOptions {
   std::string field_selector;
   int64_t page_size = 500;
   std::chrono::seconds resync{0};
+  // A failed list or watch is retried after 200 ms, doubling, at most every 10 s (±20%): after an
+  // API server outage of any length the cache asks again within ~10 s of its return (with
+  // client-go's 30 s cap, up to 30 s), at the cost of one request per 10 s per informer while it
+  // is down.
   std::chrono::milliseconds backoff_initial{200};
-  std::chrono::milliseconds backoff_max{30000};
+  std::chrono::milliseconds backoff_max{10000};
   int watch_timeout_seconds = 300;  // randomised in [t, 2t) per watch like client-go
   // kGameServer: a watch event longer than this is skipped (etcd stores objects up to 1.5 MiB).
   size_t max_event_bytes = 16 * 1024 * 1024;
