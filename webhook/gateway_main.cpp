@@ -202,7 +202,7 @@ int main(int argc, char** argv) {
   gopts.find_by_key = [&cache](const std::string& ns, const std::string& key) {
     return cache.request_keys().Find(ns, key);
   };
-  gateway::Gateway gw(gopts, allocator, waiters, lookup, *registry);
+  gateway::Gateway gw(gopts, allocator, waiters, lookup, *registry, (*client)->executor());
 
   gateway::GrpcService grpc(
       {.max_deadline = f.gateway.max_deadline},

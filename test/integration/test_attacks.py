@@ -166,6 +166,11 @@ def header_flood(wh, sock, lines=40_000, line_bytes=8 * 1024):
 # Under ASan (scripts/test --sanitize) the idle process alone is ~60 MB of shadow memory: there the
 # figure is applied to the growth above the idle RSS, with the same headroom as the real binary has.
 SANITIZED = "ASAN_OPTIONS" in os.environ
+# Under ThreadSanitizer (scripts/test --tsan) every memory access is instrumented (5 to 15 times
+# slower): the attacks still run, for the races they exercise, but a new client's latency bound
+# is the real binary's figure times LATENCY_FACTOR (a TLS handshake alone measured up to 1.14 s
+# there, on 2 shared cores, during a slowloris).
+LATENCY_FACTOR = 4.0 if "TSAN_OPTIONS" in os.environ else 1.0
 
 
 @pytest.mark.parametrize("port", ["admission", "health"])
@@ -297,7 +302,7 @@ def test_slowloris_1100_connections_40s(start_webhook):
             except (OSError, ssl.SSLError) as e:
                 status, elapsed = repr(e), 99
             samples.append(elapsed)
-            if status != 200 or elapsed >= 1.0:
+            if status != 200 or elapsed >= 1.0 * LATENCY_FACTOR:
                 late.append((round(t, 1), status, round(elapsed, 3)))
             health.append(timed_healthz(wh)[1])
         with attack.lock:
@@ -313,7 +318,7 @@ def test_slowloris_1100_connections_40s(start_webhook):
     assert len(samples) >= 20
     assert not late, f"new clients not answered within 1 s: {late}"
     assert max_threads < 64
-    assert max(health) < 0.2
+    assert max(health) < 0.2 * LATENCY_FACTOR
     assert wh.proc.poll() is None
 
 
@@ -343,7 +348,7 @@ def test_900_stalled_keep_alive_connections(start_webhook):
         print("stalled keep-alive: new clients answered in "
               + ", ".join(f"{t * 1000:.1f}" for t in times) + " ms; threads "
               + str(threads(wh.proc.pid)))
-        assert max(times) < 0.5, times
+        assert max(times) < 0.5 * LATENCY_FACTOR, times
         assert threads(wh.proc.pid) < 64
     finally:
         for s in conns:
@@ -368,7 +373,7 @@ def test_64_slow_connections_on_the_health_port(start_webhook):
             times.append(elapsed)
         print("health port with 64 slow connections: /healthz in "
               + ", ".join(f"{t * 1000:.1f}" for t in times) + " ms")
-        assert max(times) < 0.2, times
+        assert max(times) < 0.2 * LATENCY_FACTOR, times
     finally:
         for s in slow:
             s.close()

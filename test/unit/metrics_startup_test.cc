@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 #include <prometheus/registry.h>
 
+#include <boost/asio/io_context.hpp>
 #include <map>
 #include <optional>
 #include <string>
@@ -59,7 +60,9 @@ TEST(MetricsAtStartup, GatewayRetriesAttemptsAndAbandoned) {
     return std::vector<kube::ObjectPtr>{};
   };
   gateway::WaiterRegistry waiters(lookup);
-  gateway::Gateway gw(gateway::GatewayOptions{}, allocator, waiters, lookup, registry);
+  boost::asio::io_context ioc;  // the calls' strands (none is made here)
+  gateway::Gateway gw(gateway::GatewayOptions{}, allocator, waiters, lookup, registry,
+                      ioc.get_executor());
 
   for (const char* reason : {"timed_out", "deleted", "unhealthy", "shutdown", "error",
                              "reallocated", "other", "delivery_mark", "duplicate_key"}) {

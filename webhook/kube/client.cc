@@ -69,7 +69,11 @@ void AddParam(std::string* q, std::string_view key, std::string_view value) {
 Client::Client(std::unique_ptr<Transport> transport, std::chrono::milliseconds default_timeout)
     : transport_(std::move(transport)), default_timeout_(default_timeout) {}
 
-Client::~Client() { transport_->Shutdown(); }
+Client::~Client() {
+  transport_->Shutdown();
+  // The transport's fallback I/O thread (fakes') stops while the whole transport still exists.
+  transport_->StopFallbackIo();
+}
 
 void Client::Shutdown() { transport_->Shutdown(); }
 bool Client::IsShutdown() const { return transport_->IsShutdown(); }

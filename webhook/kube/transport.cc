@@ -33,13 +33,18 @@ struct Transport::StreamHelpers {
   }
 };
 
-Transport::~Transport() {
+Transport::~Transport() { StopFallbackIo(); }
+
+void Transport::StopFallbackIo() {
   std::shared_ptr<StreamHelpers> helpers;
+  std::shared_ptr<FallbackIo> io;
   {
     MutexLock lk(fallback_mu_);
     helpers = std::move(helpers_);
+    io = std::move(fallback_io_);
   }
   helpers.reset();  // joins the helper threads while the fallback executor still runs
+  io.reset();       // then stops and joins the fallback executor's thread
 }
 
 namespace {

@@ -124,6 +124,12 @@ class Transport {
   virtual void Shutdown() = 0;
   virtual bool IsShutdown() const = 0;
   virtual TransportCounters counters() const { return {}; }
+  // Joins the default StreamAsync's helper threads, then stops and joins the default executor()'s
+  // thread (its pending handlers are dropped): afterwards no callback runs on them. Idempotent;
+  // not from the fallback executor's own thread. Client's destructor calls it after Shutdown(),
+  // while the derived transport is still whole: ~Transport is too late, a fake's members (its
+  // handler, its condition variable) are gone by then while a handler may still call its Do().
+  void StopFallbackIo() EXCLUDES(fallback_mu_);
 
  private:
   struct FallbackIo;

@@ -59,7 +59,10 @@ void CertReloader::Install(std::shared_ptr<const KeyPair> pair, Contents content
   if (pair->not_after() < std::chrono::system_clock::now()) {
     log::warn("serving certificate has expired", {{"subject", pair->subject()}});
   }
-  current_.store(std::move(pair), std::memory_order_release);
+  {
+    MutexLock lock(current_mu_);
+    current_ = std::move(pair);
+  }
   loaded_ = std::move(contents);
   last_rejected_.reset();
   last_read_error_.reset();
@@ -135,7 +138,8 @@ Status CertReloader::Start(boost::asio::any_io_executor executor) {
 void CertReloader::Stop() { poller_.Stop(); }
 
 std::shared_ptr<const KeyPair> CertReloader::Current() const {
-  return current_.load(std::memory_order_acquire);
+  MutexLock lock(current_mu_);
+  return current_;
 }
 
 }  // namespace aw::server

@@ -28,6 +28,7 @@
 
 #include "server/poll_timer.h"
 #include "server/tls_context.h"
+#include "util/io/mutex.h"
 #include "util/status.h"
 
 namespace aw::server {
@@ -75,7 +76,11 @@ class CertReloader final : public KeyPairSource {
   prometheus::Counter& failures_;
   prometheus::Gauge& expiry_;
 
-  std::atomic<std::shared_ptr<const KeyPair>> current_;
+  // The installed one, read by every handshake. A Mutex, not std::atomic<std::shared_ptr>:
+  // libstdc++ 12's load() releases its internal lock with memory_order_relaxed, so a load and the
+  // next store of the pointer are not ordered (ThreadSanitizer reports it, rightly).
+  mutable Mutex current_mu_;
+  std::shared_ptr<const KeyPair> current_ GUARDED_BY(current_mu_);
   Contents loaded_;                             // contents of the installed pair (the poller only)
   std::optional<Contents> last_rejected_;       // so a bad pair is counted once
   std::optional<std::string> last_read_error_;  // so a missing file is counted once

@@ -148,13 +148,17 @@ Status ClientCaReloader::LoadInitial() {
   auto bundle = std::get<std::shared_ptr<const CaBundle>>(parsed);
   log::info("client CA bundle loaded",
             {{"file", path_}, {"certificates", std::to_string(bundle->size())}});
-  current_.store(std::move(bundle));
+  {
+    MutexLock lock(current_mu_);
+    current_ = std::move(bundle);
+  }
   loaded_ = std::move(*text);
   return Status::Ok();
 }
 
 std::shared_ptr<const CaBundle> ClientCaReloader::CurrentCa() const {
-  return current_.load(std::memory_order_acquire);
+  MutexLock lock(current_mu_);
+  return current_;
 }
 
 bool ClientCaReloader::PollOnce() {
@@ -179,7 +183,10 @@ bool ClientCaReloader::PollOnce() {
   auto bundle = std::get<std::shared_ptr<const CaBundle>>(parsed);
   log::info("client CA bundle reloaded",
             {{"file", path_}, {"certificates", std::to_string(bundle->size())}});
-  current_.store(std::move(bundle), std::memory_order_release);
+  {
+    MutexLock lock(current_mu_);
+    current_ = std::move(bundle);
+  }
   loaded_ = std::move(*text);
   rejected_.reset();
   reloads_.Increment();

@@ -65,7 +65,11 @@ class ClientCaReloader final : public ClientCaSource {
   const std::chrono::milliseconds interval_;
   prometheus::Counter& reloads_;
   prometheus::Counter& failures_;
-  std::atomic<std::shared_ptr<const CaBundle>> current_;
+  // The installed one, read by every handshake. A Mutex, not std::atomic<std::shared_ptr>:
+  // libstdc++ 12's load() releases its internal lock with memory_order_relaxed, so a load and the
+  // next store of the pointer are not ordered (ThreadSanitizer reports it, rightly).
+  mutable Mutex current_mu_;
+  std::shared_ptr<const CaBundle> current_ GUARDED_BY(current_mu_);
   std::string loaded_;                   // contents of the installed bundle (the poller only)
   std::optional<std::string> rejected_;  // last rejected contents or read error, counted once
   PollTimer poller_;  // last: stopped (by the destructor) before the state it polls goes

@@ -5,6 +5,8 @@
 #include <prometheus/gauge.h>
 #include <prometheus/histogram.h>
 
+#include <boost/asio/dispatch.hpp>
+#include <boost/asio/strand.hpp>
 #include <map>
 #include <mutex>
 #include <vector>
@@ -20,6 +22,7 @@
 namespace aw::gateway {
 
 using Clock = std::chrono::steady_clock;
+namespace asio = boost::asio;
 
 struct Gateway::Metrics {
   explicit Metrics(prometheus::Registry& r)
@@ -97,25 +100,30 @@ struct Gateway::Metrics {
   std::map<int, prometheus::Counter*> by_code GUARDED_BY(mu);
 };
 
+// One request (and the clients that joined it with its idempotency key). Written by Handle's thread
+// until it is published; from then on only on `strand`, except the fields Join (the listener's
+// thread) also reads: `clients`, `finished` and `abandoned` (atomics) and `joined` (under `mu`).
 struct Gateway::Call {
+  explicit Call(const asio::any_io_executor& ex) : strand(asio::make_strand(ex)) {}
+  asio::strand<asio::any_io_executor> strand;
   std::string body;  // the AllocationRequest, forwarded unchanged on every attempt
   std::string ns;
   Clock::time_point start;
   Clock::time_point deadline;
   std::chrono::nanoseconds deadline_length{};
-  int attempts = 0;
+  int attempts = 0;             // on the strand
   bool counted = false;         // in in_flight_
   std::string key;              // the idempotency key ("" when none)
   std::string ns_key;           // "<ns>/<key>" in by_key_
   std::string answer_by;        // the deadline as written in allocating.agones.dev/answer-by
   std::atomic<int> clients{1};  // the first client and those that joined it
   std::vector<server::Responder> joined GUARDED_BY(mu);
-  std::vector<std::string> history;  // "gs-a: timed out ..." per lost attempt
+  std::vector<std::string> history;  // "gs-a: timed out ..." per lost attempt; on the strand
   server::Responder respond;
   std::atomic<bool> finished{false};
   std::atomic<bool> abandoned{false};  // the client went away
   Mutex mu;
-  WaiterRegistry::Ticket ticket GUARDED_BY(mu);  // while waiting for a GameServer
+  WaiterRegistry::Ticket ticket;  // while waiting for a GameServer; on the strand
 };
 
 namespace {
@@ -154,8 +162,10 @@ std::string Joined(const std::vector<std::string>& items) {
 }  // namespace
 
 Gateway::Gateway(GatewayOptions options, AllocatorClient& allocator, WaiterRegistry& waiters,
-                 WaiterRegistry::Lookup lookup, prometheus::Registry& registry)
+                 WaiterRegistry::Lookup lookup, prometheus::Registry& registry,
+                 asio::any_io_executor executor)
     : options_(options),
+      executor_(std::move(executor)),
       allocator_(allocator),
       waiters_(waiters),
       lookup_(std::move(lookup)),
@@ -186,7 +196,7 @@ void Gateway::Handle(const server::HttpRequest& req, server::Responder respond) 
     res.headers.emplace_back("Connection", "close");
     return respond(std::move(res));
   }
-  auto call = std::make_shared<Call>();
+  auto call = std::make_shared<Call>(executor_);
   call->start = Clock::now();
   call->respond = std::move(respond);
   // An empty body is an empty AllocationRequest, as grpc-gateway reads it (io.EOF).
@@ -246,11 +256,14 @@ void Gateway::Handle(const server::HttpRequest& req, server::Responder respond) 
   if (req.on_abandoned) {
     std::weak_ptr<Call> weak = call;
     req.on_abandoned([this, weak] {
-      if (auto c = weak.lock()) OnClientGone(c);
+      if (auto c = weak.lock()) asio::dispatch(c->strand, [this, c] { OnClientGone(c); });
     });
   }
-  if (!call->key.empty() && Resume(call)) return;
-  Attempt(call);
+  // Published: from here on the call's state is touched only on its strand.
+  asio::dispatch(call->strand, [this, call] {
+    if (!call->key.empty() && Resume(call)) return;
+    Attempt(call);
+  });
 }
 
 bool Gateway::Join(const std::string& ns_key, const server::HttpRequest& req,
@@ -277,7 +290,7 @@ bool Gateway::Join(const std::string& ns_key, const server::HttpRequest& req,
   if (req.on_abandoned) {
     std::weak_ptr<Call> weak = call;
     req.on_abandoned([this, weak] {
-      if (auto c = weak.lock()) OnClientGone(c);
+      if (auto c = weak.lock()) asio::dispatch(c->strand, [this, c] { OnClientGone(c); });
     });
   }
   return true;
@@ -331,7 +344,8 @@ void Gateway::Deliver(const std::shared_ptr<Call>& call, const std::string& ns,
       std::chrono::time_point_cast<std::chrono::nanoseconds>(std::chrono::system_clock::now()));
   if (seen) mark.seen = *seen;
   const std::string at = mark.at;
-  options_.mark_delivered(mark, [this, call, ns, name, at, shared](Status s) {
+  // The mark's answer comes on the marks' thread: back to the call's strand.
+  auto on_marked = [this, call, ns, name, at, shared](Status s) {
     if (!s.ok()) {
       metrics_->Retry("delivery_mark");
       log::warn("could not mark the GameServer delivered; releasing it and allocating again",
@@ -349,13 +363,19 @@ void Gateway::Deliver(const std::shared_ptr<Call>& call, const std::string& ns,
       options_.undeliver(ns, name, at);
     };
     Finish(call, std::move(*shared));
+  };
+  options_.mark_delivered(mark, [call, on_marked](Status s) {
+    asio::dispatch(call->strand, [on_marked, s = std::move(s)] { on_marked(s); });
   });
 }
 
 void Gateway::Attempt(const std::shared_ptr<Call>& call) {
   ++call->attempts;
-  allocator_.Allocate(call->body, call->deadline,
-                      [this, call](AllocatorAnswer a) { OnAllocated(call, std::move(a)); });
+  // The allocator answers on its client's thread (or inline when stopped): back to the strand.
+  allocator_.Allocate(call->body, call->deadline, [this, call](AllocatorAnswer a) {
+    asio::dispatch(call->strand,
+                   [this, call, a = std::move(a)]() mutable { OnAllocated(call, std::move(a)); });
+  });
 }
 
 server::HttpResponse Gateway::NoServer(std::string_view message) const {
@@ -370,14 +390,9 @@ void Gateway::OnClientGone(const std::shared_ptr<Call>& call) {
     if (call->clients.fetch_sub(1) != 1) return;
   }
   if (call->finished.load() || call->abandoned.exchange(true)) return;
-  WaiterRegistry::Ticket ticket;
-  {
-    MutexLock lock(call->mu);
-    ticket = call->ticket;
-  }
   // Waiting: the wait ends now (OnDecided reports it). Allocating: OnAllocated reports it when
   // the allocator answers.
-  waiters_.Cancel(ticket, "abandoned");
+  waiters_.Cancel(call->ticket, "abandoned");
 }
 
 void Gateway::ReportAbandoned(const std::shared_ptr<Call>& call, AbandonedAllocation a) {
@@ -479,17 +494,18 @@ void Gateway::WaitFor(const std::shared_ptr<Call>& call, std::string response_bo
                       const std::string& name, const std::string& last) {
   metrics_->waiting.Increment();
   auto body = std::make_shared<std::string>(std::move(response_body));
+  // The decision comes on the informer's, the timer's or a canceller's thread (inline when the
+  // cache already decides): back to the strand.
   WaiterRegistry::Ticket ticket =
       waiters_.Wait(call->ns, name, last, call->deadline,
                     [this, call, body, name, last](const Decision& d, const kube::ObjectPtr& obj,
                                                    const std::string& ns) {
-                      metrics_->waiting.Decrement();
-                      OnDecided(call, *body, name, last, ns, d, obj);
+                      asio::dispatch(call->strand, [this, call, body, name, last, d, obj, ns] {
+                        metrics_->waiting.Decrement();
+                        OnDecided(call, *body, name, last, ns, d, obj);
+                      });
                     });
-  {
-    MutexLock lock(call->mu);
-    call->ticket = ticket;
-  }
+  call->ticket = ticket;
   // The client may have gone between the allocator's answer and the registration.
   if (call->abandoned.load()) waiters_.Cancel(ticket, "abandoned");
 }
@@ -497,10 +513,7 @@ void Gateway::WaitFor(const std::shared_ptr<Call>& call, std::string response_bo
 void Gateway::OnDecided(const std::shared_ptr<Call>& call, const std::string& response_body,
                         const std::string& gs_name, const std::string& last_allocated,
                         const std::string& ns, const Decision& d, const kube::ObjectPtr& obj) {
-  {
-    MutexLock lock(call->mu);
-    call->ticket.reset();
-  }
+  call->ticket.reset();
   if (d.verdict == Verdict::kWait && d.reason == "abandoned") {
     ReportAbandoned(call, {ns, gs_name, last_allocated, "waiting", call->key, call->answer_by});
     return Finish(call, ErrorAnswer(GrpcCode::kUnavailable, "abandoned"));

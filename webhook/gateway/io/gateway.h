@@ -27,7 +27,16 @@
 //   - after BeginDrain() (SIGTERM), a new allocation request is refused with 503
 //     {"code":14,"message":"the gateway is shutting down"}; requests already accepted go on
 //     (waiting, and re-allocating) until answered;
-//   - every answer is given exactly once, from whatever thread decided it; no thread waits.
+//   - every answer is given exactly once, from the call's strand; no thread waits.
+//   Threads: a call's state (attempts, history, the waiter's ticket) is touched only on the call's
+//   own strand of `executor` (the gateway passes its Kubernetes client's I/O executor, where the
+//   allocator's and the marks' answers arrive): the allocator's answer, the waiter's decision
+//   (informer, timer, Cancel or Stop thread), the delivery mark's answer and the client going
+//   away are each dispatched onto it, so they run one at a time whichever thread they come from.
+//   Before the call is published (by key, to its client's on_abandoned, to the allocator) only
+//   Handle's thread sees it. Every callback holds the call (a shared_ptr); the gateway itself
+//   must outlive the allocator client, the waiters and the marks it is given (gateway_main.cpp:
+//   they are stopped by the manager before it is destroyed).
 //   No server lost (docs/gateway.md; gateway/delivery.h): every forwarded request carries
 //   metadata.annotations allocating.agones.dev/answer-by (the request's deadline, RFC 3339) and,
 //   with a key, allocating.agones.dev/request-key; a request setting those (or `delivered`)
@@ -52,6 +61,7 @@
 #include <prometheus/registry.h>
 
 #include <atomic>
+#include <boost/asio/any_io_executor.hpp>
 #include <chrono>
 #include <functional>
 #include <map>
@@ -127,8 +137,10 @@ Status ValidateGatewayOptions(const GatewayOptions& o);
 
 class Gateway {
  public:
+  // `executor`: where each call's strand runs (see "Threads" above).
   Gateway(GatewayOptions options, AllocatorClient& allocator, WaiterRegistry& waiters,
-          WaiterRegistry::Lookup lookup, prometheus::Registry& registry);
+          WaiterRegistry::Lookup lookup, prometheus::Registry& registry,
+          boost::asio::any_io_executor executor);
   ~Gateway();
   Gateway(const Gateway&) = delete;
   Gateway& operator=(const Gateway&) = delete;
@@ -177,6 +189,7 @@ class Gateway {
   void Finish(const std::shared_ptr<Call>& call, server::HttpResponse res);
 
   const GatewayOptions options_;
+  const boost::asio::any_io_executor executor_;
   AllocatorClient& allocator_;
   WaiterRegistry& waiters_;
   const WaiterRegistry::Lookup lookup_;
