@@ -31,13 +31,17 @@ struct StringOut {
   void Flush() {}
 };
 
-// Appends the escaped reference token to `out`: "~" -> "~0", "/" -> "~1".
-void AppendPointerToken(std::string* out, std::string_view token) {
+// Appends the escaped reference token to `out` (a std::string or the patch's buffer): "~" -> "~0",
+// "/" -> "~1".
+template <typename Out>
+void AppendPointerToken(Out* out, std::string_view token) {
   for (char c : token) {
     if (c == '~') {
-      out->append("~0");
+      out->push_back('~');
+      out->push_back('0');
     } else if (c == '/') {
-      out->append("~1");
+      out->push_back('~');
+      out->push_back('1');
     } else {
       out->push_back(c);
     }
@@ -78,17 +82,7 @@ JsonPatch::Span JsonPatch::PutPath(std::string_view map_path, std::string_view k
   const auto off = static_cast<uint32_t>(text_.size());
   text_.insert(text_.end(), map_path.begin(), map_path.end());
   text_.push_back('/');
-  for (char c : key) {
-    if (c == '~') {
-      text_.push_back('~');
-      text_.push_back('0');
-    } else if (c == '/') {
-      text_.push_back('~');
-      text_.push_back('1');
-    } else {
-      text_.push_back(c);
-    }
-  }
+  AppendPointerToken(&text_, key);
   return Span{off, static_cast<uint32_t>(text_.size()) - off};
 }
 
