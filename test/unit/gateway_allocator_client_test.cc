@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "gateway/io/allocator_client.h"
+#include "loopback_http_test_util.h"
 #include "server/connection_server.h"
 #include "server/tls_keypair.h"
 #include "test_certs.h"
@@ -29,43 +30,8 @@ namespace {
 using namespace std::chrono_literals;
 using Clock = std::chrono::steady_clock;
 
-// A listening socket on 127.0.0.1 with a kernel-chosen port.
-struct Listener {
-  int fd = -1;
-  int port = 0;
-  Listener() {
-    fd = ::socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a));
-    ::listen(fd, 16);
-    socklen_t len = sizeof(a);
-    ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
-    port = ntohs(a.sin_port);
-  }
-  ~Listener() { ::close(fd); }
-};
-
-// Reads one HTTP request head and its Content-Length body from `fd`; false on EOF.
-bool ReadRequest(int fd, std::string* carry) {
-  for (;;) {
-    const size_t head_end = carry->find("\r\n\r\n");
-    if (head_end != std::string::npos) {
-      size_t length = 0;
-      const size_t cl = carry->find("Content-Length: ");
-      if (cl != std::string::npos && cl < head_end) length = std::stoul(carry->substr(cl + 16));
-      if (carry->size() >= head_end + 4 + length) {
-        carry->erase(0, head_end + 4 + length);
-        return true;
-      }
-    }
-    char buf[4096];
-    const ssize_t n = ::recv(fd, buf, sizeof(buf), 0);
-    if (n <= 0) return false;
-    carry->append(buf, static_cast<size_t>(n));
-  }
-}
+using test_util::Listener;
+using test_util::ReadRequest;
 
 AllocatorAnswer Call(AllocatorClient& c, Clock::time_point deadline) {
   std::promise<AllocatorAnswer> p;
