@@ -931,6 +931,9 @@ void ConnectionServer::Impl::OnAccept(beast::error_code ec, tcp::socket socket) 
 }
 
 void ConnectionServer::Impl::RunLoop(net::io_context& ioc) {
+  // The decision log lines of one round of handlers leave in one write (flushed after the
+  // handlers already queued on this thread's own context, and when the loop ends).
+  log::DeferredWrites deferred([&ioc] { net::post(ioc, [] { log::DeferredWrites::Flush(); }); });
   for (;;) {
     try {
       ioc.run();

@@ -6,7 +6,9 @@
 #include <chrono>
 #include <cstdio>
 #include <ctime>
+#include <functional>
 #include <mutex>
+#include <stdexcept>
 
 #include "util/io/mutex.h"
 #include "util/time_format.h"
@@ -32,9 +34,17 @@ std::string_view LevelName(Level l) {
   return "info";
 }
 
+// True for the bytes a JSON string cannot hold as they are: '"', '\\' and the controls.
+constexpr bool NeedsEscape(unsigned char c) { return c == '"' || c == '\\' || c < 0x20; }
+
 void AppendJsonString(std::string* out, std::string_view s) {
   out->push_back('"');
-  for (unsigned char c : s) {
+  size_t run = 0;  // start of the bytes not yet appended (appended as one run, not byte by byte)
+  for (size_t i = 0; i < s.size(); ++i) {
+    const auto c = static_cast<unsigned char>(s[i]);
+    if (!NeedsEscape(c)) continue;
+    out->append(s.data() + run, i - run);
+    run = i + 1;
     switch (c) {
       case '"':
         out->append("\\\"");
@@ -51,14 +61,14 @@ void AppendJsonString(std::string* out, std::string_view s) {
       case '\t':
         out->append("\\t");
         break;
-      default:
-        if (c < 0x20) {
-          out->append(fmt::format("\\u{:04x}", c));
-        } else {
-          out->push_back(static_cast<char>(c));
-        }
+      default: {
+        static constexpr char kHex[] = "0123456789abcdef";
+        const char u[6] = {'\\', 'u', '0', '0', kHex[c >> 4], kHex[c & 0xf]};
+        out->append(u, sizeof u);
+      }
     }
   }
+  out->append(s.data() + run, s.size() - run);
   out->push_back('"');
 }
 
@@ -71,8 +81,9 @@ void AppendTextValue(std::string* out, std::string_view s) {
   AppendJsonString(out, s);
 }
 
-std::string Timestamp() {
-  return util::FormatRfc3339(std::chrono::system_clock::now(), util::Rfc3339Precision::kMicros);
+std::string_view Timestamp(util::Rfc3339Buffer* buf) {
+  return util::FormatRfc3339To(std::chrono::system_clock::now(), util::Rfc3339Precision::kMicros,
+                               buf);
 }
 
 }  // namespace
@@ -111,10 +122,11 @@ namespace {
 
 void AppendRecord(std::string& out, Format format, Level level, std::string_view msg,
                   const Fields& fields) {
-  out.reserve(128 + msg.size());
+  out.reserve(out.size() + 128 + msg.size());
+  util::Rfc3339Buffer ts;
   if (format == Format::kJson) {
     out.append("{\"ts\":");
-    AppendJsonString(&out, Timestamp());
+    AppendJsonString(&out, Timestamp(&ts));
     out.append(",\"level\":");
     AppendJsonString(&out, LevelName(level));
     out.append(",\"msg\":");
@@ -127,7 +139,7 @@ void AppendRecord(std::string& out, Format format, Level level, std::string_view
     }
     out.push_back('}');
   } else {
-    out.append(Timestamp());
+    out.append(Timestamp(&ts));
     out.push_back(' ');
     out.append(LevelName(level));
     out.push_back(' ');
@@ -147,6 +159,37 @@ void AppendRecord(std::string& out, Format format, Level level, std::string_view
 thread_local std::string tls_line;
 constexpr size_t kMaxKeptLineBytes = 64 * 1024;
 
+// Pending bytes past this are written at once, not at the scheduled flush.
+constexpr size_t kDeferredFlushBytes = 16 * 1024;
+
+}  // namespace
+
+// The records an event loop's thread has written but not yet flushed.
+struct DeferredWrites::Pending {
+  std::string bytes;
+  std::function<void()> schedule;
+  bool scheduled = false;  // a Flush is on its way (schedule() was called for this batch)
+};
+
+namespace {
+
+using Pending = DeferredWrites::Pending;
+thread_local Pending* tls_pending = nullptr;
+
+void WriteOut(std::string_view bytes) {
+  MutexLock lock(g_write_mu);
+  std::fwrite(bytes.data(), 1, bytes.size(), stderr);
+  std::fflush(stderr);
+}
+
+void FlushPending(Pending& p) {
+  p.scheduled = false;
+  if (p.bytes.empty()) return;
+  WriteOut(p.bytes);
+  p.bytes.clear();
+  if (p.bytes.capacity() > kMaxKeptLineBytes) std::string().swap(p.bytes);
+}
+
 }  // namespace
 
 std::string FormatRecord(Format format, Level level, std::string_view msg, const Fields& fields) {
@@ -157,16 +200,41 @@ std::string FormatRecord(Format format, Level level, std::string_view msg, const
 
 void Write(Level level, std::string_view msg, const Fields& fields) {
   if (!Enabled(level)) return;
+  const auto format = static_cast<Format>(g_format.load(std::memory_order_relaxed));
+  if (Pending* p = tls_pending) {
+    if (level <= Level::kInfo) {
+      AppendRecord(p->bytes, format, level, msg, fields);
+      if (p->bytes.size() >= kDeferredFlushBytes) {
+        FlushPending(*p);
+      } else if (!p->scheduled) {
+        p->scheduled = true;
+        p->schedule();
+      }
+      return;
+    }
+    FlushPending(*p);  // this thread's earlier records come first
+  }
   std::string& line = tls_line;
   line.clear();
-  AppendRecord(line, static_cast<Format>(g_format.load(std::memory_order_relaxed)), level, msg,
-               fields);
-  {
-    MutexLock lock(g_write_mu);
-    std::fwrite(line.data(), 1, line.size(), stderr);
-    std::fflush(stderr);
-  }
+  AppendRecord(line, format, level, msg, fields);
+  WriteOut(line);
   if (line.capacity() > kMaxKeptLineBytes) std::string().swap(line);
+}
+
+DeferredWrites::DeferredWrites(std::function<void()> schedule)
+    : pending_(std::make_unique<Pending>()) {
+  if (tls_pending != nullptr) throw std::logic_error("log::DeferredWrites: one per thread");
+  pending_->schedule = std::move(schedule);
+  tls_pending = pending_.get();
+}
+
+DeferredWrites::~DeferredWrites() {
+  tls_pending = nullptr;
+  FlushPending(*pending_);
+}
+
+void DeferredWrites::Flush() {
+  if (Pending* p = tls_pending) FlushPending(*p);
 }
 
 void RegisterFlags(flags::FlagSet& fs, Flags* f) {

@@ -6,10 +6,15 @@
 //
 //   aw::log::info("admission decision", {{"uid", uid}, {"decision", "rewritten"}});
 //
+// Deferred writing (log::DeferredWrites) lets an event loop's thread write the records of one round
+// of its handlers with one write instead of one each.
+//
 // Both programs take --log-level and --log-format from RegisterFlags and Apply them once parsed.
 #pragma once
 
+#include <functional>
 #include <initializer_list>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -51,5 +56,31 @@ inline void debug(std::string_view msg, const Fields& f = {}) { Write(Level::kDe
 inline void info(std::string_view msg, const Fields& f = {}) { Write(Level::kInfo, msg, f); }
 inline void warn(std::string_view msg, const Fields& f = {}) { Write(Level::kWarn, msg, f); }
 inline void error(std::string_view msg, const Fields& f = {}) { Write(Level::kError, msg, f); }
+
+// Deferred writing on an event loop's thread. While one is alive on a thread, the info and debug
+// records that thread writes are appended to the thread's pending bytes instead of written at once;
+// the first record of a batch calls `schedule`, which must make Flush() run later on this same
+// thread (the admission io threads post it to their own io_context: it runs after the handlers
+// already queued, so one round of requests costs one write). Pending bytes are written, in order
+// and with whole lines only, by that Flush, at once when they pass 16 KiB, before a warn or error
+// record of the same thread (which is never deferred), and by the destructor: no record is lost
+// when the loop stops. Records of other threads may reach stderr between a deferred record and
+// its flush (each line keeps its own timestamp). One per thread (a second throws
+// std::logic_error); construct and destroy it on the thread it serves.
+class DeferredWrites {
+ public:
+  explicit DeferredWrites(std::function<void()> schedule);
+  ~DeferredWrites();
+  DeferredWrites(const DeferredWrites&) = delete;
+  DeferredWrites& operator=(const DeferredWrites&) = delete;
+
+  // Writes the calling thread's pending records, if it has a DeferredWrites; else nothing.
+  static void Flush();
+
+  struct Pending;
+
+ private:
+  std::unique_ptr<Pending> pending_;
+};
 
 }  // namespace aw::log
