@@ -162,6 +162,17 @@ int main(int argc, char** argv) {
   const double handle = PerCall([&] { (void)aw::admission::Handle(route, body, ctx); }, n);
   const double reference =
       PerCall([&] { (void)aw::admission::HandleReference(route, body, ctx); }, n);
+  // The same review on /validate/gameservers (the one pass too; allowed).
+  const auto validate = aw::admission::Route::kValidateGameServers;
+  aw::admission::HandlerResult vcheck = aw::admission::Handle(validate, body, ctx);
+  if (vcheck.http_status != 200 || vcheck.outcome != aw::admission::Outcome::kAllowed) {
+    std::fprintf(stderr, "admission_allocs: unexpected validate answer %d %s\n", vcheck.http_status,
+                 vcheck.body.c_str());
+    return 2;
+  }
+  const double vhandle = PerCall([&] { (void)aw::admission::Handle(validate, body, ctx); }, n);
+  const double vreference =
+      PerCall([&] { (void)aw::admission::HandleReference(validate, body, ctx); }, n);
 
   // The pipeline writes the decision log line to stderr: to /dev/null here.
   if (std::freopen("/dev/null", "w", stderr) == nullptr) return 2;
@@ -179,5 +190,7 @@ int main(int argc, char** argv) {
   std::printf("  AdmissionPipeline::Serve (+log, metrics) %.1f (budget %.0f)\n", serve,
               kBudgetServe);
   std::printf("  admission::HandleReference (document)   %.1f\n", reference);
-  return handle <= kBudgetHandle && serve <= kBudgetServe ? 0 : 1;
+  std::printf("  /validate/gameservers: Handle %.1f (budget %.0f), HandleReference %.1f\n", vhandle,
+              kBudgetHandle, vreference);
+  return handle <= kBudgetHandle && serve <= kBudgetServe && vhandle <= kBudgetHandle ? 0 : 1;
 }

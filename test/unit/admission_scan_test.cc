@@ -107,9 +107,11 @@ void ExpectSameEverywhere(const std::string& body, const std::string& what, bool
           ExpectSame(route, body, ctx, what);
           if (::testing::Test::HasFatalFailure()) return;
         }
-      } else {
-        ExpectSame(Route::kMutateGameServers, body, ctx, what);
-        if (::testing::Test::HasFatalFailure()) return;
+      } else {  // the routes the one pass answers
+        for (Route route : {Route::kMutateGameServers, Route::kValidateGameServers}) {
+          ExpectSame(route, body, ctx, what);
+          if (::testing::Test::HasFatalFailure()) return;
+        }
       }
     }
   }
@@ -152,42 +154,49 @@ TEST(AdmissionScan, IrregularReviewsAreLeftToTheDocumentPath) {
 
 // Values the decision reads, set to every JSON type, removed, repeated, escaped.
 TEST(AdmissionScan, FieldEditsAnswerAsTheDocumentPath) {
-  const char* pointers[] = {"/kind",
-                            "/apiVersion",
-                            "/request",
-                            "/request/uid",
-                            "/request/operation",
-                            "/request/userInfo",
-                            "/request/userInfo/username",
-                            "/request/kind",
-                            "/request/kind/kind",
-                            "/request/namespace",
-                            "/request/name",
-                            "/request/subResource",
-                            "/request/object",
-                            "/request/oldObject",
-                            "/request/object/metadata",
-                            "/request/oldObject/metadata",
-                            "/request/object/metadata/name",
-                            "/request/object/metadata/namespace",
-                            "/request/object/metadata/generateName",
-                            "/request/object/metadata/uid",
-                            "/request/object/metadata/resourceVersion",
-                            "/request/object/metadata/deletionTimestamp",
-                            "/request/object/metadata/labels",
-                            "/request/oldObject/metadata/labels",
-                            "/request/object/metadata/annotations",
-                            "/request/oldObject/metadata/annotations",
-                            "/request/object/metadata/labels/allocating.agones.dev~1enabled",
-                            "/request/object/metadata/annotations/agones.dev~1last-allocated",
-                            "/request/object/status",
-                            "/request/oldObject/status",
-                            "/request/object/status/state",
-                            "/request/oldObject/status/state",
-                            "/request/object/spec",
-                            "/request/object/spec/template",
-                            "/request/object/spec/template/spec",
-                            "/request/object/spec/template/spec/serviceAccountName"};
+  const char* pointers[] = {
+      "/kind",
+      "/apiVersion",
+      "/request",
+      "/request/uid",
+      "/request/operation",
+      "/request/userInfo",
+      "/request/userInfo/username",
+      "/request/kind",
+      "/request/kind/kind",
+      "/request/namespace",
+      "/request/name",
+      "/request/subResource",
+      "/request/object",
+      "/request/oldObject",
+      "/request/object/metadata",
+      "/request/oldObject/metadata",
+      "/request/object/metadata/name",
+      "/request/object/metadata/namespace",
+      "/request/object/metadata/generateName",
+      "/request/object/metadata/uid",
+      "/request/object/metadata/resourceVersion",
+      "/request/object/metadata/deletionTimestamp",
+      "/request/object/metadata/labels",
+      "/request/oldObject/metadata/labels",
+      "/request/object/metadata/annotations",
+      "/request/oldObject/metadata/annotations",
+      "/request/object/metadata/labels/allocating.agones.dev~1enabled",
+      "/request/object/metadata/annotations/agones.dev~1last-allocated",
+      "/request/object/status",
+      "/request/oldObject/status",
+      "/request/object/status/state",
+      "/request/oldObject/status/state",
+      "/request/object/spec",
+      "/request/object/spec/template",
+      "/request/object/spec/template/spec",
+      "/request/object/spec/template/spec/serviceAccountName",
+      "/request/object/spec/ports",
+      "/request/object/spec/ports/0",
+      "/request/object/spec/ports/0/name",
+      "/request/oldObject/spec/ports",
+      "/request/object/metadata/annotations/allocating.agones.dev~1probe-port",
+      "/request/object/metadata/annotations/allocating-ready"};
   const char* values[] = {"null",
                           "1",
                           "[]",
@@ -198,6 +207,8 @@ TEST(AdmissionScan, FieldEditsAnswerAsTheDocumentPath) {
                           "\"Allocated\"",
                           "{\"a\":\"b\"}",
                           "[\"x\"]",
+                          "[{\"name\":\"x\"},{\"port\":1},{\"name\":null}]",
+                          "\"default\"",
                           "\"st\\u0061te\""};
   size_t cases = 0;
   for (size_t f = 0; f < Fixtures().size(); ++f) {

@@ -7,6 +7,10 @@
 // decision re-run on the patched object (same oldObject) yields no patch.
 #pragma once
 
+#include <optional>
+#include <string_view>
+#include <vector>
+
 #include "admission/handler.h"
 #include "admission/review.h"
 #include "policy/config.h"
@@ -34,7 +38,27 @@ Decision MutateGameServer(const ReviewRequest& req, const Context& ctx);
 Decision MutateGameServer(const MutateInput& in, const Context& ctx);
 // The decision for an operation other than UPDATE (not gated).
 Decision MutateNotGated(std::string_view operation);
+// Parses request.object and, for UPDATE, request.oldObject (kStrict) and decides with the overload
+// below.
 Decision ValidateGameServer(const ReviewRequest& req, const Context& ctx);
+
+// What /validate/gameservers decides from.
+struct ValidateInput {
+  std::string_view operation;                // CREATE or UPDATE (others are not validated)
+  std::string_view username;                 // request.userInfo.username
+  std::string_view namespace_;               // request.namespace
+  std::string_view name;                     // request.name
+  const policy::GameServerView& object;      // request.object, as ParseGameServer kStrict reads it
+  const policy::GameServerView& old_object;  // request.oldObject (UPDATE), else an empty view
+  // request.object's spec.ports names and spec.template.spec.serviceAccountName: read (strictly,
+  // may throw BadRequest, only when the decision needs them) from `object_json` when it is set,
+  // else `port_names` and `service_account` (the one pass read them).
+  const policy::Json* object_json = nullptr;
+  std::optional<std::vector<std::string_view>> port_names;
+  std::string_view service_account;
+};
+// The decision for CREATE or UPDATE (request.object present, and request.oldObject for UPDATE).
+Decision ValidateGameServer(const ValidateInput& in, const Context& ctx);
 // Fleets and GameServerSets: spec.template.metadata.
 Decision ValidateTemplateOwner(const ReviewRequest& req, const Context& ctx);
 Decision ValidateGameServerAllocation(const ReviewRequest& req, const Context& ctx);

@@ -87,6 +87,21 @@ std::string CheckOwnedChange(std::string_view key, const GameServerView& o, cons
   return "";
 }
 
+// SdkIdentityOf and IsSdkWriter (identity.h) over the decision's input.
+std::string SdkIdentityOf(const ValidateInput& req, const policy::Policy& policy) {
+  const std::string_view ns =
+      req.object.namespace_.empty() ? req.namespace_ : std::string_view(req.object.namespace_);
+  return policy.SdkIdentity(ns, req.object_json != nullptr
+                                    ? PodServiceAccount(req.object_json, "request.object")
+                                    : req.service_account);
+}
+
+bool IsSdkWriter(const ValidateInput& req, const policy::Policy& policy) {
+  const std::string_view ns =
+      req.object.namespace_.empty() ? req.namespace_ : std::string_view(req.object.namespace_);
+  return !req.username.empty() && !ns.empty() && req.username == SdkIdentityOf(req, policy);
+}
+
 }  // namespace
 
 std::optional<std::string> ProbePortMismatch(
@@ -116,11 +131,19 @@ std::optional<Decision> SkipUnlessCreateOrUpdate(const ReviewRequest& req) {
 Decision ValidateGameServer(const ReviewRequest& req, const Context& ctx) {
   if (std::optional<Decision> skip = SkipUnlessCreateOrUpdate(req)) return *skip;
   const bool update = req.operation == "UPDATE";
-  const bool create = !update;
   GameServerView n = policy::ParseGameServer(req.object, "request.object", policy::Parse::kStrict);
   GameServerView o =
       update ? policy::ParseGameServer(req.old_object, "request.oldObject", policy::Parse::kStrict)
              : GameServerView{};
+  return ValidateGameServer(
+      ValidateInput{req.operation, req.username, req.namespace_, req.name, n, o, req.object}, ctx);
+}
+
+Decision ValidateGameServer(const ValidateInput& req, const Context& ctx) {
+  const bool update = req.operation == "UPDATE";
+  const bool create = !update;
+  const GameServerView& n = req.object;
+  const GameServerView& o = req.old_object;
 
   Decision d = Decision::Allow("valid");
   auto label = n.Label(keys::kEnabledLabel);
@@ -132,9 +155,10 @@ Decision ValidateGameServer(const ReviewRequest& req, const Context& ctx) {
     d.reason = "not opted in";
     return d;
   }
-  const std::string name = policy::ObjectName(n, req.namespace_, req.name);
-  const std::string user(req.username);
-  const bool trusted = ctx.policy.IsTrusted(user);
+  // Named only in a denial: built when one is written.
+  const auto name = [&] { return policy::ObjectName(n, req.namespace_, req.name); };
+  const std::string_view user = req.username;
+  const bool trusted = WriterOf(user, ctx.policy) == policy::Writer::kTrusted;
 
   // Configuration annotations. On UPDATE only changed keys are enforced, so that a value made
   // invalid by a later policy change never blocks Agones' own updates of the server.
@@ -150,8 +174,11 @@ Decision ValidateGameServer(const ReviewRequest& req, const Context& ctx) {
       }
     }
     if (auto mismatch = ProbePortMismatch(
-            cfg.config, policy::PortNames(OptObject(*req.object, "spec", "request.object"),
-                                          "request.object.spec"))) {
+            cfg.config,
+            req.object_json != nullptr
+                ? policy::PortNames(OptObject(*req.object_json, "spec", "request.object"),
+                                    "request.object.spec")
+                : req.port_names)) {
       if (create || newly_opted || ConfigChanged(o, n, keys::kProbePort)) {
         errors.push_back(*mismatch);
       } else {
@@ -169,7 +196,7 @@ Decision ValidateGameServer(const ReviewRequest& req, const Context& ctx) {
     }
     for (auto& w : cfg.warnings) d.warnings.push_back(std::move(w));
     if (!errors.empty()) {
-      std::string msg = fmt::format("GameServer {}: ", name);
+      std::string msg = fmt::format("GameServer {}: ", name());
       for (size_t i = 0; i < errors.size(); ++i) msg += (i ? "; " : "") + errors[i];
       Decision deny = Decision::Deny(422, "Invalid", msg);
       deny.warnings = std::move(d.warnings);
@@ -191,7 +218,7 @@ Decision ValidateGameServer(const ReviewRequest& req, const Context& ctx) {
       if (!err.empty()) {
         return Decision::Deny(
             403, "Forbidden",
-            fmt::format("GameServer {}: {} (user \"{}\" is not trusted)", name, err, user));
+            fmt::format("GameServer {}: {} (user \"{}\" is not trusted)", name(), err, user));
       }
     }
   }
@@ -201,12 +228,12 @@ Decision ValidateGameServer(const ReviewRequest& req, const Context& ctx) {
   if (!trusted) {
     auto rn = n.Annotation(keys::kSdkReady);
     auto ro = o.Annotation(keys::kSdkReady);
-    if (rn && (create || rn != ro) && !IsSdkWriter(req, n, req.object, ctx.policy)) {
+    if (rn && (create || rn != ro) && !IsSdkWriter(req, ctx.policy)) {
       return Decision::Deny(
           403, "Forbidden",
           fmt::format("GameServer {}: {} is written only by the game server's SDK ({}) or a "
                       "trusted identity; user \"{}\" may not {} it",
-                      name, keys::kSdkReady, SdkIdentityOf(req, n, req.object, ctx.policy),
+                      name(), keys::kSdkReady, SdkIdentityOf(req, ctx.policy),
                       util::Clip(user, 200), create || !ro ? "set" : "change"));
     }
   }
@@ -219,7 +246,7 @@ Decision ValidateGameServer(const ReviewRequest& req, const Context& ctx) {
         403, "Forbidden",
         fmt::format("GameServer {} is Allocating: the label {} may not be removed or changed until "
                     "it leaves Allocating (the resolver would no longer see it)",
-                    name, keys::kEnabledLabel));
+                    name(), keys::kEnabledLabel));
   }
 
   // Scale-down protection lives in the mutating webhook (it keeps the state Allocating and lets

@@ -135,33 +135,61 @@ void Fill(const ScannedReview& scan, const ScannedObject& s, policy::GameServerV
   }
 }
 
-// The one pass (review_scan.h) for /mutate/gameservers: true with *result filled when the review
-// is regular and the decision was made; false when the document path must answer (whatever was
-// written to *result is then to be discarded).
-bool HandleScannedMutation(std::string_view body, const Context& ctx, HandlerResult* result) {
+// The one pass (review_scan.h) for /mutate/gameservers and /validate/gameservers: true with
+// *result filled when the review is regular and the decision was made; false when the document
+// path must answer (whatever was written to *result is then to be discarded).
+bool HandleScanned(Route route, std::string_view body, const Context& ctx, HandlerResult* result) {
   thread_local ScannedReview scan;
   thread_local policy::GameServerView n, o;
   if (!ScanReview(body, &scan)) return false;
   try {
-    const RouteInfo& info = Info(Route::kMutateGameServers);
+    const RouteInfo& info = Info(route);
     result->uid.assign(scan.uid);
     Identify(scan, result);
     Decision d;
     if (!scan.kind.empty() && scan.kind != info.kind) {
       d = WrongKind(info, scan.kind);
-    } else if (scan.operation != "UPDATE") {
-      d = MutateNotGated(scan.operation);
-    } else {
-      // A missing object (or one without metadata) is a 400: the document path words it.
-      if (!scan.object.present || !scan.old_object.present || !scan.object.has_metadata ||
-          !scan.old_object.has_metadata) {
-        return false;
+    } else if (route == Route::kMutateGameServers) {
+      if (scan.operation != "UPDATE") {
+        d = MutateNotGated(scan.operation);
+      } else {
+        // A missing object (or one without metadata) is a 400: the document path words it.
+        if (!scan.object.present || !scan.old_object.present || !scan.object.has_metadata ||
+            !scan.old_object.has_metadata) {
+          return false;
+        }
+        Fill(scan, scan.object, &n);
+        Fill(scan, scan.old_object, &o);
+        d = MutateGameServer(MutateInput{scan.username, scan.namespace_, scan.name, n, o, nullptr,
+                                         scan.object.service_account},
+                             ctx);
       }
-      Fill(scan, scan.object, &n);
-      Fill(scan, scan.old_object, &o);
-      d = MutateGameServer(MutateInput{scan.username, scan.namespace_, scan.name, n, o, nullptr,
-                                       scan.object.service_account},
-                           ctx);
+    } else {  // /validate/gameservers
+      const bool update = scan.operation == "UPDATE";
+      if (!update && scan.operation != "CREATE") {
+        d = Decision::Allow(fmt::format("operation {} is not validated", scan.operation));
+      } else {
+        // A missing object (or one without metadata) is a 400: the document path words it.
+        if (!scan.object.present || !scan.object.has_metadata ||
+            (update && (!scan.old_object.present || !scan.old_object.has_metadata))) {
+          return false;
+        }
+        Fill(scan, scan.object, &n);
+        if (update) {
+          Fill(scan, scan.old_object, &o);
+        } else {
+          o = policy::GameServerView{};
+        }
+        std::optional<std::vector<std::string_view>> ports;
+        if (scan.object.ports.present) {
+          ports.emplace(scan.port_names.begin() + static_cast<ptrdiff_t>(scan.object.ports.begin),
+                        scan.port_names.begin() + static_cast<ptrdiff_t>(scan.object.ports.end));
+        }
+        d = ValidateGameServer(
+            ValidateInput{scan.operation, scan.username, scan.namespace_, scan.name, n, o, nullptr,
+                          std::move(ports), scan.object.service_account},
+            ctx);
+      }
     }
     Answer(scan.api_version, scan.uid, std::move(d), result);
     return true;
@@ -216,13 +244,14 @@ std::string_view OutcomeName(Outcome outcome) {
   return "error";
 }
 
-// /mutate/gameservers, the route every allocation crosses, is answered from the one pass when the
-// review is regular (every review kube-apiserver sends); any other review, and every other route,
-// by the document path (handle_reference.h), which words every error.
+// /mutate/gameservers, the route every allocation crosses, and /validate/gameservers, which every
+// write of an opted-in GameServer crosses, are answered from the one pass when the review is
+// regular (every review kube-apiserver sends); any other review, and every other route, by the
+// document path (handle_reference.h), which words every error.
 HandlerResult Handle(Route route, std::string_view body, const Context& ctx) {
-  if (route == Route::kMutateGameServers) {
+  if (route == Route::kMutateGameServers || route == Route::kValidateGameServers) {
     HandlerResult result;
-    if (HandleScannedMutation(body, ctx, &result)) return result;
+    if (HandleScanned(route, body, ctx, &result)) return result;
   }
   return HandleReference(route, body, ctx);
 }

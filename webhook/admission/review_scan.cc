@@ -32,6 +32,8 @@ enum class Ctx : uint8_t {
   kSpec,      // request.object.spec
   kTemplate,  // request.object.spec.template
   kPodSpec,   // request.object.spec.template.spec
+  kPorts,     // request.object.spec.ports (an array)
+  kPort,      // an item of it (an object)
 };
 
 // What the next value is for.
@@ -41,6 +43,9 @@ enum class Want : uint8_t {
   kDeleting,  // metadata.deletionTimestamp: a string (or null)
   kEntry,     // a label or annotation value: a string
   kObject,    // an object (or null: absent) of context ctx_
+  kPorts,     // request.object.spec.ports: an array (or null: absent)
+  kPortItem,  // an item of spec.ports: an object
+  kPortName,  // spec.ports[].name: a string (or null: absent)
 };
 
 struct Frame {
@@ -69,7 +74,8 @@ class Scanner {
 
   bool Null() {
     const Want w = Take();
-    return w != Want::kEntry;  // null counts as absent, but a map holds strings only
+    // null counts as absent, but a map holds strings only and spec.ports objects only
+    return w != Want::kEntry && w != Want::kPortItem;
   }
   bool Bool(bool) { return Take() == Want::kNothing; }
   bool Int(int) { return Take() == Want::kNothing; }
@@ -92,7 +98,12 @@ class Scanner {
       case Want::kEntry:
         out_.entries.emplace_back(key_, v);
         return true;
+      case Want::kPortName:
+        out_.port_names.push_back(v);
+        return true;
       case Want::kObject:
+      case Want::kPorts:
+      case Want::kPortItem:
         return false;
     }
     return false;
@@ -113,6 +124,8 @@ class Scanner {
     } else if (w == Want::kObject) {
       ctx = ctx_;
       Opened(ctx);
+    } else if (w == Want::kPortItem) {
+      ctx = Ctx::kPort;
     } else if (w != Want::kNothing) {
       return false;
     }
@@ -121,8 +134,17 @@ class Scanner {
   }
   bool StartArray() {
     if (s_.open.size() + 1 > kMaxNestingDepth) return false;
-    if (Take() != Want::kNothing || s_.open.empty()) return false;
-    s_.open.push_back(Frame{false, Ctx::kSkip, 0, s_.names.size()});
+    const Want w = Take();
+    if (s_.open.empty()) return false;
+    Ctx ctx = Ctx::kSkip;
+    if (w == Want::kPorts) {
+      ctx = Ctx::kPorts;
+      out_.object.ports.present = true;
+      out_.object.ports.begin = out_.object.ports.end = out_.port_names.size();
+    } else if (w != Want::kNothing) {
+      return false;
+    }
+    s_.open.push_back(Frame{false, ctx, 0, s_.names.size()});
     return true;
   }
   bool EndObject(SizeType) {
@@ -139,6 +161,7 @@ class Scanner {
     return true;
   }
   bool EndArray(SizeType) {
+    if (s_.open.back().ctx == Ctx::kPorts) out_.object.ports.end = out_.port_names.size();
     s_.open.pop_back();
     return true;
   }
@@ -152,6 +175,10 @@ class Scanner {
   Want Take() {
     const Want w = want_;
     want_ = Want::kNothing;
+    // An item of spec.ports (a value with no name, inside that array).
+    if (w == Want::kNothing && !s_.open.empty() && s_.open.back().ctx == Ctx::kPorts) {
+      return Want::kPortItem;
+    }
     return w;
   }
 
@@ -222,12 +249,18 @@ class Scanner {
         return;
       case Ctx::kSpec:
         if (name == "template") Obj(Ctx::kTemplate, 0);
+        if (name == "ports") want_ = Want::kPorts;
         return;
       case Ctx::kTemplate:
         if (name == "spec") Obj(Ctx::kPodSpec, 0);
         return;
       case Ctx::kPodSpec:
         if (name == "serviceAccountName") WantString(&out_.object.service_account);
+        return;
+      case Ctx::kPort:
+        if (name == "name") want_ = Want::kPortName;
+        return;
+      case Ctx::kPorts:  // an array has no names
         return;
     }
   }
@@ -273,9 +306,12 @@ class Scanner {
 bool ScanReview(std::string_view body, ScannedReview* out) {
   Scratch& s = tls_scratch;
   std::vector<std::pair<std::string_view, std::string_view>> entries = std::move(out->entries);
+  std::vector<std::string_view> port_names = std::move(out->port_names);
   entries.clear();
+  port_names.clear();
   *out = ScannedReview{};
   out->entries = std::move(entries);
+  out->port_names = std::move(port_names);
   // In situ parsing stops at a NUL byte; the document path names it.
   if (std::memchr(body.data(), '\0', body.size()) != nullptr) return false;
   if (s.copy.capacity() > kMaxKeptCopyBytes && body.size() <= kMaxKeptCopyBytes) {

@@ -9,7 +9,8 @@
 //     kind.kind, subResource, namespace, name;
 //   - of request.object and request.oldObject: metadata.{name, generateName, namespace, uid,
 //     resourceVersion, deletionTimestamp}, metadata.labels and metadata.annotations (the entries),
-//     status.state; of request.object also spec.template.spec.serviceAccountName.
+//     status.state; of request.object also spec.template.spec.serviceAccountName and the names
+//     of spec.ports (spec.ports an array of objects, each name a string, as PortNames reads them).
 // Every other value (managedFields, the pod template, most of spec and status) is checked by the
 // reader and skipped. It returns true only for a review that is "regular": the body holds no NUL
 // byte, parses, nests at most 512 levels, repeats no key, is an AdmissionReview object of
@@ -44,6 +45,13 @@ struct ScannedObject {
   ScannedMap labels, annotations;
   std::string_view state;            // status.state
   std::string_view service_account;  // spec.template.spec.serviceAccountName (object only)
+  // spec.ports (object only): present when an array; its items' names, in order, in
+  // ScannedReview::port_names[begin, end) (items without a name are not listed).
+  struct {
+    bool present = false;
+    size_t begin = 0;
+    size_t end = 0;
+  } ports;
 };
 
 struct ScannedReview {
@@ -60,6 +68,7 @@ struct ScannedReview {
   ScannedObject object;                                                // request.object
   ScannedObject old_object;                                            // request.oldObject
   std::vector<std::pair<std::string_view, std::string_view>> entries;  // of every ScannedMap
+  std::vector<std::string_view> port_names;                            // of object.ports
 
   std::pair<const std::pair<std::string_view, std::string_view>*, size_t> Entries(
       const ScannedMap& m) const {
