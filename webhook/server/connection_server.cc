@@ -306,7 +306,11 @@ class Session final : public Connection, public std::enable_shared_from_this<Ses
     if (buffer_.size() > 0) return StartRequest();
     auto wait = ToClock(opts_.idle_timeout);
     if (served_ == 0) wait = std::min(wait, ToClock(opts_.read_timeout));
-    if (srv_.draining.load()) {
+    // Stopping: an idle connection closes, a new one gets a short wait for its first request.
+    // Only draining (BeginDrain): an idle connection stays open until Stop(), also one whose last
+    // answer, written before the drain began, did not say Connection: close, so that the client's
+    // next request on it is answered (with Connection: close) instead of racing a close.
+    if (srv_.stopped.load()) {
       if (served_ > 0 && !BytesPending()) return Close();
       wait = std::min<Clock::duration>(wait, kDrainFirstRequestWait);
     }
