@@ -14,13 +14,17 @@
 //            timer thread and the request-key index (a runnable: ready once the informer synced)
 //   drain    waits, on stop, for the requests the stopped listener still answers (a service)
 //   gateway  the gateway's TLS listener (a service)
-// On SIGTERM readiness fails and new requests are refused (the listener stops accepting; a new
-// request on an open connection gets 503), then requests already accepted keep waiting for their
+// On SIGTERM, first, for --drain-delay, readiness fails (and the gRPC health check answers
+// NOT_SERVING) while the listener keeps accepting and serving new requests as usual, each HTTP/1.1
+// answer with Connection: close and an HTTP/2 connection with no call open getting GOAWAY, so that
+// clients whose connections or Service endpoints still lead here are served while the pod leaves
+// the endpoints. Then new requests are refused (the listener stops accepting; a new
+// request on an open connection gets 503), and requests already accepted keep waiting for their
 // GameServers (the informer and the allocator client still run) and are answered as usual for up
-// to --shutdown-grace; those still waiting then get 503 "the gateway is shutting down" (their
-// GameServers stay allocated: see docs/gateway.md), then the cache and the sources stop.
-// Threads, whatever the number of requests: --io-threads + 1 (health, which also runs the two
-// certificate pollers' timers) + 1 (the Kubernetes client's I/O thread: the informer, the
+// to --shutdown-grace (the delay included); those still waiting then get 503 "the gateway is
+// shutting down" (their GameServers stay allocated: see docs/gateway.md), then the cache and the
+// sources stop. Threads, whatever the number of requests: --io-threads + 1 (health, which also runs
+// the two certificate pollers' timers) + 1 (the Kubernetes client's I/O thread: the informer, the
 // allocator calls and the delivery marks' writes, all asynchronous) + 1 (the waiters' timers) +
 // main, the manager's thread and one per runnable (1: the cache) = --io-threads + 6.
 //
@@ -75,6 +79,7 @@ struct Flags {
   std::string context;
   std::string watch_namespace;
   std::chrono::nanoseconds shutdown_grace = std::chrono::seconds(30);
+  std::chrono::nanoseconds drain_delay{0};
   log::Flags log;
 };
 
@@ -87,9 +92,18 @@ void Register(flags::FlagSet& fs, Flags* f) {
   fs.String("context", &f->context, "kubeconfig context (\"\" = current-context)");
   fs.String("namespace", &f->watch_namespace,
             "watch GameServers in this namespace only (\"\" = all namespaces)");
-  fs.Duration("shutdown-grace", &f->shutdown_grace,
-              "on SIGTERM (readiness fails, new requests are refused), how long accepted requests "
-              "may still wait for their GameServers and be answered; those left then get 503");
+  fs.Duration(
+      "shutdown-grace", &f->shutdown_grace,
+      "on SIGTERM (readiness fails, new requests are refused), how long accepted requests "
+      "may still wait for their GameServers and be answered (--drain-delay included); those "
+      "left then get 503");
+  fs.Duration("drain-delay", &f->drain_delay,
+              "On SIGTERM/SIGINT, first, for this long: readiness fails and the gRPC health check "
+              "answers NOT_SERVING while the listener keeps accepting and serving new requests, "
+              "every HTTP/1.1 answer with Connection: close (HTTP/2: GOAWAY once no call is "
+              "open), so that matchmakers still routed here are served while the pod leaves the "
+              "Service's endpoints; then new requests are refused. 0 refuses them at once; the "
+              "chart sets 5s. Less than --shutdown-grace");
   log::RegisterFlags(fs, &f->log);
 }
 
@@ -129,6 +143,12 @@ int main(int argc, char** argv) {
       std::fprintf(stderr, "allocation-gateway: %s\n", st.message().c_str());
       return 2;
     }
+  }
+  if (f.drain_delay < std::chrono::nanoseconds::zero() || f.drain_delay >= f.shutdown_grace) {
+    std::fprintf(stderr,
+                 "allocation-gateway: --drain-delay must be at least 0 and less than "
+                 "--shutdown-grace\n");
+    return 2;
   }
   log::Apply(f.log);
 
@@ -204,10 +224,12 @@ int main(int argc, char** argv) {
   };
   gateway::Gateway gw(gopts, allocator, waiters, lookup, *registry, (*client)->executor());
 
+  // Set on SIGTERM, for --drain-delay before the gateway refuses new requests (gw.BeginDrain).
+  std::atomic<bool> leaving{false};
   gateway::GrpcService grpc(
       {.max_deadline = f.gateway.max_deadline},
       [&gw](const server::HttpRequest& req, server::Responder r) { gw.Handle(req, r); },
-      [&gw] { return !gw.Draining(); }, *registry);
+      [&gw, &leaving] { return !leaving.load() && !gw.Draining(); }, *registry);
   server::ConnectionServer listener(
       gateway::ListenerOptions(f.listener),
       [&gw, &grpc](const server::HttpRequest& req, server::Responder r) {
@@ -220,8 +242,10 @@ int main(int argc, char** argv) {
     if (!cache.HasSynced()) return "GameServer informer not synced";
     return std::nullopt;
   });
-  health.AddReadinessCheck("draining", [&gw]() -> std::optional<std::string> {
+  health.AddReadinessCheck("draining", [&gw, &leaving]() -> std::optional<std::string> {
     if (gw.Draining()) return "shutting down (SIGTERM): new requests are refused";
+    if (leaving.load())
+      return "shutting down (SIGTERM): --drain-delay, then new requests are refused";
     return std::nullopt;
   });
   health.AddReadinessCheck("listener", [&listener]() -> std::optional<std::string> {
@@ -231,8 +255,9 @@ int main(int argc, char** argv) {
 
   // ---- Composition ----
   std::atomic<bool> undrained{false};
+  // The drain delay comes out of --shutdown-grace (checked above: it is shorter).
   runtime::Manager manager({"sources", "health", "cache", "drain", "gateway"},
-                           f.shutdown_grace + std::chrono::seconds(5));
+                           f.shutdown_grace - f.drain_delay + std::chrono::seconds(5));
   // The two pollers are timers on the health server's io thread (no thread of their own).
   MustAdd(manager,
           runtime::MakeService(
@@ -315,7 +340,14 @@ int main(int argc, char** argv) {
   });
 
   // ---- Run until SIGTERM/SIGINT or a failure (as allocating-webhook's main) ----
-  const runtime::RunEnd end = runtime::RunUntilSignal(manager, signals);
+  // On SIGTERM, first the drain delay: readiness fails, the listener keeps serving (answers close
+  // their connections); then the manager stops the groups in reverse.
+  const runtime::DrainStep drain{[&leaving, &listener] {
+                                   leaving.store(true);
+                                   listener.BeginDrain();
+                                 },
+                                 f.drain_delay};
+  const runtime::RunEnd end = runtime::RunUntilSignal(manager, signals, drain);
   if (end.by_signal) marks.reset();  // the releases of the servers left waiting are sent first
   return runtime::ExitCode(end, undrained);
 }

@@ -86,6 +86,7 @@ func TestGateway(t *testing.T) {
 	t.Run("RemoteSourcePassedThrough", testRemoteSourcePassedThrough)
 	t.Run("VariantGateway", testVariantGateway)
 	t.Run("ShutdownKeepsAnsweringWaiters", testShutdownKeepsAnsweringWaiters)
+	t.Run("ShutdownDrainDelay", testShutdownDrainDelay)
 	// Issue 23, no server lost (delivery_test.go).
 	t.Run("DeliveredStaysAllocated", testDeliveredStaysAllocated)
 	t.Run("ClientGoneReleased", testClientGoneReleased)

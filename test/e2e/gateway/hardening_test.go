@@ -7,6 +7,7 @@ package gateway
 
 import (
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
@@ -412,6 +413,100 @@ func testShutdownKeepsAnsweringWaiters(t *testing.T) {
 	a := receive(t, ch, 15*time.Second)
 	if a.status != 200 || a.body["gameServerName"] != "gs-drain" || a.annotation(harness.ConfirmedKey) != id {
 		t.Fatalf("the waiting request was not answered during the grace period: %s\n%s", a, gw.LogTail(30))
+	}
+	if err, ok := gw.Wait(10 * time.Second); !ok || gw.ExitCode() != 0 {
+		t.Errorf("gateway after SIGTERM: exit %d, %v (exited: %v)", gw.ExitCode(), err, ok)
+	}
+}
+
+// --drain-delay: on SIGTERM readiness fails at once, but for the delay a new connection is still
+// accepted and its allocation served as usual, answered with Connection: close once its server is
+// confirmed; after the delay new connections are refused, and the process exits 0.
+func testShutdownDrainDelay(t *testing.T) {
+	e := setup(t)
+	const svc = "agones-allocator.agones-system.svc"
+	named := e.cp.StartAllocatorStandinWith(t, harness.AllocatorStandinOptions{ServingSANs: []string{svc}})
+	gw := e.cp.StartWebhook(t, harness.WebhookOptions{
+		Name: "gateway-drain-delay", Binary: harness.GatewayBinary(),
+		Args: []string{
+			"--kubeconfig=" + e.cp.Kubeconfig, "--context=" + harness.Resolver,
+			"--client-ca-file=" + e.clientCA.CAFile,
+			"--allocator-address=" + named.URL, "--allocator-server-name=" + svc,
+			"--allocator-ca-file=" + named.CAFile,
+			"--allocator-client-cert-file=" + named.ClientCert,
+			"--allocator-client-key-file=" + named.ClientKey,
+			"--deadline=30s", "--shutdown-grace=25s", "--drain-delay=5s", "--log-level=debug",
+		},
+		Wait: "readyz", NoDefaults: []string{"trusted-users", "agones-controller-users"},
+	})
+	crt, key := e.clientCA.Issue(t, "gateway-drain-delay-client", "director", false)
+	e.readyGameServer(t, "gs-drain-delay", true, harness.TimeoutKey, "25s")
+
+	type result struct {
+		status int
+		close  bool
+		raw    string
+		err    error
+	}
+	ch := make(chan result, 1)
+	c := harness.HTTPSClient(t, gw.CAFile, crt, key) // a new connection: not opened before the signal
+	if err := gw.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	signalled := time.Now()
+	// A matchmaker still routed here right after the signal: a new connection (its own client).
+	go func() {
+		req, err := http.NewRequest(http.MethodPost, gw.URL("/gameserverallocation"),
+			strings.NewReader(fmt.Sprintf(`{"namespace":%q}`, e.ns)))
+		if err != nil {
+			ch <- result{err: err}
+			return
+		}
+		req.Header.Set("Content-Type", "application/json")
+		res, err := c.Do(req)
+		if err != nil {
+			ch <- result{err: err}
+			return
+		}
+		defer res.Body.Close()
+		raw, _ := io.ReadAll(res.Body)
+		ch <- result{status: res.StatusCode, close: res.Close, raw: string(raw)}
+	}()
+	if !harness.Poll(2*time.Second, 20*time.Millisecond, func() bool {
+		code, _, err := gw.Get("/readyz")
+		return err == nil && code != 200
+	}) {
+		t.Errorf("readiness did not fail after SIGTERM")
+	}
+	e.waitState(t, "gs-drain-delay", "Allocating", 10*time.Second)
+	if time.Since(signalled) > 5*time.Second {
+		t.Fatalf("the allocation reached Allocating only %v after SIGTERM: past the drain delay", time.Since(signalled))
+	}
+	e.confirm(t, "gs-drain-delay")
+	select {
+	case r := <-ch:
+		if r.err != nil || r.status != 200 || !strings.Contains(r.raw, "gs-drain-delay") {
+			t.Fatalf("a request accepted during the drain delay: want 200 for gs-drain-delay, got %d %v %s\n%s",
+				r.status, r.err, r.raw, gw.LogTail(30))
+		}
+		if !r.close {
+			t.Errorf("the answer during the drain delay did not say Connection: close")
+		}
+	case <-time.After(15 * time.Second):
+		t.Fatalf("no answer to the request accepted during the drain delay\n%s", gw.LogTail(30))
+	}
+	// After the delay: new connections are refused.
+	if wait := time.Until(signalled.Add(5500 * time.Millisecond)); wait > 0 {
+		time.Sleep(wait)
+	}
+	if !harness.Poll(3*time.Second, 20*time.Millisecond, func() bool {
+		conn, err := net.DialTimeout("tcp", fmt.Sprintf("127.0.0.1:%d", gw.Port), time.Second)
+		if err == nil {
+			conn.Close()
+		}
+		return err != nil
+	}) {
+		t.Errorf("new connections still accepted after the drain delay")
 	}
 	if err, ok := gw.Wait(10 * time.Second); !ok || gw.ExitCode() != 0 {
 		t.Errorf("gateway after SIGTERM: exit %d, %v (exited: %v)", gw.ExitCode(), err, ok)
