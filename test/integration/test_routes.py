@@ -2,6 +2,7 @@
 
 import base64
 import json
+import time
 
 import pytest
 
@@ -57,7 +58,14 @@ def test_decision_log_lines(fixture_webhook):
     uid = json.loads(body)["request"]["uid"]
     status, _, _ = fixture_webhook.post("/mutate/gameservers", body)
     assert status == 200
-    records = [r for r in fixture_webhook.log_records() if r.get("uid") == uid]
+    # The admission threads write a round's info lines after its handlers ran (docs/operations.md,
+    # "Logs"): the line may reach the file a moment after the answer reached us.
+    deadline = time.monotonic() + 5
+    while True:
+        records = [r for r in fixture_webhook.log_records() if r.get("uid") == uid]
+        if records or time.monotonic() > deadline:
+            break
+        time.sleep(0.02)
     assert records, fixture_webhook.logs()[-2000:]
     rec = records[-1]
     for key in ("namespace", "name", "route", "decision", "reason", "latency_ms"):
