@@ -47,13 +47,6 @@ Status ClassifyPatchError(const kube::ApiError& error) {
   return error.ToStatus();
 }
 
-Status KubePatcher::PatchGameServer(const std::string& ns, const std::string& name,
-                                    const std::string& json_patch) {
-  auto r = client_.Patch(kube::kGameServers, ns, name, kube::PatchType::kJson, json_patch);
-  if (r.ok()) return Status::Ok();
-  return ClassifyPatchError(r.error());
-}
-
 KubePatcher::~KubePatcher() { Drain(); }
 
 void KubePatcher::Drain() {

@@ -69,8 +69,6 @@ class KubePatcher final : public Patcher {
   ~KubePatcher() override;
   // Waits until every patch started or waiting has completed (its callback ran).
   void Drain();
-  Status PatchGameServer(const std::string& ns, const std::string& name,
-                         const std::string& json_patch) override;
   // Client::PatchAsync, at most max_in_flight at once; `done` runs on the client's I/O thread.
   void PatchGameServerAsync(const std::string& ns, const std::string& name,
                             const std::string& json_patch,
