@@ -3,8 +3,11 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <boost/asio/executor_work_guard.hpp>
+#include <boost/asio/io_context.hpp>
 #include <fstream>
 #include <sstream>
+#include <thread>
 
 #include "runtime/io_thread.h"
 #include "util/io/mutex.h"
@@ -56,7 +59,23 @@ AllocatorClient::AllocatorClient(AllocatorOptions options)
     : options_(std::move(options)),
       state_(std::make_shared<State>(options_.timeout, options_.workers)) {}
 
-AllocatorClient::~AllocatorClient() { Stop(); }
+// The client's own I/O thread: runs until its work guard is released and the calls are over.
+struct AllocatorClient::OwnIo {
+  boost::asio::io_context io{1};
+  boost::asio::executor_work_guard<boost::asio::io_context::executor_type> work{io.get_executor()};
+  std::thread thread;
+  void Join() {
+    work.reset();
+    if (thread.joinable()) thread.join();
+  }
+};
+
+AllocatorClient::~AllocatorClient() {
+  Stop();
+  // The thread first (nothing runs on the io_context any more), then the HTTPS client made on it
+  // (state_, destroyed before own_io_), then the io_context.
+  if (own_io_) own_io_->Join();
+}
 
 Status AllocatorClient::Init(boost::asio::any_io_executor executor) {
   net::ClientOptions cfg;
@@ -102,18 +121,14 @@ Status AllocatorClient::Init(boost::asio::any_io_executor executor) {
   }
   cfg.log_name = "allocator";
   if (!executor) {
-    auto own = net::BlockingClient::Create(std::move(cfg));
-    if (!own.ok()) return own.status().Annotate("allocator client TLS");
-    own_io_ = std::move(own).value();
-    executor_ = own_io_->executor();
-    // Not owning: own_io_ owns the client and its thread (destroyed after Stop()).
-    state_->client = std::shared_ptr<net::HttpsClient>(std::shared_ptr<void>(), &own_io_->async());
-    return Status::Ok();
+    own_io_ = std::make_unique<OwnIo>();
+    executor = own_io_->io.get_executor();
   }
   executor_ = executor;
   auto client = net::HttpsClient::Create(std::move(executor), std::move(cfg));
   if (!client.ok()) return client.status().Annotate("allocator client TLS");
   state_->client = std::move(client).value();
+  if (own_io_) own_io_->thread = std::thread([io = &own_io_->io] { io->run(); });
   return Status::Ok();
 }
 

@@ -95,8 +95,9 @@ class AllocatorClient {
   struct State;
 
   const AllocatorOptions options_;
-  std::unique_ptr<net::BlockingClient> own_io_;  // when Init() got no executor
-  boost::asio::any_io_executor executor_;        // where the calls run (Stop's contract)
+  struct OwnIo;                    // an io_context and its thread, when Init() got no executor
+  std::unique_ptr<OwnIo> own_io_;  // joined by the destructor before state_ goes
+  boost::asio::any_io_executor executor_;  // where the calls run (Stop's contract)
   std::string base_path_;
   bool plain_ = false;
   std::shared_ptr<State> state_;
