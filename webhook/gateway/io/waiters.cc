@@ -112,6 +112,7 @@ void WaiterRegistry::Stop() {
   MutexLock lock(thread_mu_);
   state_->timers->work.reset();
   if (thread_.joinable()) thread_.join();
+  thread_id_.store(std::thread::id());  // a later thread may be given the same id
 }
 
 size_t WaiterRegistry::Waiting() const {
