@@ -4,6 +4,8 @@
 #include <cctype>
 #include <optional>
 
+#include "runtime/io_thread.h"
+
 namespace aw::resolver {
 
 std::shared_ptr<const GameServerView> CacheSource::Get(const std::string& ns,
@@ -50,6 +52,8 @@ Status ClassifyPatchError(const kube::ApiError& error) {
 KubePatcher::~KubePatcher() { Drain(); }
 
 void KubePatcher::Drain() {
+  // The patches' callbacks run on the client's I/O thread: waiting for them there never ends.
+  runtime::DieIfOn(client_.executor(), "KubePatcher::Drain");
   MutexLock lk(mu_);
   idle_.Wait(mu_, [&]() REQUIRES(mu_) { return in_flight_ == 0; });
 }
