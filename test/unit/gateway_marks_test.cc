@@ -16,6 +16,7 @@
 #include "contract/keys.h"
 #include "gateway/io/marks.h"
 #include "kube/client.h"
+#include "scripted_transport.h"
 #include "util/io/mutex.h"
 
 namespace aw::gateway {
@@ -25,7 +26,7 @@ using namespace std::chrono_literals;
 
 // Answers each request with `answer` (method, path, body) and records it. With hold(true),
 // DoAsync keeps the calls until Release() answers the oldest one.
-class FakeApi final : public kube::Transport {
+class FakeApi final : public test_util::ScriptedTransport {
  public:
   using Answer = std::function<kube::HttpResponse(const kube::HttpRequest&)>;
   explicit FakeApi(Answer answer) : answer_(std::move(answer)) {}

@@ -575,14 +575,14 @@ TEST_F(TransportTest, CancellationStopsAStream) {
 }
 
 // The one HTTPS client (net/https_client.h) directly, with small limits.
-std::unique_ptr<net::BlockingClient> NewNetClient(int port, const std::string& ca_pem) {
+std::unique_ptr<net::IoThreadClient> NewNetClient(int port, const std::string& ca_pem) {
   net::ClientOptions o;
   o.host = "127.0.0.1";
   o.port = port;
   o.ca_pem = ca_pem;
   o.max_header_bytes = 4096;
   o.max_body = 4096;
-  auto c = net::BlockingClient::Create(o);
+  auto c = net::IoThreadClient::Create(o);
   EXPECT_TRUE(c.ok()) << c.status().message();
   return c.ok() ? std::move(c).value() : nullptr;
 }

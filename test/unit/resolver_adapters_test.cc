@@ -11,6 +11,7 @@
 #include "kube/core/status.h"
 #include "resolver/kube_adapters.h"
 #include "resolver/service.h"
+#include "scripted_transport.h"
 
 namespace aw::resolver {
 namespace {
@@ -58,7 +59,7 @@ TEST(ClassifyPatchError, MapsApiErrors) {
 }
 
 // A transport that holds every asynchronous call until the test answers it.
-class HeldTransport final : public kube::Transport {
+class HeldTransport final : public test_util::ScriptedTransport {
  public:
   kube::Result<kube::HttpResponse> Do(const kube::HttpRequest&) override {
     return kube::TransportError("blocking call not expected");

@@ -71,8 +71,8 @@ Client::Client(std::unique_ptr<Transport> transport, std::chrono::milliseconds d
 
 Client::~Client() {
   transport_->Shutdown();
-  // The transport's fallback I/O thread (fakes') stops while the whole transport still exists.
-  transport_->StopFallbackIo();
+  // The transport's own threads (a fake's) end while the whole transport still exists.
+  transport_->Join();
 }
 
 void Client::Shutdown() { transport_->Shutdown(); }
