@@ -34,6 +34,7 @@
 #include <string>
 #include <thread>
 
+#include "../../test/unit/scripted_transport.h"
 #include "kube/client.h"
 #include "kube/informer.h"
 #include "util/io/log.h"
@@ -139,7 +140,7 @@ class Shape {
 
 // Serves the list in pages made on demand, then one watch: `events` MODIFIED events, then (if
 // asked) an ERROR 410 so that the informer re-lists, where every server has a new version.
-class ReplayTransport final : public kube::Transport {
+class ReplayTransport final : public test_util::ScriptedTransport {
  public:
   ReplayTransport(const Shape& shape, size_t servers) : shape_(shape), servers_(servers) {}
 

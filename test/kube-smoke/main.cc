@@ -16,8 +16,11 @@
 #include <atomic>
 #include <chrono>
 #include <cstdio>
+#include <functional>
+#include <future>
 #include <iostream>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -43,6 +46,41 @@ void Out(const std::string& line) {
 [[noreturn]] void Fail(const std::string& what) {
   Out("FAIL " + what);
   std::exit(1);
+}
+
+// The client's asynchronous verbs, awaited: each scenario runs on this tool's main thread, which
+// may wait (the callbacks run on the client's I/O thread).
+template <typename T, typename Start>
+Result<T> Await(Start start) {
+  std::promise<Result<T>> p;
+  auto f = p.get_future();
+  start([&p](Result<T> r) { p.set_value(std::move(r)); });
+  return f.get();
+}
+Result<JsonPtr> Get(Client& c, const Resource& r, std::string_view ns, std::string_view name,
+                    Client::Timeout timeout = std::nullopt) {
+  return Await<JsonPtr>([&](auto done) { c.GetAsync(r, ns, name, done, timeout); });
+}
+Result<JsonPtr> Create(Client& c, const Resource& r, std::string_view ns, const std::string& body) {
+  return Await<JsonPtr>([&](auto done) { c.CreateAsync(r, ns, body, done); });
+}
+Result<JsonPtr> Update(Client& c, const Resource& r, std::string_view ns, std::string_view name,
+                       const std::string& body) {
+  return Await<JsonPtr>([&](auto done) { c.UpdateAsync(r, ns, name, body, done); });
+}
+Result<JsonPtr> Patch(Client& c, const Resource& r, std::string_view ns, std::string_view name,
+                      PatchType type, const std::string& body) {
+  return Await<JsonPtr>([&](auto done) { c.PatchAsync(r, ns, name, type, body, done); });
+}
+Result<JsonPtr> Delete(Client& c, const Resource& r, std::string_view ns, std::string_view name) {
+  return Await<JsonPtr>([&](auto done) { c.DeleteAsync(r, ns, name, done); });
+}
+Result<ListResult> ListAll(Client& c, const Resource& r, std::string_view ns, ListOptions o) {
+  return Await<ListResult>([&](auto done) { c.ListAllAsync(r, ns, std::move(o), done); });
+}
+Result<std::string> Watch(Client& c, const Resource& r, std::string_view ns, const WatchOptions& o,
+                          std::function<bool(WatchEvent&)> handler) {
+  return Await<std::string>([&](auto done) { c.WatchAsync(r, ns, o, std::move(handler), done); });
 }
 
 template <typename T>
@@ -74,38 +112,38 @@ int Verbs(Client& c, const std::string& ns) {
   std::string cm = fmt::format(
       R"({{"apiVersion":"v1","kind":"ConfigMap","metadata":{{"name":"smoke-a","namespace":"{}","labels":{{"smoke":"yes"}}}},"data":{{"k":"v1"}}}})",
       ns);
-  auto created = Must(c.Create(kConfigMaps, ns, cm), "create");
-  MustFail(c.Create(kConfigMaps, ns, cm), "create-duplicate", &ApiError::IsAlreadyExists);
-  auto got = Must(c.Get(kConfigMaps, ns, "smoke-a"), "get");
+  auto created = Must(Create(c, kConfigMaps, ns, cm), "create");
+  MustFail(Create(c, kConfigMaps, ns, cm), "create-duplicate", &ApiError::IsAlreadyExists);
+  auto got = Must(Get(c, kConfigMaps, ns, "smoke-a"), "get");
   if (Str(*got, {"data", "k"}) != "v1") Fail("get: wrong data");
   ListOptions lo;
   lo.label_selector = "smoke=yes";
-  auto list = Must(c.ListAll(kConfigMaps, ns, lo), "list");
+  auto list = Must(ListAll(c, kConfigMaps, ns, lo), "list");
   if (list.items.size() != 1 || list.resource_version.empty())
     Fail("list: want 1 item and a resourceVersion");
   lo.label_selector = "smoke=no";
-  if (!Must(c.ListAll(kConfigMaps, ns, lo), "list-selector").items.empty())
+  if (!Must(ListAll(c, kConfigMaps, ns, lo), "list-selector").items.empty())
     Fail("list-selector: want 0 items");
   // update with the current resourceVersion, then a stale one (409 Conflict)
   std::string rv1 = MetaString(*got, "resourceVersion");
   (*got)["data"]["k"].SetString("v2", got->GetAllocator());
-  auto updated = Must(c.Update(kConfigMaps, ns, "smoke-a", ToJson(*got)), "update");
-  MustFail(c.Update(kConfigMaps, ns, "smoke-a", ToJson(*got)), "update-stale",
+  auto updated = Must(Update(c, kConfigMaps, ns, "smoke-a", ToJson(*got)), "update");
+  MustFail(Update(c, kConfigMaps, ns, "smoke-a", ToJson(*got)), "update-stale",
            &ApiError::IsConflict);
   std::string rv2 = MetaString(*updated, "resourceVersion");
   // JSON patch guarded by a resourceVersion test; a failing test is refused
   std::string jp = fmt::format(
       R"([{{"op":"test","path":"/metadata/resourceVersion","value":"{}"}},{{"op":"add","path":"/data/j","value":"json"}}])",
       rv2);
-  auto patched = Must(c.Patch(kConfigMaps, ns, "smoke-a", PatchType::kJson, jp), "patch-json");
+  auto patched = Must(Patch(c, kConfigMaps, ns, "smoke-a", PatchType::kJson, jp), "patch-json");
   if (Str(*patched, {"data", "j"}) != "json") Fail("patch-json: not applied");
-  auto stale = c.Patch(kConfigMaps, ns, "smoke-a", PatchType::kJson, jp);
+  auto stale = Patch(c, kConfigMaps, ns, "smoke-a", PatchType::kJson, jp);
   if (stale) Fail("patch-json-stale: expected an error");
   if (!(stale.error().IsInvalid() || stale.error().IsConflict()))
     Fail("patch-json-stale: " + stale.error().ToString());
   Out("ok patch-json-stale (" + stale.error().ToString() + ")");
   auto merged = Must(
-      c.Patch(kConfigMaps, ns, "smoke-a", PatchType::kMerge, R"({"data":{"m":"merge","k":null}})"),
+      Patch(c, kConfigMaps, ns, "smoke-a", PatchType::kMerge, R"({"data":{"m":"merge","k":null}})"),
       "patch-merge");
   if (Str(*merged, {"data", "m"}) != "merge" || !Str(*merged, {"data", "k"}).empty())
     Fail("patch-merge: not applied");
@@ -113,20 +151,20 @@ int Verbs(Client& c, const std::string& ns) {
   std::string gs = fmt::format(
       R"({{"apiVersion":"agones.dev/v1","kind":"GameServer","metadata":{{"name":"smoke-gs","namespace":"{}"}},"spec":{{"ports":[{{"name":"default","containerPort":7654}}],"template":{{"spec":{{"containers":[{{"name":"gs","image":"x"}}]}}}}}}}})",
       ns);
-  Must(c.Create(kGameServers, ns, gs), "create-gameserver");
-  Must(c.Patch(kGameServers, ns, "smoke-gs", PatchType::kMerge,
-               R"({"metadata":{"annotations":{"smoke":"1"}}})"),
+  Must(Create(c, kGameServers, ns, gs), "create-gameserver");
+  Must(Patch(c, kGameServers, ns, "smoke-gs", PatchType::kMerge,
+             R"({"metadata":{"annotations":{"smoke":"1"}}})"),
        "patch-gameserver");
-  Must(c.Get(kCustomResourceDefinitions, "", "gameservers.agones.dev"), "get-crd");
+  Must(Get(c, kCustomResourceDefinitions, "", "gameservers.agones.dev"), "get-crd");
   std::string lease = fmt::format(
       R"({{"apiVersion":"coordination.k8s.io/v1","kind":"Lease","metadata":{{"name":"smoke","namespace":"{}"}},"spec":{{"holderIdentity":"x"}}}})",
       ns);
-  Must(c.Create(kLeases, ns, lease), "create-lease");
-  Must(c.Delete(kLeases, ns, "smoke"), "delete-lease");
-  Must(c.Delete(kGameServers, ns, "smoke-gs"), "delete-gameserver");
-  Must(c.Delete(kConfigMaps, ns, "smoke-a"), "delete");
-  MustFail(c.Get(kConfigMaps, ns, "smoke-a"), "get-deleted", &ApiError::IsNotFound);
-  MustFail(c.Delete(kConfigMaps, ns, "smoke-a"), "delete-missing", &ApiError::IsNotFound);
+  Must(Create(c, kLeases, ns, lease), "create-lease");
+  Must(Delete(c, kLeases, ns, "smoke"), "delete-lease");
+  Must(Delete(c, kGameServers, ns, "smoke-gs"), "delete-gameserver");
+  Must(Delete(c, kConfigMaps, ns, "smoke-a"), "delete");
+  MustFail(Get(c, kConfigMaps, ns, "smoke-a"), "get-deleted", &ApiError::IsNotFound);
+  MustFail(Delete(c, kConfigMaps, ns, "smoke-a"), "delete-missing", &ApiError::IsNotFound);
   (void)created;
   (void)rv1;
   Out("PASS verbs");
@@ -137,7 +175,7 @@ int Paginate(Client& c, const std::string& ns, int limit) {
   ListOptions lo;
   lo.label_selector = "page=yes";
   lo.limit = limit;
-  auto r = c.ListAll(kConfigMaps, ns, lo);
+  auto r = ListAll(c, kConfigMaps, ns, lo);
   if (!r) Fail("paginate: " + r.error().ToString());
   std::vector<std::string> names;
   for (auto& it : r->items) names.push_back(MetaString(*it, "name"));
@@ -151,7 +189,7 @@ int WatchExpired(Client& c, const std::string& ns) {
   wo.resource_version = "1";
   wo.timeout_seconds = 10;
   int events = 0;
-  auto r = c.Watch(kConfigMaps, ns, wo, [&](WatchEvent&) {
+  auto r = Watch(c, kConfigMaps, ns, wo, [&](WatchEvent&) {
     ++events;
     return true;
   });
@@ -211,14 +249,14 @@ int RunInformer(Client& c, const std::string& ns, int watch_timeout_s, int page_
 
 int GetLoop(Client& c, const std::string& ns) {
   while (!StdinClosed(100)) {
-    auto r = c.Get(kCustomResourceDefinitions, "", ns, std::chrono::milliseconds(2000));
+    auto r = Get(c, kCustomResourceDefinitions, "", ns, std::chrono::milliseconds(2000));
     Out(r ? "ok" : fmt::format("err {}", r.error().http_status));
   }
   return 0;
 }
 
 int Events(Client& c, const std::string& ns, const std::string& gs_name) {
-  auto gs = c.Get(kGameServers, ns, gs_name);
+  auto gs = Get(c, kGameServers, ns, gs_name);
   if (!gs) Fail("get gameserver: " + gs.error().ToString());
   EventRecorderOptions eo;
   eo.host = "kube-smoke";

@@ -10,6 +10,8 @@
 #include <atomic>
 #include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/io_context.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/strand.hpp>
 #include <chrono>
 #include <cstdio>
 #include <fstream>
@@ -20,6 +22,7 @@
 
 #include "gateway/io/allocator_client.h"
 #include "loopback_http_test_util.h"
+#include "runtime/io_thread.h"
 #include "server/connection_server.h"
 #include "server/tls_keypair.h"
 #include "test_certs.h"
@@ -267,6 +270,89 @@ TEST(AllocatorClient, AtMostWorkersInFlightOnTheGivenExecutorAndStopEndsEveryCal
   for (auto& t : conns) t.join();
   work.reset();
   io_thread.join();
+}
+
+// Issue 35: a call's callback holds the client's shared state, not the client. The owner destroys
+// the client the moment its answer arrives, while the callback that delivered it is still
+// finishing (freeing its slot): nothing freed is touched (run under ASan or TSan).
+TEST(AllocatorClient, DestroyedAsSoonAsItsAnswerArrives) {
+  Listener l;
+  std::atomic<bool> done{false};
+  std::vector<std::thread> conns;
+  std::thread server([&] {
+    timeval tv{0, 100000};
+    ::setsockopt(l.fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+    while (!done.load()) {
+      int c = ::accept(l.fd, nullptr, nullptr);
+      if (c < 0) continue;
+      conns.emplace_back([c] {
+        std::string carry;
+        while (ReadRequest(c, &carry)) ::send(c, kOk.data(), kOk.size(), MSG_NOSIGNAL);
+        ::close(c);
+      });
+    }
+  });
+  boost::asio::io_context io;
+  auto work = boost::asio::make_work_guard(io);
+  std::thread io_thread([&io] { io.run(); });
+  AllocatorOptions o;
+  o.address = "http://127.0.0.1:" + std::to_string(l.port);
+  o.workers = 1;
+  for (int i = 0; i < 50; ++i) {
+    auto client = std::make_unique<AllocatorClient>(o);
+    ASSERT_TRUE(client->Init(i % 2 ? io.get_executor() : boost::asio::any_io_executor()).ok());
+    client->Start();
+    // Two calls: the first one's callback hands its slot to the second as the owner goes.
+    std::promise<AllocatorAnswer> first;
+    client->Allocate("{}", Clock::now() + 10s, [&first](AllocatorAnswer a) { first.set_value(a); });
+    client->Allocate("{}", Clock::now() + 10s, [](AllocatorAnswer) {});
+    EXPECT_EQ(first.get_future().get().http_status, 200);
+    client.reset();  // Stop(): the second call ends (answered or Unavailable), then the client goes
+  }
+  done = true;
+  server.join();
+  for (auto& t : conns) t.join();
+  work.reset();
+  io_thread.join();
+}
+
+// Stop() waits for callbacks that run on the client's I/O thread: called there, it would hang
+// forever. It fails at once with a message naming the rule instead.
+TEST(AllocatorClientDeathTest, StopOnItsIoThreadFailsLoudly) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_DEATH(
+      {
+        boost::asio::io_context io;
+        AllocatorOptions o;
+        o.address = "http://127.0.0.1:1";
+        AllocatorClient client(o);
+        (void)client.Init(io.get_executor());
+        client.Start();
+        boost::asio::post(io, [&client] { client.Stop(); });
+        io.run();
+      },
+      "AllocatorClient::Stop called on its own I/O thread");
+}
+
+TEST(IoThread, RunningOnTellsTheIoContextsThreadsApart) {
+  boost::asio::io_context io;
+  const boost::asio::any_io_executor ex = io.get_executor();
+  const boost::asio::any_io_executor strand = boost::asio::make_strand(io);
+  EXPECT_FALSE(runtime::RunningOn(ex));
+  EXPECT_FALSE(runtime::RunningOn(strand));
+  EXPECT_FALSE(runtime::RunningOn(boost::asio::any_io_executor()));
+  bool on_io = false, on_strand = false, other = true;
+  boost::asio::io_context elsewhere;
+  boost::asio::post(io, [&] {
+    on_io = runtime::RunningOn(ex);
+    on_strand = runtime::RunningOn(strand);
+    other = runtime::RunningOn(elsewhere.get_executor());
+  });
+  io.run();
+  EXPECT_TRUE(on_io);
+  EXPECT_TRUE(on_strand);
+  EXPECT_FALSE(other);
+  runtime::DieIfOn(ex, "not on it");  // returns: this thread does not run `io` now
 }
 
 // --allocator-server-name: a certificate that names only 127.0.0.1, dialled as "localhost" (as a

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <boost/asio/post.hpp>
 #include <chrono>
 #include <deque>
 #include <future>
@@ -15,6 +16,7 @@
 #include "contract/keys.h"
 #include "gateway/io/marks.h"
 #include "kube/client.h"
+#include "scripted_transport.h"
 #include "util/io/mutex.h"
 
 namespace aw::gateway {
@@ -24,7 +26,7 @@ using namespace std::chrono_literals;
 
 // Answers each request with `answer` (method, path, body) and records it. With hold(true),
 // DoAsync keeps the calls until Release() answers the oldest one.
-class FakeApi final : public kube::Transport {
+class FakeApi final : public test_util::ScriptedTransport {
  public:
   using Answer = std::function<kube::HttpResponse(const kube::HttpRequest&)>;
   explicit FakeApi(Answer answer) : answer_(std::move(answer)) {}
@@ -174,6 +176,25 @@ TEST(GameServerMarks, AtMostWorkersWritesInFlightAndTheDestructorWaitsForTheRest
   owner.join();
   EXPECT_TRUE(destroyed.load());
   EXPECT_EQ(fake->Seen().size(), 5u);
+}
+
+// Issue 35: the destructor waits for the writes in flight, whose callbacks run on the client's
+// I/O thread; destroyed there it would wait for ever, so it fails at once, naming the rule.
+TEST(GameServerMarksDeathTest, DestroyedOnTheClientsIoThreadFailsLoudly) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_DEATH(
+      {
+        kube::Client client(
+            std::make_unique<FakeApi>([](const kube::HttpRequest&) { return Json(200, "{}"); }));
+        auto marks = std::make_unique<GameServerMarks>(client, 1);
+        std::promise<void> ran;
+        boost::asio::post(client.executor(), [&] {
+          marks.reset();
+          ran.set_value();
+        });
+        ran.get_future().wait();
+      },
+      "~GameServerMarks called on its own I/O thread");
 }
 
 }  // namespace

@@ -9,6 +9,7 @@
 #include <map>
 #include <mutex>
 #include <string>
+#include <thread>
 
 #include "gateway/io/waiters.h"
 #include "policy/gameserver_stream.h"
@@ -206,6 +207,67 @@ TEST_F(WaitersTest, CancelCompletesOnceWithTheReason) {
   reg_.OnAdd(Object("gs", "Allocated", "Confirmed"));
   EXPECT_EQ(r.calls, 1);
   EXPECT_EQ(r.d.reason, "abandoned");
+}
+
+}  // namespace
+}  // namespace aw::gateway
+
+namespace aw::gateway {
+namespace {
+
+// Issue 35: the timer handlers hold the registry's state, and a waiter's timer keeps its
+// io_context: a waiter kept (through its ticket) after the registry is gone, with its timer
+// armed, is destroyed without touching freed memory (run under ASan or TSan).
+TEST(WaitersLifetime, AWaiterOutlivesItsRegistry) {
+  std::shared_ptr<WaiterRegistry::Waiter> kept;
+  Result r;
+  {
+    WaiterRegistry reg(nullptr);
+    reg.Start();
+    WaiterRegistry::Ticket t =
+        reg.Wait("ns", "gs", kOurs, std::chrono::steady_clock::now() + 1h, r.Callback());
+    kept = t.lock();
+    ASSERT_NE(kept, nullptr);
+    std::this_thread::sleep_for(20ms);  // the timer armed on the timer thread
+  }
+  ASSERT_TRUE(r.WaitCalled(1s));
+  EXPECT_EQ(r.d.reason, "stopped");
+  kept.reset();  // the waiter's timer goes after its io_context's registry did
+}
+
+// A Wait() racing Stop() (registered just before Stop() looked) must not keep the timer thread,
+// and with it Stop(), waiting for the waiter's deadline: its timer is never armed once finished.
+TEST(WaitersLifetime, StopRacingWaitReturnsPromptly) {
+  const auto start = std::chrono::steady_clock::now();
+  for (int i = 0; i < 100; ++i) {
+    WaiterRegistry reg(nullptr);
+    reg.Start();
+    std::atomic<int> done{0};
+    std::thread waiter([&] {
+      reg.Wait("ns", "gs", kOurs, std::chrono::steady_clock::now() + 1h,
+               [&](const Decision&, const kube::ObjectPtr&, const std::string&) { ++done; });
+    });
+    reg.Stop();
+    waiter.join();
+    EXPECT_EQ(done.load(), 1);
+  }
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 30s);
+}
+
+// Stop() from a `done` on the timer thread would join the thread it runs on: it fails at once,
+// naming the rule, instead of hanging or throwing from the join.
+TEST(WaitersLifetimeDeathTest, StopOnTheTimerThreadFailsLoudly) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_DEATH(
+      {
+        WaiterRegistry reg(nullptr);
+        reg.Start();
+        reg.Wait(
+            "ns", "gs", kOurs, std::chrono::steady_clock::now() + 10ms,
+            [&reg](const Decision&, const kube::ObjectPtr&, const std::string&) { reg.Stop(); });
+        std::this_thread::sleep_for(5s);
+      },
+      "WaiterRegistry::Stop called on its own I/O thread");
 }
 
 }  // namespace

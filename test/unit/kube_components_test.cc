@@ -24,6 +24,7 @@
 #include "kube/crd_guard.h"
 #include "kube/events.h"
 #include "kube/leader_election.h"
+#include "scripted_transport.h"
 
 namespace aw::kube {
 namespace {
@@ -35,7 +36,7 @@ struct Seen {
 };
 
 // Answers every request with `handler` and records it; WaitFor awaits a predicate on the record.
-class FakeApi final : public Transport {
+class FakeApi final : public test_util::ScriptedTransport {
  public:
   using Handler = std::function<HttpResponse(const HttpRequest&)>;
   explicit FakeApi(Handler handler) : handler_(std::move(handler)) {}

@@ -19,6 +19,7 @@
 
 #include "kube/client.h"
 #include "kube/informer.h"
+#include "scripted_transport.h"
 
 namespace aw::kube {
 namespace {
@@ -26,7 +27,7 @@ namespace {
 // A watch chunk that ends the stream with a transport error (the server went away mid-stream).
 const std::string kReset = "<reset>";
 
-class FakeTransport final : public Transport {
+class FakeTransport final : public test_util::ScriptedTransport {
  public:
   std::deque<std::string> lists;                 // bodies answered to list requests, in order
   std::deque<std::vector<std::string>> watches;  // chunks streamed per watch, in order
@@ -71,7 +72,7 @@ class FakeTransport final : public Transport {
   // hold_lists: DoAsync answers nothing until the call is cancelled (a list in flight), from a
   // helper thread of this fake.
   void DoAsync(const HttpRequest& req, Done done) override {
-    if (!hold_lists) return Transport::DoAsync(req, std::move(done));
+    if (!hold_lists) return ScriptedTransport::DoAsync(req, std::move(done));
     {
       std::lock_guard<std::mutex> lk(mu_);
       paths.push_back(req.path);
@@ -408,7 +409,7 @@ TEST(ClientAsyncTest, ListAllAsyncPagesAndRestartsOnAnExpiredContinueToken) {
   // Now: page 1, then 410 on the continue token, then one unpaginated list.
   auto owned2 = std::make_unique<FakeTransport>();
   FakeTransport* t2 = owned2.get();
-  class Expiring final : public Transport {
+  class Expiring final : public test_util::ScriptedTransport {
    public:
     explicit Expiring(FakeTransport* f) : f_(f) {}
     Result<HttpResponse> Do(const HttpRequest& req) override {

@@ -2,7 +2,8 @@
 // cue: keep-alive reuse, a pooled connection the server closed while idle (dropped before use), a
 // server that closes a reused connection as the next request arrives (one retry on a new
 // connection), resets, partial responses, failures on new connections (never retried), TLS
-// verification failures, and the messages that say what failed. No timing assertions.
+// verification failures, and the messages that say what failed. No timing assertions. Every call
+// is an asynchronous one, awaited (Do, Stream below): the blocking API is not used.
 #include <arpa/inet.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
@@ -20,6 +21,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <functional>
+#include <future>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -311,6 +313,43 @@ HttpRequest Req(const std::string& method, const std::string& path, const std::s
   return r;
 }
 
+// The asynchronous calls, awaited by the test's thread: the transport's and the HTTPS client's
+// callbacks run on their I/O thread; a stream's `on_data` answers each piece (false: stop).
+using OnData = std::function<bool(std::string_view)>;
+
+Result<HttpResponse> Do(Transport& t, const HttpRequest& req) {
+  std::promise<Result<HttpResponse>> p;
+  auto f = p.get_future();
+  t.DoAsync(req, [&p](Result<HttpResponse> r) { p.set_value(std::move(r)); });
+  return f.get();
+}
+
+Result<HttpResponse> Stream(Transport& t, const HttpRequest& req, const OnData& on_data) {
+  std::promise<Result<HttpResponse>> p;
+  auto f = p.get_future();
+  t.StreamAsync(
+      req, [&on_data](std::string_view d, Transport::Resume resume) { resume(on_data(d)); },
+      [&p](Result<HttpResponse> r) { p.set_value(std::move(r)); });
+  return f.get();
+}
+
+StatusOr<net::Response> Do(net::HttpsClient& c, net::Request req) {
+  std::promise<StatusOr<net::Response>> p;
+  auto f = p.get_future();
+  c.Do(std::move(req), [&p](StatusOr<net::Response> r) { p.set_value(std::move(r)); });
+  return f.get();
+}
+
+StatusOr<net::Response> Stream(net::HttpsClient& c, net::Request req, const OnData& on_data) {
+  std::promise<StatusOr<net::Response>> p;
+  auto f = p.get_future();
+  c.Stream(
+      std::move(req),
+      [&on_data](std::string_view d, net::HttpsClient::Resume resume) { resume(on_data(d)); },
+      [&p](StatusOr<net::Response> r) { p.set_value(std::move(r)); });
+  return f.get();
+}
+
 class TransportTest : public ::testing::Test {
  protected:
   TestCert cert_ = MakeCert("127.0.0.1");
@@ -319,11 +358,11 @@ class TransportTest : public ::testing::Test {
 TEST_F(TransportTest, ReusesKeepAliveConnectionsAndSendsBodies) {
   TestServer server([](int, int) { return Act::kRespond; }, cert_);
   auto t = NewTransport(server.port(), cert_.cert_pem);
-  auto a = t->Do(Req("GET", "/api/v1/namespaces?limit=1"));
+  auto a = Do(*t, Req("GET", "/api/v1/namespaces?limit=1"));
   ASSERT_TRUE(a.ok()) << a.error().ToString();
   EXPECT_EQ(a->status, 200);
   EXPECT_EQ(a->body, "0-0:");
-  auto b = t->Do(Req("PATCH", "/apis/agones.dev/v1/gameservers/x", R"([{"op":"test"}])"));
+  auto b = Do(*t, Req("PATCH", "/apis/agones.dev/v1/gameservers/x", R"([{"op":"test"}])"));
   ASSERT_TRUE(b.ok()) << b.error().ToString();
   EXPECT_EQ(b->body, R"(0-1:[{"op":"test"}])");
   EXPECT_EQ(server.connections(), 1);
@@ -337,7 +376,7 @@ TEST_F(TransportTest, StreamsChunkedBodiesAndStopsWhenTheCallerSaysSo) {
   TestServer server([](int, int) { return Act::kChunked; }, cert_);
   auto t = NewTransport(server.port(), cert_.cert_pem);
   std::string got;
-  auto r = t->Stream(Req("GET", "/watch"), [&](std::string_view d) {
+  auto r = Stream(*t, Req("GET", "/watch"), [&](std::string_view d) {
     got.append(d);
     return true;
   });
@@ -345,7 +384,7 @@ TEST_F(TransportTest, StreamsChunkedBodiesAndStopsWhenTheCallerSaysSo) {
   EXPECT_EQ(r->status, 200);
   EXPECT_EQ(got, "abcdef");
   got.clear();
-  r = t->Stream(Req("GET", "/watch"), [&](std::string_view d) {
+  r = Stream(*t, Req("GET", "/watch"), [&](std::string_view d) {
     got.append(d);
     return false;
   });
@@ -354,7 +393,7 @@ TEST_F(TransportTest, StreamsChunkedBodiesAndStopsWhenTheCallerSaysSo) {
   // the first one is the first chunk's data.
   EXPECT_EQ(got, "a");
   // A chunked answer to a plain request is decoded too.
-  auto d = t->Do(Req("GET", "/x"));
+  auto d = Do(*t, Req("GET", "/x"));
   ASSERT_TRUE(d.ok()) << d.error().ToString();
   EXPECT_EQ(d->body, "abcdef");
 }
@@ -365,9 +404,9 @@ TEST_F(TransportTest, PooledConnectionClosedWhileIdleIsDroppedBeforeUse) {
   TestServer server(
       [](int conn, int) { return conn == 0 ? Act::kRespondThenClose : Act::kRespond; }, cert_);
   auto t = NewTransport(server.port(), cert_.cert_pem);
-  ASSERT_TRUE(t->Do(Req("GET", "/a")).ok());
+  ASSERT_TRUE(Do(*t, Req("GET", "/a")).ok());
   ASSERT_TRUE(server.WaitClosed(1));
-  auto r = t->Do(Req("PUT", "/b", "{}"));
+  auto r = Do(*t, Req("PUT", "/b", "{}"));
   ASSERT_TRUE(r.ok()) << r.error().ToString();
   EXPECT_EQ(r->body, "1-0:{}");
   EXPECT_EQ(server.connections(), 2);
@@ -386,9 +425,9 @@ TEST_F(TransportTest, ReusedConnectionClosedByTheServerIsRetriedOnceOnANewConnec
       },
       cert_);
   auto t = NewTransport(server.port(), cert_.cert_pem);
-  ASSERT_TRUE(t->Do(Req("GET", "/a")).ok());
-  auto r =
-      t->Do(Req("PATCH", "/apis/agones.dev/v1/namespaces/ns/gameservers/gs", R"([{"op":"test"}])"));
+  ASSERT_TRUE(Do(*t, Req("GET", "/a")).ok());
+  auto r = Do(
+      *t, Req("PATCH", "/apis/agones.dev/v1/namespaces/ns/gameservers/gs", R"([{"op":"test"}])"));
   ASSERT_TRUE(r.ok()) << r.error().ToString();
   EXPECT_EQ(r->status, 200);
   EXPECT_EQ(r->body, R"(1-0:[{"op":"test"}])");
@@ -396,7 +435,7 @@ TEST_F(TransportTest, ReusedConnectionClosedByTheServerIsRetriedOnceOnANewConnec
   EXPECT_EQ(server.requests(), 3);
   EXPECT_EQ(t->counters().stale_retries, 1u);
   // The new connection went back to the pool.
-  ASSERT_TRUE(t->Do(Req("GET", "/c")).ok());
+  ASSERT_TRUE(Do(*t, Req("GET", "/c")).ok());
   EXPECT_EQ(server.connections(), 2);
 }
 
@@ -407,8 +446,8 @@ TEST_F(TransportTest, RetryThatFailsToReportsBothAttempts) {
       },
       cert_);
   auto t = NewTransport(server.port(), cert_.cert_pem);
-  ASSERT_TRUE(t->Do(Req("GET", "/a")).ok());
-  auto r = t->Do(Req("POST", "/api/v1/namespaces/ns/events", "{}"));
+  ASSERT_TRUE(Do(*t, Req("GET", "/a")).ok());
+  auto r = Do(*t, Req("POST", "/api/v1/namespaces/ns/events", "{}"));
   ASSERT_FALSE(r.ok());
   std::string m = r.error().ToString();
   EXPECT_TRUE(r.error().IsTransport());
@@ -426,7 +465,7 @@ TEST_F(TransportTest, ResetConnectionsGiveAClearError) {
   TestServer server([](int, int req) { return req == -1 ? Act::kResetOnAccept : Act::kRespond; },
                     cert_);
   auto t = NewTransport(server.port(), cert_.cert_pem);
-  auto r = t->Do(Req("GET", "/api"));
+  auto r = Do(*t, Req("GET", "/api"));
   ASSERT_FALSE(r.ok());
   std::string m = r.error().message;
   // The reset reaches the client while it completes the TCP connect or during the TLS handshake.
@@ -446,7 +485,7 @@ TEST_F(TransportTest, UnverifiableServerCertificateSaysWhy) {
   TestCert other = MakeCert("127.0.0.1");
   TestServer server([](int, int) { return Act::kRespond; }, cert_);
   auto t = NewTransport(server.port(), other.cert_pem);
-  auto r = t->Do(Req("GET", "/api"));
+  auto r = Do(*t, Req("GET", "/api"));
   ASSERT_FALSE(r.ok());
   std::string m = r.error().message;
   EXPECT_NE(m.find("TLS handshake failed on a new connection"), std::string::npos) << m;
@@ -461,7 +500,7 @@ TEST_F(TransportTest, ConnectFailureSaysWhy) {
     port = gone.port();
   }
   auto t = NewTransport(port, cert_.cert_pem);
-  auto r = t->Do(Req("GET", "/api"));
+  auto r = Do(*t, Req("GET", "/api"));
   ASSERT_FALSE(r.ok());
   std::string m = r.error().message;
   EXPECT_NE(m.find("connect failed on a new connection"), std::string::npos) << m;
@@ -474,8 +513,8 @@ TEST_F(TransportTest, PartialResponseOnAReusedConnectionIsNotRetried) {
     TestServer server([partial](int, int req) { return req == 1 ? partial : Act::kRespond; },
                       cert_);
     auto t = NewTransport(server.port(), cert_.cert_pem);
-    ASSERT_TRUE(t->Do(Req("GET", "/a")).ok());
-    auto r = t->Do(Req("PUT", "/apis/coordination.k8s.io/v1/namespaces/ns/leases/l", "{}"));
+    ASSERT_TRUE(Do(*t, Req("GET", "/a")).ok());
+    auto r = Do(*t, Req("PUT", "/apis/coordination.k8s.io/v1/namespaces/ns/leases/l", "{}"));
     ASSERT_FALSE(r.ok());
     std::string m = r.error().message;
     EXPECT_NE(m.find("read failed on a reused connection"), std::string::npos) << m;
@@ -491,7 +530,7 @@ TEST_F(TransportTest, PartialResponseOnAReusedConnectionIsNotRetried) {
 TEST_F(TransportTest, FailureOnANewConnectionIsNotRetried) {
   TestServer server([](int, int) { return Act::kCloseAfterRequest; }, cert_);
   auto t = NewTransport(server.port(), cert_.cert_pem);
-  auto r = t->Do(Req("PATCH", "/apis/agones.dev/v1/namespaces/ns/gameservers/gs", "[]"));
+  auto r = Do(*t, Req("PATCH", "/apis/agones.dev/v1/namespaces/ns/gameservers/gs", "[]"));
   ASSERT_FALSE(r.ok());
   std::string m = r.error().message;
   EXPECT_NE(
@@ -509,14 +548,14 @@ TEST_F(TransportTest, ShutdownCancelsACallInFlight) {
   TestServer server([](int, int) { return Act::kHang; }, cert_);
   auto t = NewTransport(server.port(), cert_.cert_pem);
   std::optional<Result<HttpResponse>> got;
-  std::thread caller([&] { got.emplace(t->Do(Req("GET", "/hang"))); });
+  std::thread caller([&] { got.emplace(Do(*t, Req("GET", "/hang"))); });
   ASSERT_TRUE(server.WaitRequests(1));
   t->Shutdown();
   caller.join();
   ASSERT_TRUE(got.has_value());
   ASSERT_FALSE(got->ok());
   EXPECT_TRUE(got->error().cancelled);
-  EXPECT_FALSE(t->Do(Req("GET", "/after")).ok());
+  EXPECT_FALSE(Do(*t, Req("GET", "/after")).ok());
 }
 
 TEST_F(TransportTest, CancellationStopsAStream) {
@@ -526,7 +565,7 @@ TEST_F(TransportTest, CancellationStopsAStream) {
   HttpRequest req = Req("GET", "/watch");
   req.cancel = &cancel;
   std::optional<Result<HttpResponse>> got;
-  std::thread caller([&] { got.emplace(t->Stream(req, [](std::string_view) { return true; })); });
+  std::thread caller([&] { got.emplace(Stream(*t, req, [](std::string_view) { return true; })); });
   ASSERT_TRUE(server.WaitRequests(1));
   cancel.Cancel();
   caller.join();
@@ -536,14 +575,14 @@ TEST_F(TransportTest, CancellationStopsAStream) {
 }
 
 // The one HTTPS client (net/https_client.h) directly, with small limits.
-std::unique_ptr<net::BlockingClient> NewNetClient(int port, const std::string& ca_pem) {
+std::unique_ptr<net::IoThreadClient> NewNetClient(int port, const std::string& ca_pem) {
   net::ClientOptions o;
   o.host = "127.0.0.1";
   o.port = port;
   o.ca_pem = ca_pem;
   o.max_header_bytes = 4096;
   o.max_body = 4096;
-  auto c = net::BlockingClient::Create(o);
+  auto c = net::IoThreadClient::Create(o);
   EXPECT_TRUE(c.ok()) << c.status().message();
   return c.ok() ? std::move(c).value() : nullptr;
 }
@@ -565,9 +604,9 @@ TEST_F(TransportTest, ReadDeadlineExpiresWithAClearErrorAndNoRetry) {
   TestServer server(
       [](int conn, int req) { return conn == 0 && req == 0 ? Act::kRespond : Act::kHang; }, cert_);
   auto c = NewNetClient(server.port(), cert_.cert_pem);
-  ASSERT_TRUE(c->Do(NetReq("GET", "/a")).ok());
+  ASSERT_TRUE(Do(c->async(), NetReq("GET", "/a")).ok());
   // On the reused connection: a timeout is never retried, whatever the verb.
-  auto r = c->Do(NetReq("GET", "/hang", std::chrono::milliseconds(300)));
+  auto r = Do(c->async(), NetReq("GET", "/hang", std::chrono::milliseconds(300)));
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.status().code(), Status::Code::kUnavailable);
   const std::string& m = r.status().message();
@@ -590,10 +629,10 @@ TEST_F(TransportTest, NonIdempotentRequestIsNeverResentOnANewConnection) {
       },
       cert_);
   auto c = NewNetClient(server.port(), cert_.cert_pem);
-  ASSERT_TRUE(c->Do(NetReq("GET", "/a")).ok());
+  ASSERT_TRUE(Do(c->async(), NetReq("GET", "/a")).ok());
   net::Request post = NetReq("POST", "/gameserverallocation");
   post.resend_on_closed_connection = false;
-  auto r = c->Do(post);
+  auto r = Do(c->async(), post);
   ASSERT_FALSE(r.ok());
   const std::string& m = r.status().message();
   EXPECT_NE(m.find("read failed on a reused connection"), std::string::npos) << m;
@@ -602,14 +641,14 @@ TEST_F(TransportTest, NonIdempotentRequestIsNeverResentOnANewConnection) {
   EXPECT_EQ(server.connections(), 1);
   EXPECT_EQ(c->counters().stale_retries, 0u);
   // The same failure of an idempotent call is retried once (the default).
-  ASSERT_TRUE(c->Do(NetReq("GET", "/b")).ok());
+  ASSERT_TRUE(Do(c->async(), NetReq("GET", "/b")).ok());
 }
 
 TEST_F(TransportTest, OversizedHeaderAndBodyAreClearErrors) {
   for (Act act : {Act::kHugeHeader, Act::kBigBody}) {
     TestServer server([act](int, int) { return act; }, cert_);
     auto c = NewNetClient(server.port(), cert_.cert_pem);
-    auto r = c->Do(NetReq("GET", "/big"));
+    auto r = Do(c->async(), NetReq("GET", "/big"));
     ASSERT_FALSE(r.ok());
     const std::string& m = r.status().message();
     if (act == Act::kHugeHeader) {
@@ -628,7 +667,7 @@ TEST_F(TransportTest, ChunkedWatchStreamDeliversEveryPiece) {
   auto c = NewNetClient(server.port(), cert_.cert_pem);
   std::string got;
   int pieces = 0;
-  auto r = c->Stream(NetReq("GET", "/watch"), [&](std::string_view d) {
+  auto r = Stream(c->async(), NetReq("GET", "/watch"), [&](std::string_view d) {
     got.append(d);
     ++pieces;
     return true;
@@ -638,7 +677,7 @@ TEST_F(TransportTest, ChunkedWatchStreamDeliversEveryPiece) {
   EXPECT_EQ(got, "{\"type\":\"ADDED\"}\n{\"type\":\"MODIFIED\"}\n{\"type\":\"DELETED\"}\n");
   EXPECT_GE(pieces, 1);
   got.clear();
-  r = c->Stream(NetReq("GET", "/watch"), [&](std::string_view d) {
+  r = Stream(c->async(), NetReq("GET", "/watch"), [&](std::string_view d) {
     got.append(d);
     return false;
   });
@@ -655,10 +694,11 @@ TEST_F(TransportTest, WatchEventArrivesWhileTheStreamStaysOpen) {
   TestServer server([](int, int) { return Act::kWatchThenHang; }, cert_);
   auto c = NewNetClient(server.port(), cert_.cert_pem);
   std::string got;
-  auto r = c->Stream(NetReq("GET", "/watch", std::chrono::seconds(5)), [&](std::string_view d) {
-    got.append(d);
-    return got.find('\n') == std::string::npos;  // stop after the first whole event
-  });
+  auto r =
+      Stream(c->async(), NetReq("GET", "/watch", std::chrono::seconds(5)), [&](std::string_view d) {
+        got.append(d);
+        return got.find('\n') == std::string::npos;  // stop after the first whole event
+      });
   ASSERT_TRUE(r.ok()) << r.status().message();
   EXPECT_EQ(got, "{\"type\":\"ADDED\"}\n");
 }
@@ -666,7 +706,7 @@ TEST_F(TransportTest, WatchEventArrivesWhileTheStreamStaysOpen) {
 TEST_F(TransportTest, StreamOfANonGetIsRefused) {
   TestServer server([](int, int) { return Act::kRespond; }, cert_);
   auto c = NewNetClient(server.port(), cert_.cert_pem);
-  auto r = c->Stream(NetReq("POST", "/x"), [](std::string_view) { return true; });
+  auto r = Stream(c->async(), NetReq("POST", "/x"), [](std::string_view) { return true; });
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.status().code(), Status::Code::kInvalidArgument);
   EXPECT_EQ(server.requests(), 0);

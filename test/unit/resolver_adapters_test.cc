@@ -1,7 +1,9 @@
 // The resolver's Kubernetes adapters (error classification) and its flags.
 #include <gtest/gtest.h>
 
+#include <boost/asio/post.hpp>
 #include <deque>
+#include <future>
 #include <memory>
 #include <vector>
 
@@ -9,6 +11,7 @@
 #include "kube/core/status.h"
 #include "resolver/kube_adapters.h"
 #include "resolver/service.h"
+#include "scripted_transport.h"
 
 namespace aw::resolver {
 namespace {
@@ -56,7 +59,7 @@ TEST(ClassifyPatchError, MapsApiErrors) {
 }
 
 // A transport that holds every asynchronous call until the test answers it.
-class HeldTransport final : public kube::Transport {
+class HeldTransport final : public test_util::ScriptedTransport {
  public:
   kube::Result<kube::HttpResponse> Do(const kube::HttpRequest&) override {
     return kube::TransportError("blocking call not expected");
@@ -142,6 +145,30 @@ TEST(ResolverFlags, Registered) {
   EXPECT_EQ(f.resync_period, std::chrono::seconds(10));
   EXPECT_EQ(f.udp_probe_payload, "hi");
   EXPECT_EQ(f.workers, 4u);
+}
+
+}  // namespace
+}  // namespace aw::resolver
+
+namespace aw::resolver {
+namespace {
+
+// Issue 35: Drain() (and so the destructor) waits for callbacks that run on the client's I/O
+// thread; called there it would wait for ever, so it fails at once, naming the rule.
+TEST(KubePatcherDeathTest, DrainOnTheClientsIoThreadFailsLoudly) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_DEATH(
+      {
+        kube::Client client(std::make_unique<HeldTransport>());
+        KubePatcher patcher(client, 1);
+        std::promise<void> ran;
+        boost::asio::post(client.executor(), [&] {
+          patcher.Drain();
+          ran.set_value();
+        });
+        ran.get_future().wait();
+      },
+      "KubePatcher::Drain called on its own I/O thread");
 }
 
 }  // namespace

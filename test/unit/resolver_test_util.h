@@ -137,8 +137,13 @@ class FakeSource final : public GameServerSource {
 class FakePatcher final : public Patcher {
  public:
   explicit FakePatcher(FakeSource& source) : source_(source) {}
-  Status PatchGameServer(const std::string& ns, const std::string& name,
-                         const std::string& json_patch) override {
+  // Applied at once: `done` runs on the calling thread.
+  void PatchGameServerAsync(const std::string& ns, const std::string& name,
+                            const std::string& json_patch,
+                            std::function<void(Status)> done) override {
+    done(Apply(ns, name, json_patch));
+  }
+  Status Apply(const std::string& ns, const std::string& name, const std::string& json_patch) {
     std::lock_guard<std::mutex> lock(mu);
     patches.push_back(json_patch);
     if (!scripted.empty()) {

@@ -71,8 +71,8 @@ Client::Client(std::unique_ptr<Transport> transport, std::chrono::milliseconds d
 
 Client::~Client() {
   transport_->Shutdown();
-  // The transport's fallback I/O thread (fakes') stops while the whole transport still exists.
-  transport_->StopFallbackIo();
+  // The transport's own threads (a fake's) end while the whole transport still exists.
+  transport_->Join();
 }
 
 void Client::Shutdown() { transport_->Shutdown(); }
@@ -99,12 +99,9 @@ Result<JsonPtr> ToJson(const HttpRequest& req, Result<HttpResponse> r) {
 }
 }  // namespace
 
-Result<JsonPtr> Client::Call(HttpRequest req) { return ToJson(req, transport_->Do(req)); }
-
 namespace {
 
-// The requests of the single-object verbs, one builder each for the blocking and the
-// asynchronous call.
+// The request of a single-object verb.
 HttpRequest ObjectRequest(std::string method, std::string path, const std::string& body,
                           std::string content_type, std::chrono::milliseconds timeout) {
   HttpRequest req;
@@ -117,11 +114,6 @@ HttpRequest ObjectRequest(std::string method, std::string path, const std::strin
 }
 
 }  // namespace
-
-Result<JsonPtr> Client::Get(const Resource& r, std::string_view ns, std::string_view name,
-                            Timeout timeout) {
-  return Call(ObjectRequest("GET", r.Path(ns, name), {}, {}, timeout.value_or(default_timeout_)));
-}
 
 namespace {
 
@@ -140,7 +132,7 @@ HttpRequest ListRequest(const Resource& r, std::string_view ns, const ListOption
   return req;
 }
 
-// ListAll's paging, shared by the blocking and the asynchronous call: Step() takes the answer to
+// ListAllAsync's paging: Step() takes the answer to
 // the page asked with `opts` and says whether the list is complete, failed, or needs `opts` next.
 struct ListAllState {
   enum class Next { kDone, kError, kPage };
@@ -195,31 +187,12 @@ struct ListAllState {
 
 }  // namespace
 
-Result<JsonPtr> Client::List(const Resource& r, std::string_view ns, const ListOptions& o) {
-  return Call(ListRequest(r, ns, o));
-}
-
 void Client::ListAsync(const Resource& r, std::string_view ns, const ListOptions& o,
                        std::function<void(Result<JsonPtr>)> done) {
   auto req = std::make_shared<HttpRequest>(ListRequest(r, ns, o));
   transport_->DoAsync(*req, [req, done = std::move(done)](Result<HttpResponse> res) {
     done(ToJson(*req, std::move(res)));
   });
-}
-
-Result<ListResult> Client::ListAll(const Resource& r, std::string_view ns, ListOptions o) {
-  ListAllState st;
-  st.opts = std::move(o);
-  while (true) {
-    switch (st.Step(List(r, ns, st.opts))) {
-      case ListAllState::Next::kDone:
-        return std::move(st.out);
-      case ListAllState::Next::kError:
-        return *st.error;
-      case ListAllState::Next::kPage:
-        break;
-    }
-  }
 }
 
 namespace {
@@ -335,24 +308,6 @@ void Client::ListPagesAsync(const Resource& r, std::string_view ns, ListOptions 
   ListPagesStep(ch);
 }
 
-Result<JsonPtr> Client::Create(const Resource& r, std::string_view ns, const std::string& body,
-                               Timeout timeout) {
-  return Call(ObjectRequest("POST", r.Path(ns), body, "application/json",
-                            timeout.value_or(default_timeout_)));
-}
-
-Result<JsonPtr> Client::Update(const Resource& r, std::string_view ns, std::string_view name,
-                               const std::string& body, std::string_view sub, Timeout timeout) {
-  return Call(ObjectRequest("PUT", r.Path(ns, name, sub), body, "application/json",
-                            timeout.value_or(default_timeout_)));
-}
-
-Result<JsonPtr> Client::Patch(const Resource& r, std::string_view ns, std::string_view name,
-                              PatchType type, const std::string& body, std::string_view sub) {
-  return Call(ObjectRequest("PATCH", r.Path(ns, name, sub), body,
-                            std::string(PatchContentType(type)), default_timeout_));
-}
-
 void Client::CallAsync(HttpRequest req, std::function<void(Result<JsonPtr>)> done) {
   auto shared = std::make_shared<HttpRequest>(std::move(req));
   transport_->DoAsync(*shared, [shared, done = std::move(done)](Result<HttpResponse> res) {
@@ -388,10 +343,11 @@ void Client::UpdateAsync(const Resource& r, std::string_view ns, std::string_vie
             std::move(done));
 }
 
-Result<JsonPtr> Client::Delete(const Resource& r, std::string_view ns, std::string_view name,
-                               const std::string& delete_options_json) {
-  return Call(ObjectRequest("DELETE", r.Path(ns, name), delete_options_json, "application/json",
-                            default_timeout_));
+void Client::DeleteAsync(const Resource& r, std::string_view ns, std::string_view name,
+                         AsyncDone done, const std::string& delete_options_json) {
+  CallAsync(ObjectRequest("DELETE", r.Path(ns, name), delete_options_json, "application/json",
+                          default_timeout_),
+            std::move(done));
 }
 
 namespace {
@@ -411,8 +367,8 @@ HttpRequest WatchRequest(const Resource& r, std::string_view ns, const WatchOpti
   return req;
 }
 
-// The watch stream's decoding, shared by Watch and WatchAsync: Feed() takes each chunk (false:
-// stop reading), Finish() turns the stream's end into Watch()'s result.
+// The watch stream's decoding: Feed() takes each chunk (false: stop reading), Finish() turns
+// the stream's end into WatchAsync's result.
 class WatchDecoder {
  public:
   WatchDecoder(std::string start_rv, std::function<bool(WatchEvent&)> handler, bool raw = false,
@@ -516,14 +472,6 @@ class WatchDecoder {
 };
 
 }  // namespace
-
-Result<std::string> Client::Watch(const Resource& r, std::string_view ns, const WatchOptions& o,
-                                  const WatchHandler& handler) {
-  HttpRequest req = WatchRequest(r, ns, o);
-  WatchDecoder dec(o.resource_version, [&handler](WatchEvent& ev) { return handler(ev); });
-  auto res = transport_->Stream(req, [&](std::string_view chunk) { return dec.Feed(chunk); });
-  return dec.Finish(res);
-}
 
 void Client::WatchAsync(const Resource& r, std::string_view ns, const WatchOptions& o,
                         std::function<bool(WatchEvent&)> handler,

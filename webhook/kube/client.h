@@ -1,17 +1,17 @@
-// A small Kubernetes API client: the verbs the webhook needs, generic over resource paths.
+// A small Kubernetes API client: the verbs the webhook needs, generic over resource paths, each an
+// asynchronous call (no thread waits for the API server).
 //
 // Promise: get/list/watch/create/update/patch/delete against any resource (core, apps, agones.dev,
 // apiextensions.k8s.io, coordination.k8s.io, ...) described by a Resource. Every call has a
-// timeout; errors carry the API server's Status (see status.h). Watch() streams events to a
-// callback until the server ends the stream, the callback says stop, an ERROR event arrives
-// (returned as the ApiError, 410 => IsExpired()) or Shutdown() is called. The asynchronous verbs
-// (PatchAsync, GetAsync, ListAsync, ListAllAsync, WatchAsync) behave like their blocking twins
-// (which share their request building and decoding) without a waiting thread: their callbacks run
-// on executor() and must not block. Thread-safe.
+// timeout; errors carry the API server's Status (see status.h). Each verb's callback runs exactly
+// once, on executor() (the transport's I/O thread; a fake transport's DoAsync may call it
+// inline), and must not block. WatchAsync streams events to a handler until the server ends the
+// stream, the handler says stop, an ERROR event arrives (the ApiError, 410 => IsExpired()) or
+// Shutdown() is called. Thread-safe.
 //
-//   kube::Client c(std::move(transport));
-//   auto gs = c.Get(kube::kGameServers, "default", "gs-1");
-//   if (!gs) log::warn("get failed", {{"error", gs.error().ToString()}});
+//   client.GetAsync(kube::kGameServers, "default", "gs-1", [](kube::Result<kube::JsonPtr> gs) {
+//     if (!gs) log::warn("get failed", {{"error", gs.error().ToString()}});
+//   });
 #pragma once
 
 #include <chrono>
@@ -105,25 +105,12 @@ class Client {
 
   // `timeout` (optional) overrides the client's default per-call timeout.
   using Timeout = std::optional<std::chrono::milliseconds>;
-  Result<JsonPtr> Get(const Resource& r, std::string_view ns, std::string_view name,
-                      Timeout timeout = std::nullopt);
-  // One page (follow ListOptions::continue_token yourself) ...
-  Result<JsonPtr> List(const Resource& r, std::string_view ns, const ListOptions& opts);
-  // ... or every page. When a continue token expires mid-way, restarts once without a limit.
-  Result<ListResult> ListAll(const Resource& r, std::string_view ns, ListOptions opts);
-  Result<JsonPtr> Create(const Resource& r, std::string_view ns, const std::string& body,
-                         Timeout timeout = std::nullopt);
-  Result<JsonPtr> Update(const Resource& r, std::string_view ns, std::string_view name,
-                         const std::string& body, std::string_view sub = {},
-                         Timeout timeout = std::nullopt);
-  Result<JsonPtr> Patch(const Resource& r, std::string_view ns, std::string_view name,
-                        PatchType type, const std::string& body, std::string_view sub = {});
-  // Patch() without a waiting thread: `done` runs exactly once, on the transport's I/O thread (it
-  // must not block), with what Patch() would return.
+  // A patch of `type`: `done` runs exactly once, on the transport's I/O thread (it must not block),
+  // with the patched object or the error.
   void PatchAsync(const Resource& r, std::string_view ns, std::string_view name, PatchType type,
                   const std::string& body, std::function<void(Result<JsonPtr>)> done);
-  // Get(), Create() and Update() the same way: `done` runs exactly once, on the transport's I/O
-  // thread (it must not block), with what the blocking call would return.
+  // GET, POST (create), PUT (update) and DELETE of one object the same way; DeleteAsync's answer is
+  // the deleted object or a Status.
   using AsyncDone = std::function<void(Result<JsonPtr>)>;
   void GetAsync(const Resource& r, std::string_view ns, std::string_view name, AsyncDone done,
                 Timeout timeout = std::nullopt);
@@ -131,17 +118,20 @@ class Client {
                    Timeout timeout = std::nullopt);
   void UpdateAsync(const Resource& r, std::string_view ns, std::string_view name,
                    const std::string& body, AsyncDone done, Timeout timeout = std::nullopt);
-  // List() / ListAll() without a waiting thread: `done` runs exactly once, on the I/O thread
-  // (with the fake transports' default DoAsync, on the calling thread), with what the blocking
-  // call would return. opts.cancel, when set, aborts the call (a cancelled error).
+  void DeleteAsync(const Resource& r, std::string_view ns, std::string_view name, AsyncDone done,
+                   const std::string& delete_options_json = {});
+  // One page of a list (follow ListOptions::continue_token yourself), or every page (when a
+  // continue token expires mid-way, restarts once without a limit): `done` runs exactly once, on
+  // the I/O thread (with a fake transport's inline DoAsync, on the calling thread).
+  // opts.cancel, when set, aborts the call (a cancelled error).
   void ListAsync(const Resource& r, std::string_view ns, const ListOptions& opts,
                  std::function<void(Result<JsonPtr>)> done);
   void ListAllAsync(const Resource& r, std::string_view ns, ListOptions opts,
                     std::function<void(Result<ListResult>)> done);
-  // Watch() without a waiting thread: `handler` runs on the I/O thread for each event, in order
-  // (return false to stop), then `done` exactly once, on the I/O thread, with what Watch() would
-  // return (same end rules: an ERROR event => its ApiError, 410 => IsExpired(); the handler's stop
-  // or the server's end => the last resourceVersion seen; Shutdown()/opts.cancel => cancelled).
+  // A watch: `handler` runs on the I/O thread for each event, in order (return false to stop),
+  // then `done` exactly once, on the I/O thread: an ERROR event => its ApiError, 410 =>
+  // IsExpired(); the handler's stop or the server's end => the resourceVersion of the last event
+  // seen (for resuming); Shutdown()/opts.cancel => cancelled.
   void WatchAsync(const Resource& r, std::string_view ns, const WatchOptions& opts,
                   std::function<bool(WatchEvent&)> handler,
                   std::function<void(Result<std::string>)> done);
@@ -153,15 +143,6 @@ class Client {
   void ListPagesAsync(const Resource& r, std::string_view ns, ListOptions opts,
                       std::function<void(const ListPage&)> on_page,
                       std::function<void(Result<std::string>)> done);
-  // Returns the server's answer (the deleted object or a Status).
-  Result<JsonPtr> Delete(const Resource& r, std::string_view ns, std::string_view name,
-                         const std::string& delete_options_json = {});
-
-  using WatchHandler = std::function<bool(WatchEvent&)>;  // return false to stop
-  // Streams events; returns the resourceVersion of the last event seen (for resuming) when the
-  // stream ended normally or the handler stopped it; an ApiError otherwise.
-  Result<std::string> Watch(const Resource& r, std::string_view ns, const WatchOptions& opts,
-                            const WatchHandler& handler);
 
   // The transport's I/O executor (Transport::executor()): where the asynchronous calls' `done`
   // runs, and where the asynchronous components put their timers.
@@ -172,7 +153,6 @@ class Client {
   bool IsShutdown() const;
 
  private:
-  Result<JsonPtr> Call(HttpRequest req);
   // The one asynchronous path: DoAsync, then the answer as JSON (or the ApiError it means).
   void CallAsync(HttpRequest req, std::function<void(Result<JsonPtr>)> done);
   std::unique_ptr<Transport> transport_;

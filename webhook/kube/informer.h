@@ -4,8 +4,8 @@
 // resourceVersion with bookmarks, and keeps an in-memory copy keyed by namespace/name. It holds no
 // thread: it is a state machine of asynchronous calls (Client::ListAllAsync, WatchAsync) and a
 // steady_timer on the client's I/O executor. Handlers see each change exactly once, in order, on
-// that I/O thread, so they MUST NOT block (no blocking Client call, no waiting on I/O, no join:
-// the blocking calls need that very thread); queue longer work elsewhere:
+// that I/O thread, so they MUST NOT block (no waiting for a Client call's answer, no waiting on
+// I/O, no join: the answers need that very thread); queue longer work elsewhere:
 //   OnAdd(obj)          object new (ADDED, or found on a re-list)
 //   OnUpdate(old, obj)  its resourceVersion changed (MODIFIED, or changed on a re-list); old is
 //                       the cached copy it replaces. A resync re-delivers OnUpdate(obj, obj).

@@ -12,7 +12,7 @@
 // The elector holds no thread: its rounds are asynchronous Client calls (GetAsync, CreateAsync,
 // UpdateAsync) and a steady_timer on client.executor(), the Kubernetes I/O thread. So
 // on_started_leading / on_stopped_leading / on_new_leader run on that I/O thread, in order, never
-// concurrently: they must not block (no blocking Client call, no wait for other work).
+// concurrently: they must not block (no wait for a Client call's answer or other work).
 // Gauge allocating_webhook_leader (1 while leading) and a log line on every transition.
 #pragma once
 

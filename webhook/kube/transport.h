@@ -1,6 +1,6 @@
-// The Kubernetes client's transport: the blocking interface (Do, Stream) and the asynchronous one
-// (DoAsync, StreamAsync, executor()) that the client, informers, leader elector, Events, CRD guard
-// and the resolver's patches use, and a fake of it in the unit tests.
+// The Kubernetes client's transport: the asynchronous interface (DoAsync, StreamAsync, executor())
+// that the client, informers, leader elector, Events, CRD guard and the resolver's patches use; no
+// thread waits for an answer. The unit tests' fakes implement it (test/unit/scripted_transport.h).
 //
 // Promise: NewHttpsTransport() is the project's one HTTPS client (net/https_client.h, Boost.Beast,
 // asynchronous, on an I/O thread of its own) behind this interface; every promise of that client
@@ -21,8 +21,8 @@
 // the verb, host:port and path, the stage, new or reused connection, the cause and the bytes
 // written/received (net/https_client.h). Shutdown() makes in-flight calls (including watch
 // streams) return promptly with a cancelled error and future calls fail fast. Thread-safe: any
-// number of threads may call Do()/Stream()/DoAsync()/StreamAsync() concurrently; a blocking
-// stream's on_data runs on the caller's thread, an asynchronous call's callbacks on executor().
+// number of threads may call DoAsync()/StreamAsync() concurrently; their callbacks run on
+// executor().
 #pragma once
 
 #include <boost/asio/any_io_executor.hpp>
@@ -89,54 +89,33 @@ struct TransportCounters {
 class Transport {
  public:
   virtual ~Transport();
-  // Complete request/response. Any HTTP status is a successful Result; only transport failures
-  // (connect, TLS, timeout, cancelled) are errors.
-  virtual Result<HttpResponse> Do(const HttpRequest& req) = 0;
-  // Streaming request. When the status is 2xx, `on_data` receives body bytes as they arrive
-  // (return false to stop early: that is a successful Result); otherwise the body is collected
-  // (bounded) into the returned HttpResponse and `on_data` is not called.
-  virtual Result<HttpResponse> Stream(const HttpRequest& req,
-                                      const std::function<bool(std::string_view)>& on_data) = 0;
   using Done = std::function<void(Result<HttpResponse>)>;
-  // Do() without a waiting thread: `done` runs exactly once, on the transport's I/O thread (it
-  // must not block); req.cancel, when set, cancels the call like Do()'s. This default, kept by
-  // fakes, calls Do() and then `done` on the calling thread.
-  virtual void DoAsync(const HttpRequest& req, Done done) { done(Do(req)); }
-  // Stream() without a waiting thread. For a 2xx answer, `on_chunk` receives each piece of the
-  // body as it is read, on executor(); the transport reads no further until `resume` is called
-  // (from any thread, exactly once per chunk): resume(true) reads on, resume(false) ends the call
-  // successfully. `done` runs exactly once, on executor(), after the last on_chunk returned and
-  // its resume was called, with what Stream() would return. req.cancel, when set, cancels the call
-  // (done then gets a cancelled error). Callbacks must not block.
-  // This default, kept by the fakes of the unit tests (a test-only path: the real transport
-  // overrides it), runs the blocking Stream() on a helper thread of its own, posts each chunk to
-  // executor() and waits for its resume; the helper threads are joined by ~Transport, so a fake's
-  // Stream() must return on Shutdown() or req.cancel.
+  // A complete request/response: `done` runs exactly once, on the transport's I/O thread (it must
+  // not block). Any HTTP status is a successful Result; only transport failures (connect, TLS,
+  // timeout, cancelled) are errors. req.cancel, when set, cancels the call (a cancelled error).
+  virtual void DoAsync(const HttpRequest& req, Done done) = 0;
+  // A streamed GET. For a 2xx answer, `on_chunk` receives each piece of the body as it is read, on
+  // executor(); the transport reads no further until `resume` is called (from any thread, exactly
+  // once per chunk): resume(true) reads on, resume(false) ends the call successfully. Otherwise the
+  // body is collected (bounded) into the HttpResponse and `on_chunk` is not called. `done` runs
+  // exactly once, on executor(), after the last on_chunk returned and its resume was called.
+  // req.cancel, when set, cancels the call (done then gets a cancelled error). Callbacks must not
+  // block.
   using Resume = std::function<void(bool more)>;
   using OnChunk = std::function<void(std::string_view data, Resume resume)>;
-  virtual void StreamAsync(const HttpRequest& req, OnChunk on_chunk, Done done);
-  // The executor of the transport's I/O thread, where DoAsync's `done` runs: the asynchronous
+  virtual void StreamAsync(const HttpRequest& req, OnChunk on_chunk, Done done) = 0;
+  // The executor of the transport's I/O thread, where the callbacks run: the asynchronous
   // components of the Kubernetes side (their timers, their continuations) run on it and never
-  // block it. The default, kept by fakes in tests, is an io_context on a thread of its own,
-  // started on first use and joined by the destructor.
-  virtual boost::asio::any_io_executor executor();
+  // block it.
+  virtual boost::asio::any_io_executor executor() = 0;
   // Cancels in-flight calls and makes future ones fail fast. Idempotent.
   virtual void Shutdown() = 0;
   virtual bool IsShutdown() const = 0;
   virtual TransportCounters counters() const { return {}; }
-  // Joins the default StreamAsync's helper threads, then stops and joins the default executor()'s
-  // thread (its pending handlers are dropped): afterwards no callback runs on them. Idempotent;
-  // not from the fallback executor's own thread. Client's destructor calls it after Shutdown(),
-  // while the derived transport is still whole: ~Transport is too late, a fake's members (its
-  // handler, its condition variable) are gone by then while a handler may still call its Do().
-  void StopFallbackIo() EXCLUDES(fallback_mu_);
-
- private:
-  struct FallbackIo;
-  struct StreamHelpers;
-  mutable Mutex fallback_mu_;
-  std::shared_ptr<FallbackIo> fallback_io_ GUARDED_BY(fallback_mu_);  // the default executor()'s
-  std::shared_ptr<StreamHelpers> helpers_ GUARDED_BY(fallback_mu_);   // default StreamAsync's
+  // Called by Client's destructor after Shutdown(), while the whole transport still exists:
+  // returns once no callback of a thread the transport's implementation owns for its own use (a
+  // test fake's helper threads) runs any more. The default has none to wait for.
+  virtual void Join() {}
 };
 
 // InvalidArgument (naming the CA, client certificate or key) when the TLS material in `config`

@@ -810,18 +810,18 @@ StatusOr<std::shared_ptr<HttpsClient>> HttpsClient::Create(asio::any_io_executor
   return std::shared_ptr<HttpsClient>(std::move(c));
 }
 
-// --- BlockingClient ---
+// --- IoThreadClient ---
 
-struct BlockingClient::Impl {
+struct IoThreadClient::Impl {
   asio::io_context io{1};
   asio::executor_work_guard<asio::io_context::executor_type> work{io.get_executor()};
   std::shared_ptr<HttpsClient> client;
   std::thread thread;
 };
 
-BlockingClient::BlockingClient(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+IoThreadClient::IoThreadClient(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 
-StatusOr<std::unique_ptr<BlockingClient>> BlockingClient::Create(ClientOptions options) {
+StatusOr<std::unique_ptr<IoThreadClient>> IoThreadClient::Create(ClientOptions options) {
   // A write to a connection the peer closed must not kill the process: ignore SIGPIPE unless the
   // program installed its own handler (as the transport this client replaced did).
   struct sigaction old {};
@@ -831,79 +831,19 @@ StatusOr<std::unique_ptr<BlockingClient>> BlockingClient::Create(ClientOptions o
   if (!c.ok()) return c.status();
   impl->client = std::move(c).value();
   impl->thread = std::thread([io = &impl->io] { io->run(); });
-  return std::unique_ptr<BlockingClient>(new BlockingClient(std::move(impl)));
+  return std::unique_ptr<IoThreadClient>(new IoThreadClient(std::move(impl)));
 }
 
-BlockingClient::~BlockingClient() {
+IoThreadClient::~IoThreadClient() {
   impl_->client->Shutdown();
   impl_->work.reset();
   impl_->thread.join();
 }
 
-void BlockingClient::Shutdown() { impl_->client->Shutdown(); }
-bool BlockingClient::IsShutdown() const { return impl_->client->IsShutdown(); }
-Counters BlockingClient::counters() const { return impl_->client->counters(); }
-HttpsClient& BlockingClient::async() { return *impl_->client; }
-asio::any_io_executor BlockingClient::executor() { return impl_->io.get_executor(); }
-
-namespace {
-// What the I/O thread hands the waiting caller: a piece of a stream, or the end.
-struct Channel {
-  Mutex mu;
-  CondVar cv;
-  std::string piece GUARDED_BY(mu);
-  HttpsClient::Resume resume GUARDED_BY(mu);  // set while a piece waits for the caller
-  std::optional<StatusOr<Response>> result GUARDED_BY(mu);
-};
-}  // namespace
-
-StatusOr<Response> BlockingClient::Do(Request req, const OnStart& on_start) {
-  return Stream(std::move(req), nullptr, on_start);
-}
-
-StatusOr<Response> BlockingClient::Stream(Request req, const OnData& on_data,
-                                          const OnStart& on_start) {
-  auto ch = std::make_shared<Channel>();
-  auto done = [ch](StatusOr<Response> r) {
-    MutexLock lk(ch->mu);
-    ch->result.emplace(std::move(r));
-    ch->cv.SignalAll();
-  };
-  std::shared_ptr<Call> call;
-  if (on_data) {
-    call = impl_->client->Stream(
-        std::move(req),
-        [ch](std::string_view data, HttpsClient::Resume resume) {
-          MutexLock lk(ch->mu);
-          ch->piece.assign(data);
-          ch->resume = std::move(resume);
-          ch->cv.SignalAll();
-        },
-        done);
-  } else {
-    call = impl_->client->Do(std::move(req), done);
-  }
-  if (on_start) on_start(call);
-  bool stopped_by_caller = false;
-  MutexLock lk(ch->mu);
-  while (true) {
-    ch->cv.Wait(ch->mu, [&]() REQUIRES(ch->mu) { return ch->result || ch->resume; });
-    if (ch->result) break;
-    std::string piece = std::move(ch->piece);
-    HttpsClient::Resume resume = std::move(ch->resume);
-    ch->resume = nullptr;
-    lk.Unlock();
-    bool more = on_data(piece);
-    if (!more) stopped_by_caller = true;
-    resume(more);
-    lk.Lock();
-  }
-  StatusOr<Response> r = std::move(*ch->result);
-  // A stream that ended because the client shut down (not because the caller stopped it) is no
-  // complete answer.
-  if (r.ok() && on_data && !stopped_by_caller && impl_->client->IsShutdown())
-    return Status::Cancelled("client is shut down");
-  return r;
-}
+void IoThreadClient::Shutdown() { impl_->client->Shutdown(); }
+bool IoThreadClient::IsShutdown() const { return impl_->client->IsShutdown(); }
+Counters IoThreadClient::counters() const { return impl_->client->counters(); }
+HttpsClient& IoThreadClient::async() { return *impl_->client; }
+asio::any_io_executor IoThreadClient::executor() { return impl_->io.get_executor(); }
 
 }  // namespace aw::net

@@ -1,7 +1,7 @@
 // HttpsClient: one asynchronous HTTP/1.1 client on Boost.Beast, over TLS (>= 1.2) or plain TCP,
 // for every outgoing call of the program (the Kubernetes client, kube/transport.h, and the
-// gateway's allocator client). BlockingClient runs one on an I/O thread of its own for callers
-// that wait for the answer.
+// gateway's allocator client). IoThreadClient runs one on an I/O thread of its own (the Kubernetes
+// transport's).
 //
 // Promise:
 //   - Every call runs on the client's strand: Do()/Stream() may be called from any thread and
@@ -125,36 +125,27 @@ class HttpsClient {
   virtual Counters counters() const = 0;
 };
 
-// An HttpsClient on an I/O thread of its own, for callers that block until the answer.
-// Thread-safe. The stream's `on_data` runs on the calling thread (return false to stop early: a
-// successful Response). The destructor shuts the client down and joins its thread.
-class BlockingClient {
+// An HttpsClient on an I/O thread of its own (the Kubernetes transport's): the asynchronous client
+// and that thread's executor, for timers and other asynchronous work of the client's users (never
+// blocking it). Thread-safe. The destructor shuts the client down and joins its thread.
+class IoThreadClient {
  public:
-  using OnData = std::function<bool(std::string_view)>;
-  // Called on the calling thread with the call's handle before the wait starts, so that another
-  // thread can cancel it.
-  using OnStart = std::function<void(const std::shared_ptr<Call>&)>;
+  static StatusOr<std::unique_ptr<IoThreadClient>> Create(ClientOptions options);
+  ~IoThreadClient();
+  IoThreadClient(const IoThreadClient&) = delete;
+  IoThreadClient& operator=(const IoThreadClient&) = delete;
 
-  static StatusOr<std::unique_ptr<BlockingClient>> Create(ClientOptions options);
-  ~BlockingClient();
-  BlockingClient(const BlockingClient&) = delete;
-  BlockingClient& operator=(const BlockingClient&) = delete;
-
-  StatusOr<Response> Do(Request req, const OnStart& on_start = {});
-  StatusOr<Response> Stream(Request req, const OnData& on_data, const OnStart& on_start = {});
   void Shutdown();
   bool IsShutdown() const;
   Counters counters() const;
-  // The asynchronous client underneath, on this client's I/O thread (its callbacks run there and
-  // must not block: never call Do()/Stream() of this BlockingClient from one).
+  // The asynchronous client, on this client's I/O thread (its callbacks run there and must not
+  // block).
   HttpsClient& async();
-  // The executor of this client's I/O thread: timers and other asynchronous work of the callers
-  // of async() run there (never blocking it).
   boost::asio::any_io_executor executor();
 
  private:
   struct Impl;
-  explicit BlockingClient(std::unique_ptr<Impl> impl);
+  explicit IoThreadClient(std::unique_ptr<Impl> impl);
   std::unique_ptr<Impl> impl_;
 };
 

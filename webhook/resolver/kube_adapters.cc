@@ -4,6 +4,8 @@
 #include <cctype>
 #include <optional>
 
+#include "runtime/io_thread.h"
+
 namespace aw::resolver {
 
 std::shared_ptr<const GameServerView> CacheSource::Get(const std::string& ns,
@@ -47,16 +49,11 @@ Status ClassifyPatchError(const kube::ApiError& error) {
   return error.ToStatus();
 }
 
-Status KubePatcher::PatchGameServer(const std::string& ns, const std::string& name,
-                                    const std::string& json_patch) {
-  auto r = client_.Patch(kube::kGameServers, ns, name, kube::PatchType::kJson, json_patch);
-  if (r.ok()) return Status::Ok();
-  return ClassifyPatchError(r.error());
-}
-
 KubePatcher::~KubePatcher() { Drain(); }
 
 void KubePatcher::Drain() {
+  // The patches' callbacks run on the client's I/O thread: waiting for them there never ends.
+  runtime::DieIfOn(client_.executor(), "KubePatcher::Drain");
   MutexLock lk(mu_);
   idle_.Wait(mu_, [&]() REQUIRES(mu_) { return in_flight_ == 0; });
 }

@@ -67,10 +67,9 @@ class KubePatcher final : public Patcher {
       : client_(client), max_in_flight_(std::max<size_t>(1, max_in_flight)) {}
   // Drain() and destroy.
   ~KubePatcher() override;
-  // Waits until every patch started or waiting has completed (its callback ran).
+  // Waits until every patch started or waiting has completed (its callback ran). Not on the
+  // client's I/O thread, where the callbacks run: there it aborts with a message naming the rule.
   void Drain();
-  Status PatchGameServer(const std::string& ns, const std::string& name,
-                         const std::string& json_patch) override;
   // Client::PatchAsync, at most max_in_flight at once; `done` runs on the client's I/O thread.
   void PatchGameServerAsync(const std::string& ns, const std::string& name,
                             const std::string& json_patch,

@@ -2,9 +2,15 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <boost/asio/executor_work_guard.hpp>
+#include <boost/asio/io_context.hpp>
 #include <fstream>
 #include <sstream>
+#include <thread>
 
+#include "runtime/io_thread.h"
+#include "util/io/mutex.h"
 #include "util/url.h"
 
 namespace aw::gateway {
@@ -21,9 +27,55 @@ Status ReadFile(const std::string& path, std::string_view flag, std::string* out
 
 }  // namespace
 
-AllocatorClient::AllocatorClient(AllocatorOptions options) : options_(std::move(options)) {}
+// The client's state, shared with every call in flight: a callback holds it (never the
+// AllocatorClient), so an answer that comes after Stop() or during destruction touches only this.
+struct AllocatorClient::State : std::enable_shared_from_this<State> {
+  struct Call {
+    std::string body;
+    std::chrono::steady_clock::time_point deadline;
+    Done done;
+  };
 
-AllocatorClient::~AllocatorClient() { Stop(); }
+  State(std::chrono::nanoseconds t, size_t w) : timeout(t), workers(std::max<size_t>(1, w)) {}
+
+  // Starts queued calls while fewer than `workers` are in flight, and answers those whose
+  // deadline passed in the queue. `holding`: called by a call that ended, with its slot, which
+  // goes to the next queued call or is freed.
+  void Pump(bool holding) EXCLUDES(mu);
+  void Send(Call call);
+
+  const std::chrono::nanoseconds timeout;
+  const size_t workers;
+  std::shared_ptr<net::HttpsClient> client;  // set by Init(), before any call
+  Mutex mu;
+  CondVar idle_cv;  // signalled when in_flight drops to 0
+  std::deque<Call> queue GUARDED_BY(mu);
+  size_t in_flight GUARDED_BY(mu) = 0;
+  bool started GUARDED_BY(mu) = false;
+  bool stopping GUARDED_BY(mu) = false;
+};
+
+AllocatorClient::AllocatorClient(AllocatorOptions options)
+    : options_(std::move(options)),
+      state_(std::make_shared<State>(options_.timeout, options_.workers)) {}
+
+// The client's own I/O thread: runs until its work guard is released and the calls are over.
+struct AllocatorClient::OwnIo {
+  boost::asio::io_context io{1};
+  boost::asio::executor_work_guard<boost::asio::io_context::executor_type> work{io.get_executor()};
+  std::thread thread;
+  void Join() {
+    work.reset();
+    if (thread.joinable()) thread.join();
+  }
+};
+
+AllocatorClient::~AllocatorClient() {
+  Stop();
+  // The thread first (nothing runs on the io_context any more), then the HTTPS client made on it
+  // (state_, destroyed before own_io_), then the io_context.
+  if (own_io_) own_io_->Join();
+}
 
 Status AllocatorClient::Init(boost::asio::any_io_executor executor) {
   net::ClientOptions cfg;
@@ -69,43 +121,44 @@ Status AllocatorClient::Init(boost::asio::any_io_executor executor) {
   }
   cfg.log_name = "allocator";
   if (!executor) {
-    auto own = net::BlockingClient::Create(std::move(cfg));
-    if (!own.ok()) return own.status().Annotate("allocator client TLS");
-    own_io_ = std::move(own).value();
-    // Not owning: own_io_ owns the client and its thread.
-    client_ = std::shared_ptr<net::HttpsClient>(std::shared_ptr<void>(), &own_io_->async());
-    return Status::Ok();
+    own_io_ = std::make_unique<OwnIo>();
+    executor = own_io_->io.get_executor();
   }
+  executor_ = executor;
   auto client = net::HttpsClient::Create(std::move(executor), std::move(cfg));
   if (!client.ok()) return client.status().Annotate("allocator client TLS");
-  client_ = std::move(client).value();
+  state_->client = std::move(client).value();
+  if (own_io_) own_io_->thread = std::thread([io = &own_io_->io] { io->run(); });
   return Status::Ok();
 }
 
 void AllocatorClient::Start() {
   {
-    MutexLock lock(mu_);
-    started_ = true;
+    MutexLock lock(state_->mu);
+    state_->started = true;
   }
-  Pump();
+  state_->Pump(false);
 }
 
 void AllocatorClient::Stop() {
-  std::deque<Call> dropped;
+  // Stop waits below for callbacks that run on the I/O thread: there it could only hang.
+  runtime::DieIfOn(executor_, "AllocatorClient::Stop");
+  State& s = *state_;
+  std::deque<State::Call> dropped;
   {
-    MutexLock lock(mu_);
-    if (stopping_ && queue_.empty() && in_flight_ == 0) return;
-    stopping_ = true;
-    dropped.swap(queue_);
+    MutexLock lock(s.mu);
+    if (s.stopping && s.queue.empty() && s.in_flight == 0) return;
+    s.stopping = true;
+    dropped.swap(s.queue);
   }
   for (auto& c : dropped) {
     c.done({Status::Unavailable("the gateway is shutting down"), 0, {}});
   }
   // Ends the calls in flight promptly (Cancelled, answered as Unavailable), then waits for their
-  // `done` to have run: the owner may go away once Stop() returns.
-  if (client_) client_->Shutdown();
-  MutexLock lock(mu_);
-  idle_cv_.Wait(mu_, [this]() REQUIRES(mu_) { return in_flight_ == 0; });
+  // `done` to have run: what the owner's `done` callbacks use may go away once Stop() returns.
+  if (s.client) s.client->Shutdown();
+  MutexLock lock(s.mu);
+  s.idle_cv.Wait(s.mu, [&s]() REQUIRES(s.mu) { return s.in_flight == 0; });
 }
 
 std::chrono::milliseconds AllocatorClient::AttemptTimeout(
@@ -120,9 +173,9 @@ void AllocatorClient::Allocate(std::string body, std::chrono::steady_clock::time
                                Done done) {
   bool queued = false;
   {
-    MutexLock lock(mu_);
-    if (!stopping_) {
-      queue_.push_back(Call{std::move(body), deadline, std::move(done)});
+    MutexLock lock(state_->mu);
+    if (!state_->stopping) {
+      state_->queue.push_back(State::Call{std::move(body), deadline, std::move(done)});
       queued = true;
     }
   }
@@ -130,28 +183,26 @@ void AllocatorClient::Allocate(std::string body, std::chrono::steady_clock::time
     done({Status::Unavailable("the gateway is shutting down"), 0, {}});
     return;
   }
-  Pump();
+  state_->Pump(false);
 }
 
-void AllocatorClient::Pump(bool holding) {
+void AllocatorClient::State::Pump(bool holding) {
   const bool in_callback = holding;
-  const size_t slots = std::max<size_t>(1, options_.workers);
   for (;;) {
     Call call;
     {
-      MutexLock lock(mu_);
+      MutexLock lock(mu);
       if (!holding) {
-        if (!started_ || stopping_ || queue_.empty() || in_flight_ >= slots) return;
-        ++in_flight_;
+        if (!started || stopping || queue.empty() || in_flight >= workers) return;
+        ++in_flight;
         holding = true;
       }
-      if (!started_ || stopping_ || queue_.empty()) {
-        // The last touch of `this` on a callback's path: Stop() may return after it.
-        if (--in_flight_ == 0) idle_cv_.SignalAll();
+      if (!started || stopping || queue.empty()) {
+        if (--in_flight == 0) idle_cv.SignalAll();
         return;
       }
-      call = std::move(queue_.front());
-      queue_.pop_front();
+      call = std::move(queue.front());
+      queue.pop_front();
     }
     if (call.deadline <= std::chrono::steady_clock::now()) {
       call.done({Status::DeadlineExceeded(
@@ -167,22 +218,24 @@ void AllocatorClient::Pump(bool holding) {
   }
 }
 
-void AllocatorClient::Send(Call call) {
+void AllocatorClient::State::Send(Call call) {
   net::Request req;
   req.method = "POST";
   req.path = "/gameserverallocation";
   req.body = std::move(call.body);
   req.content_type = "application/json";
-  req.timeout = AttemptTimeout(options_.timeout, call.deadline, std::chrono::steady_clock::now());
+  req.timeout = AttemptTimeout(timeout, call.deadline, std::chrono::steady_clock::now());
   req.resend_on_closed_connection = false;
-  client_->Do(std::move(req), [this, done = std::move(call.done)](StatusOr<net::Response> res) {
-    if (!res.ok()) {
-      done({Status::Unavailable(res.status().message()), 0, {}});
-    } else {
-      done({Status::Ok(), res->status, std::move(res->body)});
-    }
-    Pump(/*holding=*/true);  // this call's slot: to the next queued call, or freed
-  });
+  // The callback holds the state, not the AllocatorClient: see the header's promise.
+  client->Do(std::move(req),
+             [self = shared_from_this(), done = std::move(call.done)](StatusOr<net::Response> res) {
+               if (!res.ok()) {
+                 done({Status::Unavailable(res.status().message()), 0, {}});
+               } else {
+                 done({Status::Ok(), res->status, std::move(res->body)});
+               }
+               self->Pump(/*holding=*/true);  // this call's slot: to the next queued call, or freed
+             });
 }
 
 void RegisterAllocatorFlags(flags::FlagSet& fs, AllocatorOptions* o) {

@@ -23,8 +23,13 @@
 //   - Init(executor) loads the PEM files and returns InvalidArgument naming the bad flag or file.
 //     The calls run on `executor` (the gateway passes its Kubernetes client's I/O thread, so the
 //     two clients share one thread); without one, the client runs an I/O thread of its own.
-//   - Stop() (not from the I/O thread; idempotent) fails the queued calls with Unavailable, ends
-//     the calls in flight (Unavailable) and returns once no `done` of this client runs any more.
+//   - Stop() (idempotent) fails the queued calls with Unavailable, ends the calls in flight
+//     (Unavailable) and returns once no `done` of this client runs any more. Called on the I/O
+//     thread (where it could only hang, waiting for callbacks that run there), it aborts the
+//     process with a message naming the rule (runtime/io_thread.h). The destructor calls it.
+//   - Safe by construction: a call's callback holds the client's shared state (its queue, its
+//     counters, the HTTPS client), never the AllocatorClient itself, so no callback can reach a
+//     freed client, whatever the order of Stop(), destruction and the answers.
 #pragma once
 
 #include <boost/asio/any_io_executor.hpp>
@@ -36,7 +41,6 @@
 
 #include "net/https_client.h"
 #include "util/flags.h"
-#include "util/io/mutex.h"
 #include "util/status.h"
 
 namespace aw::gateway {
@@ -73,13 +77,12 @@ class AllocatorClient {
 
   // `executor`: where the calls run; none = an I/O thread of the client's own.
   Status Init(boost::asio::any_io_executor executor = {});
-  void Start() EXCLUDES(mu_);  // calls queued before it start now
-  void Stop() EXCLUDES(mu_);   // see the promise; idempotent
+  void Start();  // calls queued before it start now
+  void Stop();   // see the promise; idempotent
 
   using Done = std::function<void(AllocatorAnswer)>;
   // `deadline`: the request's; the call is not made once it has passed.
-  void Allocate(std::string body, std::chrono::steady_clock::time_point deadline, Done done)
-      EXCLUDES(mu_);
+  void Allocate(std::string body, std::chrono::steady_clock::time_point deadline, Done done);
   // The timeout of an attempt that starts at `now`: min(per-attempt timeout, time left);
   // zero or less means the deadline passed in the queue.
   static std::chrono::milliseconds AttemptTimeout(std::chrono::nanoseconds per_attempt,
@@ -88,28 +91,16 @@ class AllocatorClient {
   bool plain() const { return plain_; }
 
  private:
-  struct Call {
-    std::string body;
-    std::chrono::steady_clock::time_point deadline;
-    Done done;
-  };
-  // Starts queued calls while fewer than `workers` are in flight, and answers those whose
-  // deadline passed in the queue. `holding`: called by a call that ended, with its slot, which
-  // goes to the next queued call or is freed (the last touch of `this`: Stop() waits for it).
-  void Pump(bool holding = false) EXCLUDES(mu_);
-  void Send(Call call);
+  // Everything a call's callback touches: shared by the client and the callbacks in flight.
+  struct State;
 
   const AllocatorOptions options_;
-  std::unique_ptr<net::BlockingClient> own_io_;  // when Init() got no executor
-  std::shared_ptr<net::HttpsClient> client_;
+  struct OwnIo;                    // an io_context and its thread, when Init() got no executor
+  std::unique_ptr<OwnIo> own_io_;  // joined by the destructor before state_ goes
+  boost::asio::any_io_executor executor_;  // where the calls run (Stop's contract)
   std::string base_path_;
   bool plain_ = false;
-  Mutex mu_;
-  CondVar idle_cv_;  // signalled when in_flight_ drops to 0
-  std::deque<Call> queue_ GUARDED_BY(mu_);
-  size_t in_flight_ GUARDED_BY(mu_) = 0;
-  bool started_ GUARDED_BY(mu_) = false;
-  bool stopping_ GUARDED_BY(mu_) = false;
+  std::shared_ptr<State> state_;
 };
 
 }  // namespace aw::gateway

@@ -171,7 +171,7 @@ Gateway::Gateway(GatewayOptions options, AllocatorClient& allocator, WaiterRegis
       lookup_(std::move(lookup)),
       metrics_(std::make_unique<Metrics>(registry)) {}
 
-Gateway::~Gateway() = default;
+Gateway::~Gateway() { life_.End(); }  // first: no guarded callback runs from here on
 
 void Gateway::Handle(const server::HttpRequest& req, server::Responder respond) {
   if (req.path == "/healthz" && req.method == "GET") {
@@ -255,15 +255,17 @@ void Gateway::Handle(const server::HttpRequest& req, server::Responder respond) 
   }
   if (req.on_abandoned) {
     std::weak_ptr<Call> weak = call;
-    req.on_abandoned([this, weak] {
-      if (auto c = weak.lock()) asio::dispatch(c->strand, [this, c] { OnClientGone(c); });
-    });
+    req.on_abandoned(life_.Guard([this, weak] {
+      if (auto c = weak.lock()) {
+        asio::dispatch(c->strand, life_.Guard([this, c] { OnClientGone(c); }));
+      }
+    }));
   }
   // Published: from here on the call's state is touched only on its strand.
-  asio::dispatch(call->strand, [this, call] {
+  asio::dispatch(call->strand, life_.Guard([this, call] {
     if (!call->key.empty() && Resume(call)) return;
     Attempt(call);
-  });
+  }));
 }
 
 bool Gateway::Join(const std::string& ns_key, const server::HttpRequest& req,
@@ -289,9 +291,11 @@ bool Gateway::Join(const std::string& ns_key, const server::HttpRequest& req,
   log::info("idempotent retry joins the request in flight with its key", {{"key", ns_key}});
   if (req.on_abandoned) {
     std::weak_ptr<Call> weak = call;
-    req.on_abandoned([this, weak] {
-      if (auto c = weak.lock()) asio::dispatch(c->strand, [this, c] { OnClientGone(c); });
-    });
+    req.on_abandoned(life_.Guard([this, weak] {
+      if (auto c = weak.lock()) {
+        asio::dispatch(c->strand, life_.Guard([this, c] { OnClientGone(c); }));
+      }
+    }));
   }
   return true;
 }
@@ -345,7 +349,7 @@ void Gateway::Deliver(const std::shared_ptr<Call>& call, const std::string& ns,
   if (seen) mark.seen = *seen;
   const std::string at = mark.at;
   // The mark's answer comes on the marks' thread: back to the call's strand.
-  auto on_marked = [this, call, ns, name, at, shared](Status s) {
+  auto on_marked = life_.Guard([this, call, ns, name, at, shared](Status s) {
     if (!s.ok()) {
       metrics_->Retry("delivery_mark");
       log::warn("could not mark the GameServer delivered; releasing it and allocating again",
@@ -356,26 +360,27 @@ void Gateway::Deliver(const std::shared_ptr<Call>& call, const std::string& ns,
     // Not written to any client of the call: this delivery is taken back (another call's
     // delivery of the same server, e.g. an idempotent retry's, stays), and with none left the
     // resolver releases the server.
-    shared->on_written = [this, ns, name, at](bool written) {
+    shared->on_written = life_.Guard([this, ns, name, at](bool written) {
       if (written || !options_.undeliver) return;
       log::warn("the answer naming the GameServer was not written; releasing it",
                 {{"gameserver", ns + "/" + name}});
       options_.undeliver(ns, name, at);
-    };
+    });
     Finish(call, std::move(*shared));
-  };
+  });
   options_.mark_delivered(mark, [call, on_marked](Status s) {
-    asio::dispatch(call->strand, [on_marked, s = std::move(s)] { on_marked(s); });
+    asio::dispatch(call->strand, [on_marked, s = std::move(s)]() mutable { on_marked(s); });
   });
 }
 
 void Gateway::Attempt(const std::shared_ptr<Call>& call) {
   ++call->attempts;
   // The allocator answers on its client's thread (or inline when stopped): back to the strand.
-  allocator_.Allocate(call->body, call->deadline, [this, call](AllocatorAnswer a) {
-    asio::dispatch(call->strand,
-                   [this, call, a = std::move(a)]() mutable { OnAllocated(call, std::move(a)); });
-  });
+  allocator_.Allocate(call->body, call->deadline, life_.Guard([this, call](AllocatorAnswer a) {
+    asio::dispatch(call->strand, life_.Guard([this, call, a = std::move(a)]() mutable {
+      OnAllocated(call, std::move(a));
+    }));
+  }));
 }
 
 server::HttpResponse Gateway::NoServer(std::string_view message) const {
@@ -496,15 +501,15 @@ void Gateway::WaitFor(const std::shared_ptr<Call>& call, std::string response_bo
   auto body = std::make_shared<std::string>(std::move(response_body));
   // The decision comes on the informer's, the timer's or a canceller's thread (inline when the
   // cache already decides): back to the strand.
-  WaiterRegistry::Ticket ticket =
-      waiters_.Wait(call->ns, name, last, call->deadline,
-                    [this, call, body, name, last](const Decision& d, const kube::ObjectPtr& obj,
-                                                   const std::string& ns) {
-                      asio::dispatch(call->strand, [this, call, body, name, last, d, obj, ns] {
-                        metrics_->waiting.Decrement();
-                        OnDecided(call, *body, name, last, ns, d, obj);
-                      });
-                    });
+  WaiterRegistry::Ticket ticket = waiters_.Wait(
+      call->ns, name, last, call->deadline,
+      life_.Guard([this, call, body, name, last](const Decision& d, const kube::ObjectPtr& obj,
+                                                 const std::string& ns) {
+        asio::dispatch(call->strand, life_.Guard([this, call, body, name, last, d, obj, ns] {
+          metrics_->waiting.Decrement();
+          OnDecided(call, *body, name, last, ns, d, obj);
+        }));
+      }));
   call->ticket = ticket;
   // The client may have gone between the allocator's answer and the registration.
   if (call->abandoned.load()) waiters_.Cancel(ticket, "abandoned");

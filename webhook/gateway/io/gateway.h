@@ -34,9 +34,11 @@
 //   (informer, timer, Cancel or Stop thread), the delivery mark's answer and the client going
 //   away are each dispatched onto it, so they run one at a time whichever thread they come from.
 //   Before the call is published (by key, to its client's on_abandoned, to the allocator) only
-//   Handle's thread sees it. Every callback holds the call (a shared_ptr); the gateway itself
-//   must outlive the allocator client, the waiters and the marks it is given (gateway_main.cpp:
-//   they are stopped by the manager before it is destroyed).
+//   Handle's thread sees it. Every callback holds the call (a shared_ptr) and reaches the gateway
+//   only through its lifeline (runtime/lifeline.h): a callback still queued on a strand when the
+//   gateway is destroyed does nothing, and the destructor waits for those running (never destroy
+//   the gateway from one of its callbacks). The allocator client, the waiters and the marks it is
+//   given must still outlive it (gateway_main.cpp: the manager stops them before it is destroyed).
 //   No server lost (docs/gateway.md; gateway/delivery.h): every forwarded request carries
 //   metadata.annotations allocating.agones.dev/answer-by (the request's deadline, RFC 3339) and,
 //   with a key, allocating.agones.dev/request-key; a request setting those (or `delivered`)
@@ -73,6 +75,7 @@
 #include "gateway/io/allocator_client.h"
 #include "gateway/io/waiters.h"
 #include "policy/gameserver.h"
+#include "runtime/lifeline.h"
 #include "server/connection_server.h"
 #include "util/flags.h"
 #include "util/io/mutex.h"
@@ -199,6 +202,8 @@ class Gateway {
   Mutex keys_mu_;
   std::map<std::string, std::weak_ptr<Call>> by_key_
       GUARDED_BY(keys_mu_);  // "<ns>/<key>" -> the call in flight
+  // Every callback that uses the gateway is guarded by it: ended first by the destructor.
+  runtime::Lifeline life_;
 };
 
 }  // namespace aw::gateway

@@ -164,7 +164,8 @@ bool GrpcService::Handle(const server::HttpRequest& req, server::Responder respo
       return true;
     }
   }
-  server::Responder counted = [this, method, respond](server::HttpResponse r) {
+  // Handed to the gateway, which may answer after this service is gone: guarded.
+  server::Responder counted = life_.Guard([this, method, respond](server::HttpResponse r) {
     int code = 0;
     for (auto* fields : {&r.headers, &r.trailers}) {
       for (auto& [n, v] : *fields) {
@@ -173,7 +174,7 @@ bool GrpcService::Handle(const server::HttpRequest& req, server::Responder respo
     }
     metrics_->Call(method, code);
     respond(std::move(r));
-  };
+  });
   if (req.path == kAllocatePath) {
     Allocate(req, payload, std::move(counted));
   } else {

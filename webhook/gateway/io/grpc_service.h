@@ -34,6 +34,7 @@
 #include <functional>
 #include <memory>
 
+#include "runtime/lifeline.h"
 #include "server/connection_server.h"
 
 namespace aw::gateway {
@@ -68,6 +69,7 @@ class GrpcService {
   const std::function<void(const server::HttpRequest&, server::Responder)> allocate_;
   const std::function<bool()> serving_;
   std::unique_ptr<Metrics> metrics_;
+  runtime::Lifeline life_;  // the responders handed to the gateway reach this service through it
 };
 
 // A trailers-only gRPC answer.

@@ -9,6 +9,7 @@
 #include "contract/keys.h"
 #include "gateway/delivery.h"
 #include "policy/gameserver.h"
+#include "runtime/io_thread.h"
 #include "util/io/log.h"
 #include "util/time_format.h"
 
@@ -140,7 +141,11 @@ void RegisterDeliveryFlags(flags::FlagSet& fs, size_t* workers) {
 GameServerMarks::GameServerMarks(kube::Client& client, size_t workers)
     : client_(client), limit_(workers) {}
 
-GameServerMarks::~GameServerMarks() = default;
+GameServerMarks::~GameServerMarks() {
+  // limit_'s destructor waits for the writes in flight, whose callbacks run on the client's I/O
+  // thread: there it would never return.
+  runtime::DieIfOn(client_.executor(), "~GameServerMarks");
+}
 
 void GameServerMarks::Swap(const std::string& ns, const std::string& name, Build build,
                            std::optional<policy::GameServerView> first,

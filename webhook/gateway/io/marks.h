@@ -24,7 +24,8 @@
 //   one), at most `workers` (--delivery-workers) in flight, the others waiting their turn in
 //   order. Thread-safe. The destructor waits for the writes already submitted (each bounded by
 //   the kube client's per-call timeout), so a SIGTERM's releases are sent before the process
-//   exits; it must not run on the Kubernetes client's I/O thread.
+//   exits; on the Kubernetes client's I/O thread (where it would wait for ever) it aborts with a
+//   message naming the rule (runtime/io_thread.h).
 #pragma once
 
 #include <functional>

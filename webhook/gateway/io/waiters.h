@@ -22,13 +22,17 @@
 //     Stop(). `ns` is the bound namespace, else `ns_hint`. It must not block.
 //   - Cancel() of a waiter that already completed does nothing.
 //   - Waiting() is the number of registered waiters. Thread-safe.
+//   - Stop() returns once the timer thread has ended: no `done` runs on it afterwards. It must not
+//     be called on the timer thread (from a `done` called with "deadline"): it would wait for
+//     itself, so it aborts the process with a message naming the rule (runtime/io_thread.h).
+//   - Safe by construction: the timer thread and the timer handlers hold the registry's shared
+//     state (the timer thread a strong handle, the handlers weak ones), never the registry itself;
+//     a waiter's timer keeps the io_context it was made on alive.
 #pragma once
 
-#include <boost/asio/executor_work_guard.hpp>
-#include <boost/asio/io_context.hpp>
+#include <atomic>
 #include <chrono>
 #include <functional>
-#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -55,8 +59,8 @@ class WaiterRegistry final : public kube::InformerHandler {
   WaiterRegistry(const WaiterRegistry&) = delete;
   WaiterRegistry& operator=(const WaiterRegistry&) = delete;
 
-  void Start();  // the timer thread
-  void Stop();   // completes every waiter with "stopped"; idempotent
+  void Start() EXCLUDES(thread_mu_);  // the timer thread
+  void Stop() EXCLUDES(thread_mu_);   // completes every waiter with "stopped"; idempotent
 
   Ticket Wait(const std::string& ns_hint, const std::string& name, std::string last_allocated,
               std::chrono::steady_clock::time_point deadline, Done done);
@@ -71,18 +75,15 @@ class WaiterRegistry final : public kube::InformerHandler {
 
  private:
   void Evaluate(const kube::ObjectPtr& obj, bool deleted);
-  // The decision for `w` from `obj` (kWait when `obj` does not concern it); binds `w`.
-  Decision Judge(Waiter& w, const kube::ObjectPtr& obj, bool deleted);
-  // Removes `w` if still registered and completes it.
-  void Finish(const std::shared_ptr<Waiter>& w, const Decision& d, const kube::ObjectPtr& obj);
+
+  struct Timers;  // the io_context of the timer thread and its work guard
+  struct State;   // the registered waiters, shared with the timer thread and handlers
 
   const Lookup lookup_;
-  mutable Mutex mu_;
-  std::multimap<std::string, std::shared_ptr<Waiter>> waiters_ GUARDED_BY(mu_);  // key: name
-  boost::asio::io_context timers_;
-  boost::asio::executor_work_guard<boost::asio::io_context::executor_type> work_;
-  std::thread thread_;
-  bool stopped_ GUARDED_BY(mu_) = false;
+  const std::shared_ptr<State> state_;
+  Mutex thread_mu_;  // Start() and Stop() against each other
+  std::thread thread_ GUARDED_BY(thread_mu_);
+  std::atomic<std::thread::id> thread_id_{};  // the timer thread's, for Stop()'s contract
 };
 
 }  // namespace aw::gateway

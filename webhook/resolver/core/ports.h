@@ -39,21 +39,15 @@ enum class PatchStatus {
 PatchStatus PatchStatusOf(const Status& status);
 std::string_view PatchStatusName(PatchStatus s);
 
-// Write side: applies one RFC 6902 JSON patch to a GameServer. The Status's code says what
-// happened (see PatchStatus), its message why. PatchGameServer may block (network).
-// PatchGameServerAsync is what the resolver calls: `done` runs exactly once, on any thread, and
-// must not block; the default runs PatchGameServer and then `done` on the calling thread (fakes),
-// the production patcher sends the patch without a waiting thread (kube_adapters.h).
+// Write side: applies one RFC 6902 JSON patch to a GameServer, without a waiting thread. The
+// Status's code says what happened (see PatchStatus), its message why. `done` runs exactly once,
+// on any thread, and must not block (the production patcher: kube_adapters.h).
 class Patcher {
  public:
   virtual ~Patcher() = default;
-  virtual Status PatchGameServer(const std::string& ns, const std::string& name,
-                                 const std::string& json_patch) = 0;
   virtual void PatchGameServerAsync(const std::string& ns, const std::string& name,
                                     const std::string& json_patch,
-                                    std::function<void(Status)> done) {
-    done(PatchGameServer(ns, name, json_patch));
-  }
+                                    std::function<void(Status)> done) = 0;
 };
 
 enum class EventType { kNormal, kWarning };
