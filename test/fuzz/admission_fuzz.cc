@@ -8,8 +8,9 @@
 // std::set of names per open object); FindDuplicateKey must agree with it, and a body with a
 // duplicate key must get a 400 that says so. The one-pass parse (json::ParseChecked) must give
 // exactly the answer of the three steps it replaced (FirstTooDeep, the parse, FindDuplicateKey).
-// Oracle for the admission hot path: on /mutate/gameservers, Handle (the one pass,
-// admission/review_scan.h) must answer every body exactly as HandleReference (the document path).
+// Oracle for the admission hot path: on /mutate/gameservers and /validate/gameservers, Handle
+// (the one pass, admission/review_scan.h) must answer every body exactly as HandleReference (the
+// document path).
 //
 // Build and run with clang (test/fuzz/run does all of this, see test/fuzz/README.md):
 //   CXX=clang++ cmake -S . -B build-fuzz -G Ninja -DAW_FUZZ=ON -DAW_BUILD_TESTS=OFF
@@ -196,14 +197,15 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (r.http_status != 200 && r.http_status != 400) std::abort();
   if (r.http_status == 200 && (r.body.empty() || r.body.front() != '{')) std::abort();
 
-  // Oracle for the one pass (admission/review_scan.h): on /mutate/gameservers, whatever the bytes,
-  // Handle answers exactly what the document path (HandleReference) answers.
-  {
-    const auto mutate = aw::admission::Route::kMutateGameServers;
+  // Oracle for the one pass (admission/review_scan.h): on /mutate/gameservers and
+  // /validate/gameservers, whatever the bytes, Handle answers exactly what the document path
+  // (HandleReference) answers.
+  for (const auto scanned :
+       {aw::admission::Route::kMutateGameServers, aw::admission::Route::kValidateGameServers}) {
     aw::admission::HandlerResult other;
-    if (route != mutate) other = aw::admission::Handle(mutate, body, ctx);
-    const aw::admission::HandlerResult& fast = route == mutate ? r : other;
-    const aw::admission::HandlerResult ref = aw::admission::HandleReference(mutate, body, ctx);
+    if (route != scanned) other = aw::admission::Handle(scanned, body, ctx);
+    const aw::admission::HandlerResult& fast = route == scanned ? r : other;
+    const aw::admission::HandlerResult ref = aw::admission::HandleReference(scanned, body, ctx);
     if (fast.http_status != ref.http_status || fast.content_type != ref.content_type ||
         fast.body != ref.body || fast.outcome != ref.outcome || fast.fail_open != ref.fail_open ||
         fast.neutralised != ref.neutralised || fast.shutdown_held != ref.shutdown_held ||
