@@ -52,6 +52,7 @@
 #include "runtime/service.h"
 #include "server/cert_reloader.h"
 #include "server/client_ca_reloader.h"
+#include "server/config.h"
 #include "server/connection_server.h"
 #include "server/health_server.h"
 #include "util/flags.h"
@@ -137,18 +138,13 @@ int main(int argc, char** argv) {
           runtime::ParseCommandLine(fs, argc, argv, "allocation-gateway")) {
     return *exit_code;
   }
-  for (const Status& st : {gateway::ValidateAllocatorOptions(f.allocator),
-                           gateway::ValidateGatewayOptions(f.gateway)}) {
+  for (const Status& st :
+       {gateway::ValidateAllocatorOptions(f.allocator), gateway::ValidateGatewayOptions(f.gateway),
+        server::ValidateDrainDelay(f.drain_delay, f.shutdown_grace)}) {
     if (!st.ok()) {
       std::fprintf(stderr, "allocation-gateway: %s\n", st.message().c_str());
       return 2;
     }
-  }
-  if (f.drain_delay < std::chrono::nanoseconds::zero() || f.drain_delay >= f.shutdown_grace) {
-    std::fprintf(stderr,
-                 "allocation-gateway: --drain-delay must be at least 0 and less than "
-                 "--shutdown-grace\n");
-    return 2;
   }
   log::Apply(f.log);
 

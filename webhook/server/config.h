@@ -38,4 +38,9 @@ void RegisterPolicyFlags(flags::FlagSet& fs, policy::Policy* policy);
 // The first problem found, or nullopt.
 Status Validate(const ServerConfig& cfg, const policy::Policy& policy);
 
+// The --drain-delay rule of both binaries (Validate applies it here; allocation-gateway to its own
+// flags): at least 0 and less than --shutdown-grace, which includes it.
+Status ValidateDrainDelay(std::chrono::nanoseconds drain_delay,
+                          std::chrono::nanoseconds shutdown_grace);
+
 }  // namespace aw::server
