@@ -38,6 +38,8 @@ Decision MutateGameServer(const ReviewRequest& req, const Context& ctx);
 Decision MutateGameServer(const MutateInput& in, const Context& ctx);
 // The decision for an operation other than UPDATE (not gated).
 Decision MutateNotGated(std::string_view operation);
+// The validating routes' decision for an operation they do not validate (allowed).
+Decision NotValidated(std::string_view operation);
 // Parses request.object and, for UPDATE, request.oldObject (kStrict) and decides with the overload
 // below.
 Decision ValidateGameServer(const ReviewRequest& req, const Context& ctx);

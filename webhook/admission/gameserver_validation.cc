@@ -117,11 +117,15 @@ std::optional<std::string> ProbePortMismatch(
                      known.empty() ? "none" : known);
 }
 
+Decision NotValidated(std::string_view operation) {
+  return Decision::Allow(fmt::format("operation {} is not validated", operation));
+}
+
 std::optional<Decision> SkipUnlessCreateOrUpdate(const ReviewRequest& req) {
   const bool create = req.operation == "CREATE";
   const bool update = req.operation == "UPDATE";
   if (!create && !update) {
-    return Decision::Allow(fmt::format("operation {} is not validated", req.operation));
+    return NotValidated(req.operation);
   }
   if (!req.object) throw BadRequest("request.object is missing");
   if (update && !req.old_object) throw BadRequest("request.oldObject is missing (UPDATE)");

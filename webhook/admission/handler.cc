@@ -167,7 +167,7 @@ bool HandleScanned(Route route, std::string_view body, const Context& ctx, Handl
     } else {  // /validate/gameservers
       const bool update = scan.operation == "UPDATE";
       if (!update && scan.operation != "CREATE") {
-        d = Decision::Allow(fmt::format("operation {} is not validated", scan.operation));
+        d = NotValidated(scan.operation);
       } else {
         // A missing object (or one without metadata) is a 400: the document path words it.
         if (!scan.object.present || !scan.object.has_metadata ||

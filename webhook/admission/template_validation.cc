@@ -115,7 +115,7 @@ Decision ValidateTemplateOwner(const ReviewRequest& req, const Context& ctx) {
 
 Decision ValidateGameServerAllocation(const ReviewRequest& req, const Context& ctx) {
   if (req.operation != "CREATE") {
-    return Decision::Allow(fmt::format("operation {} is not validated", req.operation));
+    return NotValidated(req.operation);
   }
   if (!req.object) throw BadRequest("request.object is missing");
   if (!req.object->IsObject()) {
