@@ -152,24 +152,25 @@ int main(int argc, char** argv) {
   aw::admission::Context ctx{policy, true, now};
   const auto route = aw::admission::Route::kMutateGameServers;
 
-  aw::admission::HandlerResult check = aw::admission::Handle(route, body, ctx);
-  if (check.http_status != 200 || check.outcome != aw::admission::Outcome::kRewritten) {
-    std::fprintf(stderr, "admission_allocs: unexpected answer %d %s\n", check.http_status,
+  // Each route answers the review as expected before its allocations are counted.
+  auto answers = [&](aw::admission::Route r, aw::admission::Outcome want) {
+    const aw::admission::HandlerResult check = aw::admission::Handle(r, body, ctx);
+    if (check.http_status == 200 && check.outcome == want) return true;
+    std::fprintf(stderr, "admission_allocs: unexpected answer on %s: %d %s\n",
+                 std::string(aw::admission::RoutePath(r)).c_str(), check.http_status,
                  check.body.c_str());
+    return false;
+  };
+  // The same review on /validate/gameservers (the one pass too; allowed).
+  const auto validate = aw::admission::Route::kValidateGameServers;
+  if (!answers(route, aw::admission::Outcome::kRewritten) ||
+      !answers(validate, aw::admission::Outcome::kAllowed)) {
     return 2;
   }
   const int n = 2000;
   const double handle = PerCall([&] { (void)aw::admission::Handle(route, body, ctx); }, n);
   const double reference =
       PerCall([&] { (void)aw::admission::HandleReference(route, body, ctx); }, n);
-  // The same review on /validate/gameservers (the one pass too; allowed).
-  const auto validate = aw::admission::Route::kValidateGameServers;
-  aw::admission::HandlerResult vcheck = aw::admission::Handle(validate, body, ctx);
-  if (vcheck.http_status != 200 || vcheck.outcome != aw::admission::Outcome::kAllowed) {
-    std::fprintf(stderr, "admission_allocs: unexpected validate answer %d %s\n", vcheck.http_status,
-                 vcheck.body.c_str());
-    return 2;
-  }
   const double vhandle = PerCall([&] { (void)aw::admission::Handle(validate, body, ctx); }, n);
   const double vreference =
       PerCall([&] { (void)aw::admission::HandleReference(validate, body, ctx); }, n);

@@ -73,14 +73,26 @@ HttpResponse Answer(const HttpRequest& req) {
   return out;
 }
 
-TEST(ConnectionServerDrain, AnAnswerWrittenBeforeTheDrainKeepsItsConnectionUntilStop) {
+// A started plain listener answering with Answer, and the client side's io_context.
+struct Served {
   prometheus::Registry registry;
   const ConnectionOptions opts = PlainOptions();
-  ConnectionServer server(opts, Answer, nullptr, registry);
-  ASSERT_TRUE(server.Start().ok());
+  ConnectionServer server{opts, Answer, nullptr, registry};
   net::io_context ioc;
-  tcp::socket sock(ioc);
-  sock.connect(tcp::endpoint(net::ip::make_address("127.0.0.1"), static_cast<uint16_t>(opts.port)));
+
+  tcp::socket Connect() {
+    tcp::socket sock(ioc);
+    sock.connect(
+        tcp::endpoint(net::ip::make_address("127.0.0.1"), static_cast<uint16_t>(opts.port)));
+    return sock;
+  }
+};
+
+TEST(ConnectionServerDrain, AnAnswerWrittenBeforeTheDrainKeepsItsConnectionUntilStop) {
+  Served s;
+  ConnectionServer& server = s.server;
+  ASSERT_TRUE(server.Start().ok());
+  tcp::socket sock = s.Connect();
   net::write(sock, net::buffer(std::string("GET /big HTTP/1.1\r\nHost: t\r\n\r\n")));
   // Its head is on the wire (keep-alive decided) and most of its 32 MiB body is not: the server
   // is still writing it when the drain begins, and goes idle only after.
@@ -103,13 +115,10 @@ TEST(ConnectionServerDrain, AnAnswerWrittenBeforeTheDrainKeepsItsConnectionUntil
 }
 
 TEST(ConnectionServerDrain, IdleConnectionsStayThroughTheDrainAndCloseAtStop) {
-  prometheus::Registry registry;
-  const ConnectionOptions opts = PlainOptions();
-  ConnectionServer server(opts, Answer, nullptr, registry);
+  Served s;
+  ConnectionServer& server = s.server;
   ASSERT_TRUE(server.Start().ok());
-  net::io_context ioc;
-  tcp::socket sock(ioc);
-  sock.connect(tcp::endpoint(net::ip::make_address("127.0.0.1"), static_cast<uint16_t>(opts.port)));
+  tcp::socket sock = s.Connect();
   net::write(sock, net::buffer(std::string("GET /small HTTP/1.1\r\nHost: t\r\n\r\n")));
   const std::string first = ReadResponse(sock);
   ASSERT_EQ(first.rfind("HTTP/1.1 200", 0), 0u) << first;
@@ -117,9 +126,7 @@ TEST(ConnectionServerDrain, IdleConnectionsStayThroughTheDrainAndCloseAtStop) {
   EXPECT_FALSE(server.Serving());
   EXPECT_FALSE(Readable(sock, 300)) << "closed during the drain";
   // New connections are still accepted and answered, with Connection: close.
-  tcp::socket fresh(ioc);
-  fresh.connect(
-      tcp::endpoint(net::ip::make_address("127.0.0.1"), static_cast<uint16_t>(opts.port)));
+  tcp::socket fresh = s.Connect();
   net::write(fresh, net::buffer(std::string("GET /small HTTP/1.1\r\nHost: t\r\n\r\n")));
   const std::string answer = ReadResponse(fresh);
   ASSERT_EQ(answer.rfind("HTTP/1.1 200", 0), 0u) << answer;

@@ -339,6 +339,25 @@ func copyFile(t *testing.T, from, to string) {
 	}
 }
 
+// unready: whether gw's /readyz answers other than 200 within `within`.
+func unready(gw *harness.Webhook, within time.Duration) bool {
+	return harness.Poll(within, 20*time.Millisecond, func() bool {
+		code, _, err := gw.Get("/readyz")
+		return err == nil && code != 200
+	})
+}
+
+// refusing: whether gw's listener refuses new connections within `within`.
+func refusing(gw *harness.Webhook, within time.Duration) bool {
+	return harness.Poll(within, 20*time.Millisecond, func() bool {
+		conn, err := net.DialTimeout("tcp", fmt.Sprintf("127.0.0.1:%d", gw.Port), time.Second)
+		if err == nil {
+			conn.Close()
+		}
+		return err != nil
+	})
+}
+
 // SIGTERM: readiness fails and new connections are refused at once, but a request already waiting
 // is still answered when its server is confirmed within --shutdown-grace. The allocator here has a
 // certificate for its Service name only, dialled by IP with --allocator-server-name.
@@ -392,19 +411,10 @@ func testShutdownKeepsAnsweringWaiters(t *testing.T) {
 	if err := gw.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
-	if !harness.Poll(2*time.Second, 20*time.Millisecond, func() bool {
-		code, _, err := gw.Get("/readyz")
-		return err == nil && code != 200
-	}) {
+	if !unready(gw, 2*time.Second) {
 		t.Errorf("readiness did not fail after SIGTERM")
 	}
-	if !harness.Poll(2*time.Second, 20*time.Millisecond, func() bool {
-		conn, err := net.DialTimeout("tcp", fmt.Sprintf("127.0.0.1:%d", gw.Port), time.Second)
-		if err == nil {
-			conn.Close()
-		}
-		return err != nil
-	}) {
+	if !refusing(gw, 2*time.Second) {
 		t.Errorf("new connections still accepted after SIGTERM")
 	}
 	time.Sleep(2 * time.Second) // well into the grace period
@@ -472,10 +482,7 @@ func testShutdownDrainDelay(t *testing.T) {
 		raw, _ := io.ReadAll(res.Body)
 		ch <- result{status: res.StatusCode, close: res.Close, raw: string(raw)}
 	}()
-	if !harness.Poll(2*time.Second, 20*time.Millisecond, func() bool {
-		code, _, err := gw.Get("/readyz")
-		return err == nil && code != 200
-	}) {
+	if !unready(gw, 2*time.Second) {
 		t.Errorf("readiness did not fail after SIGTERM")
 	}
 	e.waitState(t, "gs-drain-delay", "Allocating", 10*time.Second)
@@ -499,13 +506,7 @@ func testShutdownDrainDelay(t *testing.T) {
 	if wait := time.Until(signalled.Add(5500 * time.Millisecond)); wait > 0 {
 		time.Sleep(wait)
 	}
-	if !harness.Poll(3*time.Second, 20*time.Millisecond, func() bool {
-		conn, err := net.DialTimeout("tcp", fmt.Sprintf("127.0.0.1:%d", gw.Port), time.Second)
-		if err == nil {
-			conn.Close()
-		}
-		return err != nil
-	}) {
+	if !refusing(gw, 3*time.Second) {
 		t.Errorf("new connections still accepted after the drain delay")
 	}
 	if err, ok := gw.Wait(10 * time.Second); !ok || gw.ExitCode() != 0 {
