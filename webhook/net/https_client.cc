@@ -2,7 +2,6 @@
 
 #include <fmt/format.h>
 #include <openssl/err.h>
-#include <openssl/pem.h>
 #include <openssl/ssl.h>
 #include <openssl/x509.h>
 #include <openssl/x509v3.h>
@@ -39,6 +38,7 @@
 #include "util/io/log.h"
 #include "util/io/mutex.h"
 #include "util/io/openssl_errors.h"
+#include "util/io/pem.h"
 
 namespace aw::net {
 namespace {
@@ -53,28 +53,6 @@ using Strand = asio::strand<asio::any_io_executor>;
 constexpr size_t kMaxErrorBody = 64 * 1024;
 constexpr size_t kChunkBuffer = 16 * 1024;
 constexpr std::chrono::milliseconds kMaxConnect{10000};
-
-struct X509Deleter {
-  void operator()(X509* x) const { X509_free(x); }
-};
-struct PkeyDeleter {
-  void operator()(EVP_PKEY* k) const { EVP_PKEY_free(k); }
-};
-struct BioDeleter {
-  void operator()(BIO* b) const { BIO_free(b); }
-};
-
-bool ParseCerts(const std::string& pem, std::vector<std::unique_ptr<X509, X509Deleter>>* out,
-                std::string* err) {
-  std::unique_ptr<BIO, BioDeleter> bio(BIO_new_mem_buf(pem.data(), static_cast<int>(pem.size())));
-  while (X509* x = PEM_read_bio_X509(bio.get(), nullptr, nullptr, nullptr)) out->emplace_back(x);
-  ERR_clear_error();
-  if (out->empty()) {
-    *err = "no PEM certificate found";
-    return false;
-  }
-  return true;
-}
 
 // Bearer token, from a static string or a file re-read when it changes. Used on the strand only.
 class TokenSource {
@@ -330,29 +308,25 @@ class ClientImpl final : public HttpsClient, public std::enable_shared_from_this
 
   Status Init() {
     if (opts_.plain_http) return Status::Ok();
-    std::string err;
-    std::vector<std::unique_ptr<X509, X509Deleter>> ca;
+    std::vector<util::X509Ptr> ca;
     if (!opts_.ca_pem.empty() && !opts_.insecure_skip_tls_verify) {
-      if (!ParseCerts(opts_.ca_pem, &ca, &err))
-        return Status::InvalidArgument("certificate authority: " + err);
+      auto certs = util::ParseCertificates(opts_.ca_pem, "certificate authority");
+      if (!certs) return certs.status();
+      ca = std::move(certs).value();
     }
-    std::unique_ptr<X509, X509Deleter> client_cert;
-    std::unique_ptr<EVP_PKEY, PkeyDeleter> client_key;
+    util::X509Ptr client_cert;
+    util::EvpPkeyPtr client_key;
     if (!opts_.client_cert_pem.empty()) {
-      std::vector<std::unique_ptr<X509, X509Deleter>> certs;
-      if (!ParseCerts(opts_.client_cert_pem, &certs, &err))
-        return Status::InvalidArgument("client certificate: " + err);
-      client_cert = std::move(certs.front());
-      std::unique_ptr<BIO, BioDeleter> bio(BIO_new_mem_buf(
-          opts_.client_key_pem.data(), static_cast<int>(opts_.client_key_pem.size())));
-      EVP_PKEY* k = PEM_read_bio_PrivateKey(bio.get(), nullptr, nullptr, nullptr);
-      if (!k)
-        return Status::InvalidArgument("client key: " +
-                                       util::OpenSslErrors("unknown OpenSSL error"));
-      client_key.reset(k);
-      if (X509_check_private_key(client_cert.get(), client_key.get()) != 1) {
-        ERR_clear_error();
-        return Status::InvalidArgument("client key does not match the client certificate");
+      auto certs = util::ParseCertificates(opts_.client_cert_pem, "client certificate");
+      if (!certs) return certs.status();
+      client_cert = std::move(certs->front());
+      auto key = util::ParsePrivateKey(opts_.client_key_pem, "client key");
+      if (!key) return key.status();
+      client_key = std::move(key).value();
+      if (Status s = util::CheckKeyMatches(client_cert.get(), client_key.get(),
+                                           "client certificate", "client key");
+          !s.ok()) {
+        return s;
       }
     }
     SSL_CTX* ctx = ssl_.native_handle();

@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cctype>
-#include <optional>
 
 #include "runtime/io_thread.h"
 
@@ -54,43 +53,21 @@ KubePatcher::~KubePatcher() { Drain(); }
 void KubePatcher::Drain() {
   // The patches' callbacks run on the client's I/O thread: waiting for them there never ends.
   runtime::DieIfOn(client_.executor(), "KubePatcher::Drain");
-  MutexLock lk(mu_);
-  idle_.Wait(mu_, [&]() REQUIRES(mu_) { return in_flight_ == 0; });
+  limit_.WaitIdle();
 }
 
 void KubePatcher::PatchGameServerAsync(const std::string& ns, const std::string& name,
                                        const std::string& json_patch,
                                        std::function<void(Status)> done) {
-  Pending p{ns, name, json_patch, std::move(done)};
-  {
-    MutexLock lk(mu_);
-    if (in_flight_ >= max_in_flight_) {
-      waiting_.push_back(std::move(p));
-      return;
-    }
-    ++in_flight_;
-  }
-  Send(std::move(p));
-}
-
-void KubePatcher::Send(Pending p) {
-  auto done = std::make_shared<std::function<void(Status)>>(std::move(p.done));
-  client_.PatchAsync(kube::kGameServers, p.ns, p.name, kube::PatchType::kJson, p.json_patch,
-                     [this, done](kube::Result<kube::JsonPtr> r) {
-                       (*done)(r.ok() ? Status::Ok() : ClassifyPatchError(r.error()));
-                       // The slot passes to the next waiting patch, or is freed.
-                       std::optional<Pending> next;
-                       {
-                         MutexLock lk(mu_);
-                         if (!waiting_.empty()) {
-                           next.emplace(std::move(waiting_.front()));
-                           waiting_.pop_front();
-                         } else if (--in_flight_ == 0) {
-                           idle_.SignalAll();
-                         }
-                       }
-                       if (next) Send(std::move(*next));
-                     });
+  limit_.Submit([this, ns, name, json_patch,
+                 done = std::move(done)](runtime::InFlightLimit::Release release) mutable {
+    client_.PatchAsync(
+        kube::kGameServers, ns, name, kube::PatchType::kJson, json_patch,
+        [done = std::move(done), release = std::move(release)](kube::Result<kube::JsonPtr> r) {
+          done(r.ok() ? Status::Ok() : ClassifyPatchError(r.error()));
+          release();  // last: Drain may return once every slot is free
+        });
+  });
 }
 
 void KubeEvents::Record(const GameServerView& gs, EventType type, const std::string& reason,

@@ -17,7 +17,6 @@
 #pragma once
 
 #include <algorithm>
-#include <deque>
 #include <functional>
 #include <map>
 #include <memory>
@@ -28,6 +27,7 @@
 #include "kube/informer.h"
 #include "resolver/core/ports.h"
 #include "resolver/resolver.h"
+#include "runtime/in_flight.h"
 #include "util/io/mutex.h"
 
 namespace aw::resolver {
@@ -62,9 +62,10 @@ Status ClassifyPatchError(const kube::ApiError& error);
 class KubePatcher final : public Patcher {
  public:
   // `max_in_flight`: asynchronous patches sent at once (--resolver-workers); the rest wait in
-  // order of arrival.
+  // order of arrival (runtime::InFlightLimit). The wait is bounded by the resolver itself: one
+  // patch per tracked GameServer at a time (its key is requeued only when the patch completes).
   explicit KubePatcher(kube::Client& client, size_t max_in_flight = 32)
-      : client_(client), max_in_flight_(std::max<size_t>(1, max_in_flight)) {}
+      : client_(client), limit_(max_in_flight) {}
   // Drain() and destroy.
   ~KubePatcher() override;
   // Waits until every patch started or waiting has completed (its callback ran). Not on the
@@ -74,19 +75,12 @@ class KubePatcher final : public Patcher {
   void PatchGameServerAsync(const std::string& ns, const std::string& name,
                             const std::string& json_patch,
                             std::function<void(Status)> done) override;
+  size_t InFlight() const { return limit_.InFlight(); }
+  size_t Waiting() const { return limit_.Waiting(); }
 
  private:
-  struct Pending {
-    std::string ns, name, json_patch;
-    std::function<void(Status)> done;
-  };
-  void Send(Pending p);
   kube::Client& client_;
-  const size_t max_in_flight_;
-  Mutex mu_;
-  CondVar idle_;                                 // signalled when nothing is in flight
-  size_t in_flight_ GUARDED_BY(mu_) = 0;         // sent, callback not yet run
-  std::deque<Pending> waiting_ GUARDED_BY(mu_);  // beyond max_in_flight_
+  runtime::InFlightLimit limit_;  // last member: waited for first, while the client is there
 };
 
 class KubeEvents final : public EventRecorder {

@@ -1,14 +1,15 @@
 // CertReloader: the serving key pair, loaded from two PEM files and reloaded when they change.
 //
 // Promise: Current() always returns the last valid pair (never a mismatched or half-written
-// one) and is cheap and thread-safe (an atomic shared_ptr load per TLS handshake). Once Start(ex)
-// is called it re-reads both files every `interval` through their paths (so a Kubernetes Secret
-// volume's `..data` symlink swap is seen), as a steady_timer on the executor it is given (an
+// one) and is cheap and thread-safe (a shared_ptr copy under a mutex per TLS handshake). Once
+// Start(ex) is called it re-reads both files every `interval` through their paths (so a Kubernetes
+// Secret volume's `..data` symlink swap is seen), as a steady_timer on the executor it is given (an
 // existing io_context: the binaries give it the health server's io thread; the poller holds no
 // thread of its own and never sleeps there), and installs a new pair only when the contents changed
 // and the new key matches the new certificate. A changed pair that does not parse is looked at
 // again 200 ms later (a writer replacing the files one by one) before it is called bad. A pair
-// that stays bad is logged and counted once per distinct content, and the old pair keeps serving.
+// that stays bad is logged ("serving certificate reload rejected; keeping the previous one") and
+// counted once per distinct content, and the old pair keeps serving (server/reloader.h).
 // Stop() ends the polling (waiting for a poll in progress). Metrics (on the shared registry):
 //   allocating_webhook_certificate_reloads_total
 //   allocating_webhook_certificate_reload_failures_total
@@ -19,16 +20,13 @@
 #include <prometheus/gauge.h>
 #include <prometheus/registry.h>
 
-#include <atomic>
 #include <boost/asio/any_io_executor.hpp>
 #include <chrono>
 #include <memory>
-#include <optional>
 #include <string>
 
-#include "server/poll_timer.h"
+#include "server/reloader.h"
 #include "server/tls_context.h"
-#include "util/io/mutex.h"
 #include "util/status.h"
 
 namespace aw::server {
@@ -62,30 +60,11 @@ class CertReloader final : public KeyPairSource {
     std::string cert, key;
     bool operator==(const Contents&) const = default;
   };
-  enum class Step { kUnchanged, kInstalled, kLookAgain };
   static constexpr std::chrono::milliseconds kLookAgainAfter{200};
-  // One look; kLookAgain (nothing recorded) when a changed pair does not parse and !looked_again.
-  Step PollStep(bool looked_again);
-  std::chrono::milliseconds TimerPoll();  // the timer's poll: returns the delay to the next
-  StatusOr<Contents> ReadFiles() const;
-  void Install(std::shared_ptr<const KeyPair> pair, Contents contents);
 
-  const std::string cert_path_, key_path_;
   const std::chrono::milliseconds interval_;
-  prometheus::Counter& reloads_;
-  prometheus::Counter& failures_;
   prometheus::Gauge& expiry_;
-
-  // The installed one, read by every handshake. A Mutex, not std::atomic<std::shared_ptr>:
-  // libstdc++ 12's load() releases its internal lock with memory_order_relaxed, so a load and the
-  // next store of the pointer are not ordered (ThreadSanitizer reports it, rightly).
-  mutable Mutex current_mu_;
-  std::shared_ptr<const KeyPair> current_ GUARDED_BY(current_mu_);
-  Contents loaded_;                             // contents of the installed pair (the poller only)
-  std::optional<Contents> last_rejected_;       // so a bad pair is counted once
-  std::optional<std::string> last_read_error_;  // so a missing file is counted once
-  bool look_again_pending_ = false;             // the timer's next poll is the second look
-  PollTimer poller_;  // last: stopped (by the destructor) before the state it polls goes
+  Reloader<Contents, KeyPair> reloader_;  // last: stopped (by the destructor) first
 };
 
 }  // namespace aw::server

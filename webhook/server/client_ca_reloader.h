@@ -13,26 +13,23 @@
 // re-reads the file (or the directory's file names and contents) every `interval` through its path
 // (a Kubernetes Secret volume's `..data` symlink swap is seen) and installs the new bundle when the
 // contents changed and every block in a file is a PEM certificate. A bad or missing file is logged
-// and counted once per distinct content, and the old bundle keeps verifying. Metrics:
+// ("client CA bundle reload rejected; keeping the previous one") and counted once per distinct
+// content, and the old bundle keeps verifying (server/reloader.h). Metrics:
 //   allocating_webhook_client_ca_reloads_total
 //   allocating_webhook_client_ca_reload_failures_total
 #pragma once
 
-#include <prometheus/counter.h>
 #include <prometheus/registry.h>
 
-#include <atomic>
 #include <boost/asio/any_io_executor.hpp>
 #include <chrono>
 #include <memory>
-#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
 
-#include "server/poll_timer.h"
+#include "server/reloader.h"
 #include "server/tls_context.h"
-#include "util/io/mutex.h"
 #include "util/status.h"
 
 namespace aw::server {
@@ -56,23 +53,13 @@ class ClientCaReloader final : public ClientCaSource {
   bool PollOnce();
 
  private:
-  // Reads the file or the directory into files_; returns what change detection compares.
-  std::optional<std::string> Read(std::string* error);
-  CaBundleResult Parse();  // files_ as one bundle
+  // What a poll read: (path, contents) of the file, or of each file of the directory.
+  using Files = std::vector<std::pair<std::string, std::string>>;
+  static StatusOr<Files> Read(const std::string& path);
+  static CaBundleResult Parse(const std::string& path, const Files& files);
 
-  const std::string path_;
-  std::vector<std::pair<std::string, std::string>> files_;  // (path, contents) last read
   const std::chrono::milliseconds interval_;
-  prometheus::Counter& reloads_;
-  prometheus::Counter& failures_;
-  // The installed one, read by every handshake. A Mutex, not std::atomic<std::shared_ptr>:
-  // libstdc++ 12's load() releases its internal lock with memory_order_relaxed, so a load and the
-  // next store of the pointer are not ordered (ThreadSanitizer reports it, rightly).
-  mutable Mutex current_mu_;
-  std::shared_ptr<const CaBundle> current_ GUARDED_BY(current_mu_);
-  std::string loaded_;                   // contents of the installed bundle (the poller only)
-  std::optional<std::string> rejected_;  // last rejected contents or read error, counted once
-  PollTimer poller_;  // last: stopped (by the destructor) before the state it polls goes
+  Reloader<Files, CaBundle> reloader_;  // last: stopped (by the destructor) first
 };
 
 }  // namespace aw::server

@@ -1,12 +1,12 @@
 #include "server/tls_context.h"
 
-#include <openssl/err.h>
-#include <openssl/pem.h>
+#include <fmt/format.h>
 #include <openssl/x509_vfy.h>
 
 #include <cstring>
 
 #include "util/io/log.h"
+#include "util/io/pem.h"
 
 namespace aw::server {
 namespace {
@@ -63,32 +63,11 @@ size_t CaBundle::size() const {
 }
 
 CaBundleResult ParseCaBundle(std::string_view pem, std::string_view name) {
-  std::unique_ptr<BIO, decltype(&BIO_free)> bio(
-      BIO_new_mem_buf(pem.data(), static_cast<int>(pem.size())), &BIO_free);
-  if (!bio) return std::string("out of memory reading ") + std::string(name);
-  std::unique_ptr<STACK_OF(X509), OpenSslFree> certs(sk_X509_new_null());
-  ERR_clear_error();
-  for (;;) {
-    X509* cert = PEM_read_bio_X509(bio.get(), nullptr, nullptr, nullptr);
-    if (cert == nullptr) break;
-    if (sk_X509_push(certs.get(), cert) == 0) {
-      X509_free(cert);
-      return std::string("out of memory reading ") + std::string(name);
-    }
-  }
-  const unsigned long err = ERR_peek_last_error();
-  ERR_clear_error();
-  // The loop ends at the end of the input (PEM_R_NO_START_LINE) or at a bad block.
-  if (err != 0 &&
-      !(ERR_GET_LIB(err) == ERR_LIB_PEM && ERR_GET_REASON(err) == PEM_R_NO_START_LINE)) {
-    char buf[256];
-    ERR_error_string_n(err, buf, sizeof(buf));
-    return std::string(name) + ": bad PEM certificate: " + buf;
-  }
-  if (sk_X509_num(certs.get()) == 0) {
-    return std::string(name) + ": no PEM certificate found";
-  }
-  return std::make_shared<const CaBundle>(std::move(certs));
+  StatusOr<std::vector<util::X509Ptr>> certs = util::ParseCertificates(pem, name);
+  if (!certs) return certs.status();
+  util::X509StackPtr stack = util::ToStack(std::move(certs).value());
+  if (!stack) return Status::Internal(fmt::format("{}: out of memory", name));
+  return std::make_shared<const CaBundle>(std::move(stack));
 }
 
 bool ConfigureClientVerification(SSL_CTX* ctx, const ClientCaSource* source) {

@@ -21,7 +21,6 @@
 #include <memory>
 #include <string>
 #include <string_view>
-#include <variant>
 
 #include "server/tls_keypair.h"
 
@@ -55,9 +54,9 @@ class CaBundle {
   std::unique_ptr<STACK_OF(X509), OpenSslFree> certs_;
 };
 
-using CaBundleResult = std::variant<std::shared_ptr<const CaBundle>, std::string>;
-// Every PEM certificate in `pem` (at least one; anything that is not a certificate is an error
-// naming `name`).
+using CaBundleResult = StatusOr<std::shared_ptr<const CaBundle>>;
+// Every PEM certificate in `pem` (at least one; a CERTIFICATE block that does not decode is an
+// InvalidArgument naming `name`: util::ParseCertificates).
 CaBundleResult ParseCaBundle(std::string_view pem, std::string_view name = "CA bundle");
 
 // Where the current client CA bundle comes from. Thread-safe; must outlive the SSL_CTX.

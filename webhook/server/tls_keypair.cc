@@ -1,25 +1,8 @@
 #include "server/tls_keypair.h"
 
 #include <fmt/format.h>
-#include <openssl/bio.h>
-#include <openssl/err.h>
-#include <openssl/pem.h>
-
-#include "util/io/openssl_errors.h"
 
 namespace aw::server {
-namespace {
-
-struct BioFree {
-  void operator()(BIO* b) const { BIO_free(b); }
-};
-
-std::unique_ptr<BIO, BioFree> MemBio(std::string_view text) {
-  return std::unique_ptr<BIO, BioFree>(BIO_new_mem_buf(text.data(), static_cast<int>(text.size())));
-}
-
-}  // namespace
-
 KeyPair::KeyPair(std::unique_ptr<X509, OpenSslFree> cert,
                  std::unique_ptr<EVP_PKEY, OpenSslFree> key,
                  std::unique_ptr<STACK_OF(X509), OpenSslFree> chain)
@@ -41,40 +24,20 @@ KeyPair::KeyPair(std::unique_ptr<X509, OpenSslFree> cert,
 
 KeyPairResult ParseKeyPair(std::string_view cert_pem, std::string_view key_pem,
                            std::string_view cert_name, std::string_view key_name) {
-  ERR_clear_error();
   if (cert_pem.empty()) return Status::InvalidArgument(fmt::format("{} is empty", cert_name));
   if (key_pem.empty()) return Status::InvalidArgument(fmt::format("{} is empty", key_name));
-  if (cert_pem.size() > (1 << 20) || key_pem.size() > (1 << 20)) {
-    return Status::InvalidArgument("certificate or key file larger than 1 MiB");
+  StatusOr<std::vector<util::X509Ptr>> certs = util::ParseCertificates(cert_pem, cert_name);
+  if (!certs) return certs.status();
+  StatusOr<util::EvpPkeyPtr> key = util::ParsePrivateKey(key_pem, key_name);
+  if (!key) return key.status();
+  util::X509Ptr leaf = std::move(certs->front());
+  certs->erase(certs->begin());
+  if (Status s = util::CheckKeyMatches(leaf.get(), key->get(), cert_name, key_name); !s.ok()) {
+    return s;
   }
-
-  auto cert_bio = MemBio(cert_pem);
-  std::unique_ptr<X509, OpenSslFree> cert(
-      PEM_read_bio_X509(cert_bio.get(), nullptr, nullptr, nullptr));
-  if (!cert)
-    return Status::InvalidArgument(fmt::format("{}: no PEM certificate: {}", cert_name,
-                                               util::OpenSslErrors("unknown OpenSSL error")));
-  std::unique_ptr<STACK_OF(X509), OpenSslFree> chain(sk_X509_new_null());
-  while (true) {
-    X509* extra = PEM_read_bio_X509(cert_bio.get(), nullptr, nullptr, nullptr);
-    if (extra == nullptr) break;
-    sk_X509_push(chain.get(), extra);
-  }
-  ERR_clear_error();  // the loop above ends with a "no start line" error
-
-  auto key_bio = MemBio(key_pem);
-  std::unique_ptr<EVP_PKEY, OpenSslFree> key(
-      PEM_read_bio_PrivateKey(key_bio.get(), nullptr, nullptr, nullptr));
-  if (!key)
-    return Status::InvalidArgument(fmt::format("{}: no PEM private key: {}", key_name,
-                                               util::OpenSslErrors("unknown OpenSSL error")));
-
-  if (X509_check_private_key(cert.get(), key.get()) != 1) {
-    ERR_clear_error();
-    return Status::InvalidArgument(
-        fmt::format("{} does not match the public key of {}", key_name, cert_name));
-  }
-  return std::make_shared<const KeyPair>(std::move(cert), std::move(key), std::move(chain));
+  util::X509StackPtr chain = util::ToStack(std::move(certs).value());
+  if (!chain) return Status::Internal(fmt::format("{}: out of memory", cert_name));
+  return std::make_shared<const KeyPair>(std::move(leaf), std::move(key).value(), std::move(chain));
 }
 
 }  // namespace aw::server

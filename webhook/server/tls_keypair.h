@@ -1,8 +1,9 @@
 // TLS key pairs: loading a certificate chain and private key from PEM files, validated.
 //
-// Promise: LoadKeyPair either returns a pair whose private key matches the leaf certificate
-// (plus any intermediate certificates that followed it in the file) or an error message naming
-// the file and the problem; it never returns a half-loaded pair. KeyPair owns its OpenSSL objects
+// Promise: ParseKeyPair either returns a pair whose private key matches the leaf certificate
+// (plus every intermediate certificate that followed it in the file: one that does not decode is
+// an error, never left out) or an error message naming the file and the problem (util/io/pem.h);
+// it never returns a half-loaded pair. KeyPair owns its OpenSSL objects
 // and is immutable once built, so it can be shared between threads through a shared_ptr.
 #pragma once
 
@@ -14,15 +15,12 @@
 #include <string>
 #include <string_view>
 
+#include "util/io/pem.h"
 #include "util/status.h"
 
 namespace aw::server {
 
-struct OpenSslFree {
-  void operator()(X509* p) const { X509_free(p); }
-  void operator()(EVP_PKEY* p) const { EVP_PKEY_free(p); }
-  void operator()(STACK_OF(X509) * p) const { sk_X509_pop_free(p, X509_free); }
-};
+using OpenSslFree = util::OpenSslDelete;
 
 class KeyPair {
  public:

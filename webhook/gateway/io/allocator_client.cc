@@ -5,23 +5,21 @@
 #include <algorithm>
 #include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/io_context.hpp>
-#include <fstream>
-#include <sstream>
 #include <thread>
 
 #include "runtime/io_thread.h"
+#include "util/io/file.h"
 #include "util/io/mutex.h"
 #include "util/url.h"
 
 namespace aw::gateway {
 namespace {
 
+// The file a flag names, or InvalidArgument "--<flag>: cannot read <path>: <reason>".
 Status ReadFile(const std::string& path, std::string_view flag, std::string* out) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return Status::InvalidArgument(fmt::format("--{}: cannot open {}", flag, path));
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  *out = ss.str();
+  StatusOr<std::string> text = util::ReadFile(path);
+  if (!text) return Status::InvalidArgument(fmt::format("--{}: {}", flag, text.status().message()));
+  *out = std::move(text).value();
   return Status::Ok();
 }
 

@@ -62,8 +62,9 @@ std::chrono::seconds ParseRetryAfter(std::string_view header);
 
 ApiError TransportError(std::string message, bool cancelled = false);
 
+// A value or the API error, [[nodiscard]] as Status is: an ignored answer is a compile error.
 template <typename T>
-class Result {
+class [[nodiscard]] Result {
  public:
   Result(T value) : v_(std::move(value)) {}         // NOLINT(google-explicit-constructor)
   Result(ApiError error) : v_(std::move(error)) {}  // NOLINT(google-explicit-constructor)
