@@ -23,6 +23,10 @@
 #include <thread>
 #include <vector>
 
+#include "admission/io/config.h"
+#include "admission/io/metrics.h"
+#include "admission/io/pipeline.h"
+#include "admission/io/server.h"
 #include "autoscale/io/service.h"
 #include "contract/crd_state.h"
 #include "kube/controllers.h"
@@ -31,12 +35,8 @@
 #include "runtime/manager.h"
 #include "runtime/process.h"
 #include "runtime/service.h"
-#include "server/admission_metrics.h"
-#include "server/admission_pipeline.h"
 #include "server/cert_reloader.h"
-#include "server/config.h"
 #include "server/health_server.h"
-#include "server/https_server.h"
 #include "util/flags.h"
 #include "util/io/build_info.h"
 #include "util/io/log.h"
@@ -71,7 +71,7 @@ void MustAdd(aw::runtime::Manager& m, std::unique_ptr<Component> r,
 
 // The certificate poller, the health port, and the admission listener with its drain.
 void AddServing(aw::runtime::Manager& m, aw::server::CertReloader& certs,
-                aw::server::HealthServer& health, aw::server::AdmissionServer& admission,
+                aw::server::HealthServer& health, aw::admission::AdmissionServer& admission,
                 std::atomic<bool>& undrained) {
   using namespace aw;
   // The poller is a timer on the health server's io thread (every replica has one, with or
@@ -155,12 +155,12 @@ int main(int argc, char** argv) {
   // ---- Flags -------------------------------------------------------------------------------
   // Each component registers its own flags here (additive: one Register* call per component).
   flags::FlagSet fs("allocating-webhook", kSummary);
-  server::ServerConfig server_cfg;
-  server::RegisterServerFlags(fs, &server_cfg);
+  admission::ServerConfig server_cfg;
+  admission::RegisterServerFlags(fs, &server_cfg);
   log::Flags log_flags;
   log::RegisterFlags(fs, &log_flags);
   policy::Policy policy;
-  server::RegisterPolicyFlags(fs, &policy);
+  admission::RegisterPolicyFlags(fs, &policy);
   kube::KubeFlags kube_flags;
   kube::RegisterKubeFlags(fs, &kube_flags);
   resolver::ResolverFlags resolver_flags;
@@ -172,7 +172,7 @@ int main(int argc, char** argv) {
           runtime::ParseCommandLine(fs, argc, argv, "allocating-webhook")) {
     return *exit_code;
   }
-  for (const Status& st : {server::Validate(server_cfg, policy),
+  for (const Status& st : {admission::Validate(server_cfg, policy),
                            resolver::ValidateResolverFlags(resolver_flags, policy)}) {
     if (!st.ok()) {
       std::fprintf(stderr, "allocating-webhook: %s\n", st.message().c_str());
@@ -200,11 +200,11 @@ int main(int argc, char** argv) {
     return 1;
   }
 
-  server::AdmissionMetrics admission_metrics(*registry);
-  server::AdmissionPipeline pipeline(policy, crd_readiness, admission_metrics,
-                                     server_cfg.https.limits.max_body_bytes);
-  server::AdmissionServer admission_server(server_cfg.https, certs, pipeline, admission_metrics,
-                                           *registry);
+  admission::AdmissionMetrics admission_metrics(*registry);
+  admission::AdmissionPipeline pipeline(policy, crd_readiness, admission_metrics,
+                                        server_cfg.https.limits.max_body_bytes);
+  admission::AdmissionServer admission_server(server_cfg.https, certs, pipeline, admission_metrics,
+                                              *registry);
   // The Buffer autoscaling webhook shares the admission port (a route of its own).
   std::unique_ptr<autoscale::AutoscaleEndpoint> autoscale_endpoint;
   if (autoscale_flags.buffer) {

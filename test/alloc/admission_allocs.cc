@@ -20,10 +20,10 @@
 
 #include "admission/handle_reference.h"
 #include "admission/handler.h"
+#include "admission/io/metrics.h"
+#include "admission/io/pipeline.h"
 #include "contract/crd_state.h"
 #include "policy/policy.h"
-#include "server/admission_metrics.h"
-#include "server/admission_pipeline.h"
 #include "util/io/log.h"
 
 // The replacements below pair operator new with malloc and operator delete with free, by design.
@@ -179,8 +179,8 @@ int main(int argc, char** argv) {
   if (std::freopen("/dev/null", "w", stderr) == nullptr) return 2;
   prometheus::Registry registry;
   aw::contract::AtomicCrdReadiness crd(true);
-  aw::server::AdmissionMetrics metrics(registry);
-  aw::server::AdmissionPipeline pipeline(policy, crd, metrics);
+  aw::admission::AdmissionMetrics metrics(registry);
+  aw::admission::AdmissionPipeline pipeline(policy, crd, metrics);
   const double serve =
       PerCall([&] { (void)pipeline.Serve(route, "application/json", body, false); }, n);
 

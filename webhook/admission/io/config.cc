@@ -1,6 +1,6 @@
-#include "server/config.h"
+#include "admission/io/config.h"
 
-namespace aw::server {
+namespace aw::admission {
 
 using std::chrono::milliseconds;
 
@@ -100,15 +100,6 @@ void RegisterPolicyFlags(flags::FlagSet& fs, policy::Policy* policy) {
               "Largest allocating.agones.dev/probe-period accepted");
 }
 
-Status ValidateDrainDelay(std::chrono::nanoseconds drain_delay,
-                          std::chrono::nanoseconds shutdown_grace) {
-  if (drain_delay < std::chrono::nanoseconds::zero() || drain_delay >= shutdown_grace) {
-    return Status::InvalidArgument(
-        "--drain-delay must be at least 0 and less than --shutdown-grace");
-  }
-  return Status::Ok();
-}
-
 Status Validate(const ServerConfig& cfg, const policy::Policy& p) {
   if (cfg.tls_cert_file.empty() || cfg.tls_key_file.empty()) {
     return Status::InvalidArgument(
@@ -116,7 +107,8 @@ Status Validate(const ServerConfig& cfg, const policy::Policy& p) {
   }
   if (cfg.https.port == cfg.health_port)
     return Status::InvalidArgument("--port and --health-port must differ");
-  if (Status st = ValidateDrainDelay(cfg.drain_delay, cfg.shutdown_grace); !st.ok()) return st;
+  if (Status st = server::ValidateDrainDelay(cfg.drain_delay, cfg.shutdown_grace); !st.ok())
+    return st;
   if (cfg.https.limits.max_request_line_bytes > cfg.https.limits.max_header_bytes) {
     return Status::InvalidArgument("--max-request-line-bytes is larger than --max-header-bytes");
   }
@@ -136,4 +128,4 @@ Status Validate(const ServerConfig& cfg, const policy::Policy& p) {
   return Status::Ok();
 }
 
-}  // namespace aw::server
+}  // namespace aw::admission

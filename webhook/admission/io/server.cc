@@ -1,34 +1,35 @@
-#include "server/https_server.h"
+#include "admission/io/server.h"
 
 #include <fmt/format.h>
 
-namespace aw::server {
+namespace aw::admission {
 namespace {
 
-HttpResponse FromAnswer(HttpAnswer answer) {
-  return HttpResponse{answer.status, std::move(answer.content_type), std::move(answer.body), {}};
+server::HttpResponse FromAnswer(HttpAnswer answer) {
+  return server::HttpResponse{
+      answer.status, std::move(answer.content_type), std::move(answer.body), {}};
 }
 
 }  // namespace
 
-AdmissionServer::AdmissionServer(ConnectionOptions options, const KeyPairSource& source,
-                                 AdmissionPipeline& pipeline, AdmissionMetrics& metrics,
-                                 prometheus::Registry& registry)
+AdmissionServer::AdmissionServer(server::ConnectionOptions options,
+                                 const server::KeyPairSource& source, AdmissionPipeline& pipeline,
+                                 AdmissionMetrics& metrics, prometheus::Registry& registry)
     : source_(source), pipeline_(pipeline), metrics_(metrics) {
   options.name = "admission";
   options.on_error = [this](int status) { metrics_.HttpError(status); };
-  server_ = std::make_unique<ConnectionServer>(
-      std::move(options), [this](const HttpRequest& req) { return Route(req); }, &source_,
+  server_ = std::make_unique<server::ConnectionServer>(
+      std::move(options), [this](const server::HttpRequest& req) { return Route(req); }, &source_,
       registry);
 }
 
 AdmissionServer::~AdmissionServer() = default;
 
-HttpResponse AdmissionServer::Route(const HttpRequest& req) {
+server::HttpResponse AdmissionServer::Route(const server::HttpRequest& req) {
   if (std::optional<admission::Route> route = admission::RouteFromPath(req.path)) {
     if (req.method != "POST") {
       metrics_.HttpError(405);
-      HttpResponse res = FromAnswer(AdmissionPipeline::Text(
+      server::HttpResponse res = FromAnswer(AdmissionPipeline::Text(
           405, fmt::format("method {} not allowed on {}: admission requests are POST", req.method,
                            req.path)));
       res.headers.emplace_back("Allow", "POST");
@@ -40,7 +41,7 @@ HttpResponse AdmissionServer::Route(const HttpRequest& req) {
     if (req.path.starts_with(prefix)) return handler(req);
   }
   if (req.path == "/healthz" && req.method == "GET") {
-    return HttpResponse{200, "text/plain; charset=utf-8", "ok\n", {}};
+    return server::HttpResponse{200, "text/plain; charset=utf-8", "ok\n", {}};
   }
   metrics_.HttpError(404);
   std::string routes;
@@ -50,7 +51,7 @@ HttpResponse AdmissionServer::Route(const HttpRequest& req) {
   return FromAnswer(AdmissionPipeline::Text(404, "not found: admission routes are " + routes));
 }
 
-void AdmissionServer::AddRoute(std::string prefix, HttpHandler handler) {
+void AdmissionServer::AddRoute(std::string prefix, server::HttpHandler handler) {
   extra_routes_.emplace_back(std::move(prefix), std::move(handler));
 }
 
@@ -65,4 +66,4 @@ bool AdmissionServer::WaitStopped(std::chrono::milliseconds timeout) {
 
 bool AdmissionServer::Serving() const { return server_->Serving() && source_.Current() != nullptr; }
 
-}  // namespace aw::server
+}  // namespace aw::admission

@@ -9,18 +9,19 @@
 #include <optional>
 #include <string>
 
+#include "admission/io/server.h"
 #include "policy/policy.h"
+#include "server/drain_delay.h"
 #include "server/health_server.h"
-#include "server/https_server.h"
 #include "util/flags.h"
 #include "util/status.h"
 
-namespace aw::server {
+namespace aw::admission {
 
 struct ServerConfig {
-  ConnectionOptions https;  // the admission listener (its defaults are the flags' defaults)
+  server::ConnectionOptions https;  // the admission listener (its defaults are the flags' defaults)
   int health_port = 8081;
-  HealthOptions health;
+  server::HealthOptions health;
   std::string tls_cert_file;
   std::string tls_key_file;
   std::chrono::nanoseconds cert_reload_interval = std::chrono::seconds(1);
@@ -38,9 +39,4 @@ void RegisterPolicyFlags(flags::FlagSet& fs, policy::Policy* policy);
 // The first problem found, or nullopt.
 Status Validate(const ServerConfig& cfg, const policy::Policy& policy);
 
-// The --drain-delay rule of both binaries (Validate applies it here; allocation-gateway to its own
-// flags): at least 0 and less than --shutdown-grace, which includes it.
-Status ValidateDrainDelay(std::chrono::nanoseconds drain_delay,
-                          std::chrono::nanoseconds shutdown_grace);
-
-}  // namespace aw::server
+}  // namespace aw::admission

@@ -24,16 +24,16 @@
 #include <utility>
 #include <vector>
 
-#include "server/admission_pipeline.h"
+#include "admission/io/pipeline.h"
 #include "server/connection_server.h"
 #include "server/tls_context.h"
 #include "util/status.h"
 
-namespace aw::server {
+namespace aw::admission {
 
 class AdmissionServer {
  public:
-  AdmissionServer(ConnectionOptions options, const KeyPairSource& source,
+  AdmissionServer(server::ConnectionOptions options, const server::KeyPairSource& source,
                   AdmissionPipeline& pipeline, AdmissionMetrics& metrics,
                   prometheus::Registry& registry);
   ~AdmissionServer();
@@ -56,16 +56,16 @@ class AdmissionServer {
   // Before Start(): requests whose path starts with `prefix` (and is no admission route) go to
   // `handler`, on the io threads, with the connection rules above (any method; the handler
   // answers). Used by components that serve on the admission port (the autoscaling webhook).
-  void AddRoute(std::string prefix, HttpHandler handler);
+  void AddRoute(std::string prefix, server::HttpHandler handler);
 
  private:
-  HttpResponse Route(const HttpRequest& req);
+  server::HttpResponse Route(const server::HttpRequest& req);
 
-  const KeyPairSource& source_;
+  const server::KeyPairSource& source_;
   AdmissionPipeline& pipeline_;
   AdmissionMetrics& metrics_;
-  std::unique_ptr<ConnectionServer> server_;
-  std::vector<std::pair<std::string, HttpHandler>> extra_routes_;
+  std::unique_ptr<server::ConnectionServer> server_;
+  std::vector<std::pair<std::string, server::HttpHandler>> extra_routes_;
 };
 
-}  // namespace aw::server
+}  // namespace aw::admission

@@ -1,4 +1,4 @@
-#include "server/admission_pipeline.h"
+#include "admission/io/pipeline.h"
 
 #include <fmt/format.h>
 
@@ -9,7 +9,7 @@
 #include "util/io/log.h"
 #include "util/text.h"
 
-namespace aw::server {
+namespace aw::admission {
 namespace {
 
 std::string_view Trim(std::string_view s) {
@@ -180,4 +180,4 @@ HttpAnswer AdmissionPipeline::Serve(admission::Route route, std::string_view con
   return answer;
 }
 
-}  // namespace aw::server
+}  // namespace aw::admission

@@ -6,12 +6,12 @@
 #include <sstream>
 #include <string>
 
+#include "admission/io/metrics.h"
+#include "admission/io/pipeline.h"
 #include "contract/crd_state.h"
 #include "policy/policy.h"
-#include "server/admission_metrics.h"
-#include "server/admission_pipeline.h"
 
-namespace aw::server {
+namespace aw::admission {
 namespace {
 
 using admission::Route;
@@ -131,4 +131,4 @@ TEST_F(PipelineTest, FailOpenCounted) {
 }
 
 }  // namespace
-}  // namespace aw::server
+}  // namespace aw::admission

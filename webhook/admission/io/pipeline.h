@@ -15,11 +15,11 @@
 #include <string_view>
 
 #include "admission/handler.h"
+#include "admission/io/metrics.h"
 #include "contract/crd_state.h"
 #include "policy/policy.h"
-#include "server/admission_metrics.h"
 
-namespace aw::server {
+namespace aw::admission {
 
 struct HttpAnswer {
   int status = 200;
@@ -52,4 +52,4 @@ class AdmissionPipeline {
 // True for "application/json" with optional parameters, case-insensitively.
 bool IsJsonContentType(std::string_view content_type);
 
-}  // namespace aw::server
+}  // namespace aw::admission

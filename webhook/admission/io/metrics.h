@@ -38,7 +38,7 @@
 #include "admission/handler.h"
 #include "util/io/mutex.h"
 
-namespace aw::server {
+namespace aw::admission {
 
 class AdmissionMetrics {
  public:
@@ -77,4 +77,4 @@ class AdmissionMetrics {
 // Histogram buckets, in seconds: sub-millisecond resolution where admission latency lives.
 const prometheus::Histogram::BucketBoundaries& AdmissionLatencyBuckets();
 
-}  // namespace aw::server
+}  // namespace aw::admission

@@ -1,10 +1,10 @@
 // Server configuration flags and their validation.
 #include <gtest/gtest.h>
 
-#include "server/config.h"
+#include "admission/io/config.h"
 #include "util/io/log.h"
 
-namespace aw::server {
+namespace aw::admission {
 namespace {
 
 struct Parsed {
@@ -105,4 +105,4 @@ TEST(ServerConfig, ConnectionLayerFlags) {
 }
 
 }  // namespace
-}  // namespace aw::server
+}  // namespace aw::admission

@@ -1,10 +1,10 @@
-#include "server/admission_metrics.h"
+#include "admission/io/metrics.h"
 
 #include <string>
 
 #include "contract/keys.h"
 
-namespace aw::server {
+namespace aw::admission {
 
 const prometheus::Histogram::BucketBoundaries& AdmissionLatencyBuckets() {
   static const prometheus::Histogram::BucketBoundaries kBuckets = {
@@ -111,4 +111,4 @@ void AdmissionMetrics::HttpError(int code) {
   it->second->Increment();
 }
 
-}  // namespace aw::server
+}  // namespace aw::admission
