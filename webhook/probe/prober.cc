@@ -82,6 +82,7 @@ class SocketProber::Loop {
       ErrorCode ignored;
       if (op->tcp.is_open()) op->tcp.close(ignored);
       if (op->udp.is_open()) op->udp.close(ignored);
+      op->timer.cancel();  // on a given executor, its wait would keep that io_context busy
       op->finished = true;
       CallDone(std::move(op->done), Result{Status::kError, "prober stopped"});
     }
