@@ -6,12 +6,13 @@
 //
 // Composition (runtime::Manager groups, started in order, stopped in reverse, all within
 // --shutdown-grace + 5s):
-//   sources  the serving key pair poller, the client CA poller (timers on the health server's io
-//            thread) and the allocator client (services; its calls are asynchronous, on the
-//            Kubernetes client's I/O thread, at most --allocator-workers in flight)
+//   sources  the serving key pair poller, the client CA poller (timers on the dispatcher) and the
+//            allocator client (services; its calls are asynchronous, on the Kubernetes client's
+//            I/O thread, at most --allocator-workers in flight)
 //   health   the plain health/metrics listener (a service)
-//   cache    gateway::GameServerCache: the GameServer informer (opted-in servers), the waiters'
-//            timer thread and the request-key index (a runnable: ready once the informer synced)
+//   cache    gateway::GameServerCache: the GameServer informer (opted-in servers), the waiters
+//            (their deadline timers on the dispatcher) and the request-key index (a runnable:
+//            ready once the informer synced)
 //   drain    waits, on stop, for the requests the stopped listener still answers (a service)
 //   gateway  the gateway's TLS listener (a service)
 // On SIGTERM, first, for --drain-delay, readiness fails (and the gRPC health check answers
@@ -23,10 +24,11 @@
 // GameServers (the informer and the allocator client still run) and are answered as usual for up
 // to --shutdown-grace (the delay included); those still waiting then get 503 "the gateway is
 // shutting down" (their GameServers stay allocated: see docs/gateway.md), then the cache and the
-// sources stop. Threads, whatever the number of requests: --io-threads + 1 (health, which also runs
-// the two certificate pollers' timers) + 1 (the Kubernetes client's I/O thread: the informer, the
-// allocator calls and the delivery marks' writes, all asynchronous) + 1 (the waiters' timers) +
-// main, the manager's thread and one per runnable (1: the cache) = --io-threads + 6.
+// sources stop. Threads, whatever the number of requests: --io-threads + 1 (the dispatcher,
+// runtime/dispatcher.h: the health port, the two certificate pollers' timers and the waiters'
+// deadline timers) + 1 (the Kubernetes client's I/O thread: the informer, the allocator calls and
+// the delivery marks' writes, all asynchronous) + main, the manager's thread and one per runnable
+// (1: the cache) = --io-threads + 5 (7 at the defaults).
 //
 // Exit codes: 0 after SIGTERM/SIGINT or --help; 1 when start-up fails; 2 on a bad command line.
 
@@ -47,6 +49,7 @@
 #include "gateway/io/marks.h"
 #include "kube/client.h"
 #include "kube/config.h"
+#include "runtime/dispatcher.h"
 #include "runtime/manager.h"
 #include "runtime/process.h"
 #include "runtime/service.h"
@@ -151,6 +154,15 @@ int main(int argc, char** argv) {
   auto registry = std::make_shared<prometheus::Registry>();
   build::AddBuildInfoMetric(*registry, "allocating_gateway_build_info",
                             "The build: version, commit and build date as labels (always 1).");
+  // The control dispatcher (runtime/dispatcher.h): one thread for the health port's connections,
+  // the certificate pollers and the waiters' deadline timers, apart from the listener's io
+  // threads. Made before the components that run on it, so destroyed after them; stopped once the
+  // manager stopped them.
+  StatusOr<std::unique_ptr<runtime::Dispatcher>> dispatcher = runtime::Dispatcher::Start();
+  if (!dispatcher.ok()) {
+    log::error("cannot start the dispatcher", {{"error", dispatcher.status().ToString()}});
+    return 1;
+  }
   const auto reload =
       std::chrono::duration_cast<std::chrono::milliseconds>(f.listener.reload_interval);
 
@@ -186,7 +198,8 @@ int main(int argc, char** argv) {
     log::error("cannot configure the allocator client", {{"error", s.ToString()}});
     return 1;
   }
-  gateway::GameServerCache cache(**client, f.watch_namespace, registry.get());
+  gateway::GameServerCache cache(**client, f.watch_namespace, registry.get(),
+                                 (*dispatcher)->executor());
   gateway::WaiterRegistry& waiters = cache.waiters();
   auto lookup = [&cache](const std::string& name) { return cache.Lookup(name); };
 
@@ -233,7 +246,8 @@ int main(int argc, char** argv) {
       },
       &certs, client_ca.get(), *registry);
 
-  server::HealthServer health(f.listener.bind_address, f.listener.health_port, *registry);
+  server::HealthServer health(f.listener.bind_address, f.listener.health_port, *registry, {},
+                              (*dispatcher)->executor());
   health.AddReadinessCheck("informer", [&cache]() -> std::optional<std::string> {
     if (!cache.HasSynced()) return "GameServer informer not synced";
     return std::nullopt;
@@ -254,7 +268,8 @@ int main(int argc, char** argv) {
   // The drain delay comes out of --shutdown-grace (checked above: it is shorter).
   runtime::Manager manager({"sources", "health", "cache", "drain", "gateway"},
                            f.shutdown_grace - f.drain_delay + std::chrono::seconds(5));
-  // The two pollers are timers on the health server's io thread (no thread of their own).
+  // The two pollers are timers on the dispatcher, where the health server runs (no thread of their
+  // own).
   MustAdd(manager,
           runtime::MakeService(
               "certificates", [&certs, &health] { return certs.Start(health.executor()); },
@@ -345,5 +360,10 @@ int main(int argc, char** argv) {
                                  f.drain_delay};
   const runtime::RunEnd end = runtime::RunUntilSignal(manager, signals, drain);
   if (end.by_signal) marks.reset();  // the releases of the servers left waiting are sent first
+  // The manager stopped every component on the dispatcher: its thread runs out of work and ends.
+  if (Status st = (*dispatcher)->Stop(std::chrono::steady_clock::now() + std::chrono::seconds(2));
+      !st.ok()) {
+    log::warn("dispatcher stop", {{"error", st.ToString()}});
+  }
   return runtime::ExitCode(end, undrained);
 }

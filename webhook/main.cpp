@@ -32,6 +32,7 @@
 #include "kube/controllers.h"
 #include "policy/policy.h"
 #include "resolver/service.h"
+#include "runtime/dispatcher.h"
 #include "runtime/manager.h"
 #include "runtime/process.h"
 #include "runtime/service.h"
@@ -74,9 +75,9 @@ void AddServing(aw::runtime::Manager& m, aw::server::CertReloader& certs,
                 aw::server::HealthServer& health, aw::admission::AdmissionServer& admission,
                 std::atomic<bool>& undrained) {
   using namespace aw;
-  // The poller is a timer on the health server's io thread (every replica has one, with or
-  // without a Kubernetes config); the pair itself was loaded before the manager started, so the
-  // servers of the later groups start with it.
+  // The poller is a timer on the dispatcher, where the health server runs (every replica has one,
+  // with or without a Kubernetes config); the pair itself was loaded before the manager started, so
+  // the servers of the later groups start with it.
   MustAdd(m,
           runtime::MakeService(
               "certificates", [&certs, &health] { return certs.Start(health.executor()); },
@@ -188,6 +189,14 @@ int main(int argc, char** argv) {
   auto registry = std::make_shared<prometheus::Registry>();
   build::AddBuildInfoMetric(*registry, "allocating_webhook_build_info",
                             "The build: version, commit and build date as labels (always 1).");
+  // The control dispatcher (runtime/dispatcher.h): one thread for the health port's connections,
+  // the certificate poller and the prober, apart from the admission io threads. Made before the
+  // components that run on it, so destroyed after them; stopped once the manager stopped them.
+  StatusOr<std::unique_ptr<runtime::Dispatcher>> dispatcher = runtime::Dispatcher::Start();
+  if (!dispatcher.ok()) {
+    log::error("cannot start the dispatcher", {{"error", dispatcher.status().message()}});
+    return 1;
+  }
   // Whether the GameServer CRD accepts "Allocating": the flag's value until the CRD guard
   // publishes the live answer through Set().
   contract::AtomicCrdReadiness crd_readiness(server_cfg.crd_accepts_allocating);
@@ -225,7 +234,7 @@ int main(int argc, char** argv) {
   }
 
   server::HealthServer health(server_cfg.https.bind_address, server_cfg.health_port, *registry,
-                              server_cfg.health);
+                              server_cfg.health, (*dispatcher)->executor());
   health.AddReadinessCheck("certificate", [&certs]() -> std::optional<std::string> {
     if (!certs.Loaded()) return "no serving certificate loaded";
     return std::nullopt;
@@ -242,7 +251,8 @@ int main(int argc, char** argv) {
   std::unique_ptr<resolver::ResolverService> resolver_service;
   if (controllers.Enabled()) {
     auto service = resolver::ResolverService::Create(resolver_flags, policy, controllers.client(),
-                                                     controllers.events(), *registry);
+                                                     controllers.events(), *registry,
+                                                     (*dispatcher)->executor());
     if (!service.ok()) {
       log::error("cannot create the resolver", {{"error", service.status().message()}});
       return 1;
@@ -289,5 +299,12 @@ int main(int argc, char** argv) {
   // Connection: close), then the manager's stop within what is left of --shutdown-grace.
   const runtime::DrainStep drain{[&admission_server] { admission_server.BeginDrain(); },
                                  server_cfg.drain_delay};
-  return runtime::ExitCode(runtime::RunUntilSignal(manager, signals, drain), undrained);
+  const runtime::RunEnd end = runtime::RunUntilSignal(manager, signals, drain);
+  // The manager stopped every component on the dispatcher (the prober's last probes end within
+  // their timeouts): its thread runs out of work and ends.
+  if (Status st = (*dispatcher)->Stop(std::chrono::steady_clock::now() + std::chrono::seconds(2));
+      !st.ok()) {
+    log::warn("dispatcher stop", {{"error", st.message()}});
+  }
+  return runtime::ExitCode(end, undrained);
 }

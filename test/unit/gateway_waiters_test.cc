@@ -13,6 +13,8 @@
 
 #include "gateway/io/waiters.h"
 #include "policy/gameserver_stream.h"
+#include "runtime/dispatcher.h"
+#include "runtime/io_thread.h"
 
 namespace aw::gateway {
 namespace {
@@ -252,6 +254,34 @@ TEST(WaitersLifetime, StopRacingWaitReturnsPromptly) {
     EXPECT_EQ(done.load(), 1);
   }
   EXPECT_LT(std::chrono::steady_clock::now() - start, 30s);
+}
+
+// On the process's dispatcher (an executor given to the registry): the deadline fires there, Stop()
+// completes the others with "stopped", and no timer of the registry is left on the dispatcher.
+TEST(WaitersOnDispatcher, DeadlinesRunOnTheGivenExecutorAndStopLeavesNoWork) {
+  auto d = runtime::Dispatcher::Start("waiters-test");
+  ASSERT_TRUE(d.ok());
+  Result soon, later;
+  std::atomic<bool> on_dispatcher{false};
+  {
+    WaiterRegistry reg(nullptr, (*d)->executor());
+    reg.Start();  // nothing to start: no thread of its own
+    reg.Wait("ns", "a", kOurs, std::chrono::steady_clock::now() + 20ms,
+             [&on_dispatcher, ex = (*d)->executor(), cb = soon.Callback()](
+                 const Decision& dd, const kube::ObjectPtr& o, const std::string& n) {
+               on_dispatcher = runtime::RunningOn(ex);
+               cb(dd, o, n);
+             });
+    reg.Wait("ns", "b", kOurs, std::chrono::steady_clock::now() + 1h, later.Callback());
+    ASSERT_TRUE(soon.WaitCalled(5s));
+    EXPECT_EQ(soon.d.reason, "deadline");
+    EXPECT_TRUE(on_dispatcher.load());
+    reg.Stop();
+    ASSERT_TRUE(later.WaitCalled(1s));
+    EXPECT_EQ(later.d.reason, "stopped");
+  }
+  // The hour-long timer was cancelled: the dispatcher runs out of work at once.
+  EXPECT_TRUE((*d)->Stop(std::chrono::steady_clock::now() + 5s).ok());
 }
 
 // Stop() from a `done` on the timer thread would join the thread it runs on: it fails at once,

@@ -15,6 +15,8 @@
 
 #include "probe/core/http_status.h"
 #include "probe/prober.h"
+#include "runtime/dispatcher.h"
+#include "runtime/io_thread.h"
 
 namespace aw::probe {
 namespace {
@@ -324,6 +326,37 @@ TEST(Prober, PendingProbesFailWhenStopped) {
     }
   }
   EXPECT_EQ(stopped.load(), 5);
+}
+
+// On the process's dispatcher (an executor given to Create): no thread of the prober's own; the
+// probes run there, the ones in flight fail with "prober stopped" at destruction, and nothing of
+// the prober is left on the dispatcher afterwards (run under ASan and TSan).
+TEST(ProberOnDispatcher, ProbesRunOnTheGivenExecutorAndStopCleanly) {
+  auto d = runtime::Dispatcher::Start("probe-test");
+  ASSERT_TRUE(d.ok());
+  TinyHttp ok_server("HTTP/1.1 200 OK\r\n\r\n");
+  TinyHttp held("", /*hold=*/true);
+  std::atomic<int> stopped{0};
+  {
+    ProberOptions o = Opts(60'000);
+    auto p = SocketProber::Create(o, (*d)->executor());
+    ASSERT_TRUE(p.ok()) << p.status().ToString();
+    SocketProber& prober = **p;
+    std::promise<bool> on_dispatcher;
+    prober.Probe({Type::kHttp, "127.0.0.1", ok_server.port(), "/"},
+                 [&on_dispatcher, ex = (*d)->executor()](Result r) {
+                   on_dispatcher.set_value(r.ok() && runtime::RunningOn(ex));
+                 });
+    EXPECT_TRUE(on_dispatcher.get_future().get());
+    for (int i = 0; i < 3; ++i) {
+      prober.Probe({Type::kHttp, "127.0.0.1", held.port(), "/"}, [&](Result r) {
+        if (r.status == Status::kError) stopped++;
+      });
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));  // connected, answers held
+  }
+  EXPECT_EQ(stopped.load(), 3);
+  EXPECT_TRUE((*d)->Stop(std::chrono::steady_clock::now() + std::chrono::seconds(5)).ok());
 }
 
 TEST(StatusLine, Parses) {

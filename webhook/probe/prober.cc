@@ -22,6 +22,8 @@
 #include <vector>
 
 #include "probe/core/http_status.h"
+#include "runtime/io_thread.h"
+#include "runtime/lifeline.h"
 #include "util/io/log.h"
 
 namespace aw::probe {
@@ -58,32 +60,42 @@ bool ValidPath(const std::string& path) {
 
 }  // namespace
 
-// The event loop: owns the io_context and every in-flight probe. Its state is touched only on the
-// io_context's thread (and by the destructor after that thread has been joined).
+// The event loop: every in-flight probe, on the given executor or on an io_context of its own. Its
+// state is touched only by its handlers (guarded by `life_`), on the loop's thread, and by the
+// destructor once no handler runs (its own thread joined, or `life_` ended).
 class SocketProber::Loop {
  public:
   // Makes the reactor now (epoll, eventfd, timerfd), so that a refused descriptor is an error of
   // Create() rather than of a later probe. Throws boost::system::system_error when the system
   // refuses.
-  explicit Loop(SocketProber* owner)
-      : owner_(owner), work_(net::make_work_guard(io_)), reactor_probe_(io_) {}
+  Loop(SocketProber* owner, net::any_io_executor given)
+      : owner_(owner),
+        own_(given ? nullptr : std::make_unique<net::io_context>(1)),
+        ex_(given ? std::move(given) : net::any_io_executor(own_->get_executor())),
+        reactor_probe_(ex_) {
+    if (own_) work_.emplace(own_->get_executor());
+  }
 
   ~Loop() {
+    life_.End();  // a handler running returns first; those that run later do nothing
     for (auto& [id, op] : ops_) {
       ErrorCode ignored;
       if (op->tcp.is_open()) op->tcp.close(ignored);
       if (op->udp.is_open()) op->udp.close(ignored);
+      op->timer.cancel();  // on a given executor, its wait would keep that io_context busy
       op->finished = true;
-      Callback done = std::move(op->done);
-      if (done) done(Result{Status::kError, "prober stopped"});
+      CallDone(std::move(op->done), Result{Status::kError, "prober stopped"});
     }
     ops_.clear();
   }
 
+  bool OwnsThread() const { return own_ != nullptr; }
+  const net::any_io_executor& executor() const { return ex_; }
+
   void Run() {
     for (;;) {
       try {
-        io_.run();
+        own_->run();
         return;
       } catch (const std::exception& e) {
         // A callback threw: the loop goes on (the probe it belonged to has already finished).
@@ -94,19 +106,20 @@ class SocketProber::Loop {
 
   // Wakes the loop to admit queued requests (any thread).
   void Kick() {
-    net::post(io_, [this] { Admit(); });
+    net::post(ex_, life_.Guard([this] { Admit(); }));
   }
 
-  // Ends Run() (any thread); what is still in flight is failed by the destructor.
+  // Ends Run() (any thread; own io_context only); what is still in flight is failed by the
+  // destructor.
   void Stop() {
     work_.reset();
-    io_.stop();
+    own_->stop();
   }
 
  private:
   enum class Phase { kConnecting, kSending, kReceiving, kUdpWaiting };
   struct Op {
-    explicit Op(net::io_context& io) : tcp(io), udp(io), timer(io) {}
+    explicit Op(const net::any_io_executor& ex) : tcp(ex), udp(ex), timer(ex) {}
     uint64_t id = 0;
     Target target;
     Callback done;
@@ -165,7 +178,7 @@ class SocketProber::Loop {
   }
 
   void Start(Request req) {
-    auto op = std::make_shared<Op>(io_);
+    auto op = std::make_shared<Op>(ex_);
     op->id = next_id_++;
     op->target = std::move(req.target);
     op->done = std::move(req.done);
@@ -200,25 +213,26 @@ class SocketProber::Loop {
     owner_->active_count_.store(ops_.size(), std::memory_order_relaxed);
 
     op->timer.expires_after(op->timeout);
-    op->timer.async_wait([this, op](const ErrorCode& ec) {
+    op->timer.async_wait(life_.Guard([this, op](const ErrorCode& ec) {
       if (ec || op->finished) return;
       std::string what = "timeout after " + std::to_string(op->timeout.count()) + "ms";
       what += op->phase == Phase::kConnecting   ? " (connecting)"
               : op->phase == Phase::kUdpWaiting ? " (no datagram back)"
                                                 : " (waiting for the HTTP status line)";
       Finish(*op, {Status::kTimeout, what});
-    });
+    }));
 
     if (op->target.type == Type::kUdp) {
-      op->udp.async_receive(net::buffer(op->buf), [this, op](const ErrorCode& ec, size_t) {
-        if (op->finished) return;
-        if (ec) return Finish(*op, {Status::kFailure, ErrorText(ec)});
-        Finish(*op, {Status::kSuccess, "datagram received"});
-      });
+      op->udp.async_receive(net::buffer(op->buf),
+                            life_.Guard([this, op](const ErrorCode& ec, size_t) {
+                              if (op->finished) return;
+                              if (ec) return Finish(*op, {Status::kFailure, ErrorText(ec)});
+                              Finish(*op, {Status::kSuccess, "datagram received"});
+                            }));
       return;
     }
     op->tcp.async_connect(net::ip::tcp::endpoint(addr, op->target.port),
-                          [this, op](const ErrorCode& ec) { OnConnected(op, ec); });
+                          life_.Guard([this, op](const ErrorCode& ec) { OnConnected(op, ec); }));
   }
 
   void OnConnected(const OpPtr& op, const ErrorCode& ec) {
@@ -231,40 +245,52 @@ class SocketProber::Loop {
         "GET " + t.path + " HTTP/1.1\r\nHost: " + host + ":" + std::to_string(t.port) +
         "\r\nUser-Agent: allocating-webhook-probe\r\nAccept: */*\r\nConnection: close\r\n\r\n";
     op->phase = Phase::kSending;
-    net::async_write(op->tcp, net::buffer(op->out), [this, op](const ErrorCode& ec, size_t) {
-      if (op->finished) return;
-      if (ec) return Finish(*op, {Status::kFailure, "send: " + ErrorText(ec)});
-      op->phase = Phase::kReceiving;
-      Receive(op);
-    });
+    net::async_write(op->tcp, net::buffer(op->out),
+                     life_.Guard([this, op](const ErrorCode& ec, size_t) {
+                       if (op->finished) return;
+                       if (ec) return Finish(*op, {Status::kFailure, "send: " + ErrorText(ec)});
+                       op->phase = Phase::kReceiving;
+                       Receive(op);
+                     }));
   }
 
   void Receive(const OpPtr& op) {
-    op->tcp.async_read_some(net::buffer(op->buf), [this, op](const ErrorCode& ec, size_t n) {
-      if (op->finished) return;
-      if (ec == net::error::eof) {
-        return Finish(*op, {Status::kFailure, "connection closed before a status line"});
-      }
-      if (ec) return Finish(*op, {Status::kFailure, ErrorText(ec)});
-      op->in.append(op->buf.data(), n);
-      StatusLine line = ParseStatusLine(op->in, kMaxStatusLine);
-      if (line.state == StatusLineState::kMalformed) {
-        return Finish(*op, {Status::kFailure, "malformed HTTP response"});
-      }
-      if (line.state == StatusLineState::kComplete) {
-        const Status status =
-            line.code >= 200 && line.code <= 299 ? Status::kSuccess : Status::kFailure;
-        return Finish(*op, {status, "http " + std::to_string(line.code)});
-      }
-      Receive(op);
-    });
+    op->tcp.async_read_some(
+        net::buffer(op->buf), life_.Guard([this, op](const ErrorCode& ec, size_t n) {
+          if (op->finished) return;
+          if (ec == net::error::eof) {
+            return Finish(*op, {Status::kFailure, "connection closed before a status line"});
+          }
+          if (ec) return Finish(*op, {Status::kFailure, ErrorText(ec)});
+          op->in.append(op->buf.data(), n);
+          StatusLine line = ParseStatusLine(op->in, kMaxStatusLine);
+          if (line.state == StatusLineState::kMalformed) {
+            return Finish(*op, {Status::kFailure, "malformed HTTP response"});
+          }
+          if (line.state == StatusLineState::kComplete) {
+            const Status status =
+                line.code >= 200 && line.code <= 299 ? Status::kSuccess : Status::kFailure;
+            return Finish(*op, {status, "http " + std::to_string(line.code)});
+          }
+          Receive(op);
+        }));
   }
 
   // For a probe that never entered ops_.
   void Fail(Op& op, Result result) {
     op.finished = true;
-    Callback done = std::move(op.done);
-    if (done) done(std::move(result));
+    CallDone(std::move(op.done), std::move(result));
+  }
+
+  // Runs a probe's callback; one that throws is logged (no exception leaves a guarded handler:
+  // the Lifeline would count it running forever, and the dispatcher is shared).
+  static void CallDone(Callback done, Result result) {
+    if (!done) return;
+    try {
+      done(std::move(result));
+    } catch (const std::exception& e) {
+      log::error("prober: a probe callback threw", {{"error", e.what()}});
+    }
   }
 
   void Finish(Op& op, Result result) {
@@ -277,7 +303,7 @@ class SocketProber::Loop {
     Callback done = std::move(op.done);
     ops_.erase(op.id);  // the pending handlers still hold the Op until they run
     owner_->active_count_.store(ops_.size(), std::memory_order_relaxed);
-    if (done) done(std::move(result));
+    CallDone(std::move(done), std::move(result));
     Kick();  // room for a queued request
   }
 
@@ -287,27 +313,31 @@ class SocketProber::Loop {
   };
 
   SocketProber* owner_;
-  net::io_context io_{1};
-  net::executor_work_guard<net::io_context::executor_type> work_;
+  const std::unique_ptr<net::io_context> own_;  // without a given executor
+  const net::any_io_executor ex_;               // where every probe runs
+  std::optional<net::executor_work_guard<net::io_context::executor_type>> work_;  // own_ only
   net::steady_timer reactor_probe_;  // constructing it makes the reactor (see the constructor)
+  runtime::Lifeline life_;           // every handler's (see the destructor)
   uint64_t next_id_ = 1;
   std::unordered_map<uint64_t, OpPtr> ops_;
   std::unordered_map<std::string, DnsEntry> dns_;
 };
 
-StatusOr<std::unique_ptr<SocketProber>> SocketProber::Create(ProberOptions options) {
+StatusOr<std::unique_ptr<SocketProber>> SocketProber::Create(
+    ProberOptions options, boost::asio::any_io_executor executor) {
   auto prober = std::make_unique<SocketProber>(PassKey{}, std::move(options));
   // Asio reports a refused descriptor (its eventfd, epoll or timerfd) as
   // boost::system::system_error and std::thread a refused thread as std::system_error: this is the
   // boundary where they become a Status. Without a thread, the destructor fails nothing and joins
   // nothing.
   try {
-    prober->loop_ = std::make_unique<Loop>(prober.get());
+    prober->loop_ = std::make_unique<Loop>(prober.get(), std::move(executor));
   } catch (const boost::system::system_error& e) {
     return aw::Status::IOError(std::string("prober: eventfd/epoll (its event loop): ") + e.what());
   } catch (const std::system_error& e) {
     return aw::Status::IOError(std::string("prober: eventfd/epoll (its event loop): ") + e.what());
   }
+  if (!prober->loop_->OwnsThread()) return prober;
   try {
     SocketProber* p = prober.get();
     prober->thread_ = std::thread([p] { p->loop_->Run(); });
@@ -326,7 +356,9 @@ SocketProber::~SocketProber() {
     MutexLock lock(mu_);
     stopping_ = true;
   }
-  if (loop_) loop_->Stop();
+  if (loop_ && loop_->OwnsThread()) loop_->Stop();
+  if (loop_ && !loop_->OwnsThread())
+    runtime::DieIfOn(loop_->executor(), "SocketProber's destructor");
   if (thread_.joinable()) thread_.join();
   loop_.reset();  // fails in-flight probes with "prober stopped"
   // Still queued: taken out under the lock (Probe refuses from now on), failed outside it, so a

@@ -102,12 +102,11 @@ struct ResolverService::Parts {
   std::string namespace_;  // the cache's ("" = every namespace)
 };
 
-StatusOr<std::unique_ptr<ResolverService>> ResolverService::Create(ResolverFlags flags,
-                                                                   const policy::Policy& policy,
-                                                                   kube::Client& client,
-                                                                   kube::EventRecorder& events,
-                                                                   prometheus::Registry& registry) {
-  auto prober = probe::SocketProber::Create(Parts::ProberOpts(flags));
+StatusOr<std::unique_ptr<ResolverService>> ResolverService::Create(
+    ResolverFlags flags, const policy::Policy& policy, kube::Client& client,
+    kube::EventRecorder& events, prometheus::Registry& registry,
+    boost::asio::any_io_executor probes) {
+  auto prober = probe::SocketProber::Create(Parts::ProberOpts(flags), std::move(probes));
   if (!prober.ok()) return prober.status();
   return std::make_unique<ResolverService>(PassKey{}, std::move(*prober), std::move(flags), policy,
                                            client, events, registry);

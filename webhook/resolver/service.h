@@ -12,6 +12,7 @@
 // the cache's one LIST+WATCH. The service must outlive the manager that runs them.
 #pragma once
 
+#include <boost/asio/any_io_executor.hpp>
 #include <chrono>
 #include <memory>
 #include <optional>
@@ -56,11 +57,12 @@ class ResolverService {
 
  public:
   // The service, or the error that refused one of its parts (the prober's event loop).
-  static StatusOr<std::unique_ptr<ResolverService>> Create(ResolverFlags flags,
-                                                           const policy::Policy& policy,
-                                                           kube::Client& client,
-                                                           kube::EventRecorder& events,
-                                                           prometheus::Registry& registry);
+  // `probes`: where the prober runs (the process's dispatcher, which must outlive the service);
+  // empty: a thread of the prober's own.
+  static StatusOr<std::unique_ptr<ResolverService>> Create(
+      ResolverFlags flags, const policy::Policy& policy, kube::Client& client,
+      kube::EventRecorder& events, prometheus::Registry& registry,
+      boost::asio::any_io_executor probes = {});
   // Use Create().
   ResolverService(PassKey, std::unique_ptr<probe::SocketProber> prober, ResolverFlags flags,
                   const policy::Policy& policy, kube::Client& client, kube::EventRecorder& events,

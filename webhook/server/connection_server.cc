@@ -14,12 +14,14 @@
 #include <thread>
 #include <type_traits>
 
+#include "runtime/io_thread.h"
 #include "server/bounded_body.h"
 #include "server/connection_registry.h"
 #include "server/h2_session.h"
 #include "server/handshake_gate.h"
 #include "server/tls_stream.h"
 #include "util/io/log.h"
+#include "util/io/mutex.h"
 
 namespace aw::server {
 namespace {
@@ -123,7 +125,7 @@ struct ListenerMetrics {
 
 }  // namespace
 
-struct ConnectionServer::Impl {
+struct ConnectionServer::Impl : std::enable_shared_from_this<ConnectionServer::Impl> {
   Impl(ConnectionOptions o, HttpHandler h, AsyncHttpHandler ah, const KeyPairSource* tls,
        const ClientCaSource* ca, prometheus::Registry& registry)
       : opts(std::move(o)),
@@ -133,9 +135,10 @@ struct ConnectionServer::Impl {
         client_ca(ca),
         metrics(registry, opts.name),
         conns(std::max<size_t>(1, opts.max_connections)),
-        iocs(MakeContexts(std::max<size_t>(1, opts.io_threads))),
+        external(opts.executor),
+        iocs(MakeContexts(external ? 0 : std::max<size_t>(1, opts.io_threads))),
         handshakes(opts.max_concurrent_handshakes),
-        acceptor(iocs.front()->get_executor()),
+        acceptor(external ? external : net::any_io_executor(iocs.front()->get_executor())),
         retry_timer(acceptor.get_executor()) {
     for (auto& ioc : iocs) work.push_back(net::make_work_guard(*ioc));
   }
@@ -147,7 +150,23 @@ struct ConnectionServer::Impl {
     for (size_t i = 0; i < n; ++i) v.push_back(std::make_unique<net::io_context>(1));
     return v;
   }
-  net::io_context& NextContext() { return *iocs[next_context++ % iocs.size()]; }
+  net::any_io_executor NextExecutor() {
+    if (external) return external;
+    return iocs[next_context++ % iocs.size()]->get_executor();
+  }
+  // What a handler that uses this state holds: on an external executor the state itself (the
+  // io_context outlives the server, and a handler may run, or be destroyed, after it); else
+  // nothing (the io_contexts are members: their handlers go before the rest of the state).
+  std::shared_ptr<Impl> Keep() { return external ? shared_from_this() : nullptr; }
+  void SessionGone() {
+    live.fetch_sub(1);
+    if (!external) return;
+    { MutexLock lock(live_mu); }
+    live_cv.SignalAll();
+  }
+  // External executor: closes every connection still open and waits until no connection object
+  // is left, or until `deadline`.
+  bool CloseAll(Clock::time_point deadline);
   void StopContexts() {
     work.clear();
     for (auto& ioc : iocs) ioc->stop();
@@ -167,6 +186,10 @@ struct ConnectionServer::Impl {
   const ClientCaSource* const client_ca;
   ListenerMetrics metrics;
   ConnectionRegistry conns;
+  std::atomic<size_t> live{0};  // Session objects alive
+  Mutex live_mu;                // with live_cv: CloseAll waits for `live` to reach 0
+  CondVar live_cv;
+  const net::any_io_executor external;  // ConnectionOptions::executor (no io threads of our own)
   std::optional<ssl::context> ssl_ctx;
   std::vector<std::unique_ptr<net::io_context>> iocs;
   // Keeps each io thread running while its context has nothing to do (until StopContexts).
@@ -195,16 +218,19 @@ class Session final : public Connection, public std::enable_shared_from_this<Ses
 
   template <class... Args>
   Session(Impl& srv, uint64_t id, Args&&... args)
-      : srv_(srv),
+      : keep_(srv.Keep()),
+        srv_(srv),
         opts_(srv.opts),
         id_(id),
         stream_(std::forward<Args>(args)...),
         buffer_(srv.opts.limits.max_header_bytes + kReadChunk) {
     srv_.metrics.open.Increment();
+    srv_.live.fetch_add(1);
   }
   ~Session() override {
     srv_.conns.Remove(id_);
     srv_.metrics.open.Decrement();
+    srv_.SessionGone();
   }
 
   void Start() {
@@ -844,6 +870,8 @@ class Session final : public Connection, public std::enable_shared_from_this<Ses
     }
   }
 
+  // Declared first, so released last: the server's state on an external executor (Impl::Keep).
+  const std::shared_ptr<void> keep_;
   Impl& srv_;
   const ConnectionOptions& opts_;
   const uint64_t id_;
@@ -880,8 +908,10 @@ class Session final : public Connection, public std::enable_shared_from_this<Ses
 }  // namespace
 
 void ConnectionServer::Impl::DoAccept() {
-  acceptor.async_accept(NextContext().get_executor(),
-                        beast::bind_front_handler(&Impl::OnAccept, this));
+  acceptor.async_accept(NextExecutor(),
+                        [this, keep = Keep()](beast::error_code ec, tcp::socket socket) {
+                          OnAccept(ec, std::move(socket));
+                        });
 }
 
 void ConnectionServer::Impl::NoteEviction(ConnPhase phase) {
@@ -909,7 +939,7 @@ void ConnectionServer::Impl::OnAccept(beast::error_code ec, tcp::socket socket) 
     // Out of file descriptors or similar: retry shortly instead of spinning.
     log::warn("accept failed", {{"listener", opts.name}, {"error", ec.message()}});
     retry_timer.expires_after(std::chrono::milliseconds(50));
-    retry_timer.async_wait([this](beast::error_code wait_ec) {
+    retry_timer.async_wait([this, keep = Keep()](beast::error_code wait_ec) {
       if (!wait_ec && acceptor.is_open()) DoAccept();
     });
     return;
@@ -951,21 +981,36 @@ void ConnectionServer::Impl::RunLoop(net::io_context& ioc) {
 
 ConnectionServer::ConnectionServer(ConnectionOptions options, HttpHandler handler,
                                    const KeyPairSource* tls, prometheus::Registry& registry)
-    : impl_(std::make_unique<Impl>(std::move(options), std::move(handler), AsyncHttpHandler(), tls,
+    : impl_(std::make_shared<Impl>(std::move(options), std::move(handler), AsyncHttpHandler(), tls,
                                    nullptr, registry)) {}
 
 ConnectionServer::ConnectionServer(ConnectionOptions options, AsyncHttpHandler handler,
                                    const KeyPairSource* tls, const ClientCaSource* client_ca,
                                    prometheus::Registry& registry)
-    : impl_(std::make_unique<Impl>(std::move(options), HttpHandler(), std::move(handler), tls,
+    : impl_(std::make_shared<Impl>(std::move(options), HttpHandler(), std::move(handler), tls,
                                    client_ca, registry)) {}
 
 boost::asio::any_io_executor ConnectionServer::executor() const {
+  if (impl_->external) return impl_->external;
   return impl_->iocs.front()->get_executor();
+}
+
+bool ConnectionServer::Impl::CloseAll(Clock::time_point deadline) {
+  for (auto& conn : conns.All()) conn->Cut();
+  MutexLock lock(live_mu);
+  return live_cv.WaitUntil(live_mu, deadline, [this] { return live.load() == 0; });
 }
 
 ConnectionServer::~ConnectionServer() {
   Stop();
+  if (impl_->external) {
+    runtime::DieIfOn(impl_->external, "ConnectionServer's destructor");
+    if (!impl_->CloseAll(Clock::now() + std::chrono::seconds(1))) {
+      log::error("connections still alive when the server went; their state is kept until they go",
+                 {{"listener", impl_->opts.name}, {"alive", std::to_string(impl_->live.load())}});
+    }
+    return;
+  }
   impl_->StopContexts();
   for (auto& t : impl_->threads) {
     if (t.joinable()) t.join();
@@ -1024,7 +1069,7 @@ void ConnectionServer::Stop() {
   if (s.stopped.exchange(true)) return;
   s.draining.store(true);
   s.serving.store(false);
-  net::post(s.acceptor.get_executor(), [&s] {
+  net::post(s.acceptor.get_executor(), [&s, keep = s.Keep()] {
     beast::error_code ignored;
     s.acceptor.close(ignored);
     s.retry_timer.cancel();
@@ -1034,6 +1079,14 @@ void ConnectionServer::Stop() {
 
 bool ConnectionServer::WaitStopped(std::chrono::milliseconds timeout) {
   Impl& s = *impl_;
+  if (s.external) {
+    runtime::DieIfOn(s.external, "ConnectionServer::WaitStopped");
+    const Clock::time_point deadline = Clock::now() + timeout;
+    const bool drained = s.conns.WaitEmpty(deadline);
+    // Closing is quick (a posted close each): a short while more when the drain used it all.
+    const bool gone = s.CloseAll(std::max(deadline, Clock::now() + std::chrono::milliseconds(250)));
+    return drained && gone;
+  }
   const bool drained = s.conns.WaitEmpty(Clock::now() + timeout);
   s.StopContexts();
   for (auto& t : s.threads) {
@@ -1049,5 +1102,7 @@ bool ConnectionServer::WaitDrained(std::chrono::milliseconds timeout) {
 bool ConnectionServer::Serving() const { return impl_->serving.load(); }
 
 size_t ConnectionServer::OpenConnections() const { return impl_->conns.Size(); }
+
+size_t ConnectionServer::LiveConnections() const { return impl_->live.load(); }
 
 }  // namespace aw::server

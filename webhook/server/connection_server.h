@@ -49,6 +49,13 @@
 //   - Stop(): stop accepting, close idle connections (those with no request bytes pending), answer
 //     every request being read (each within its deadline) with `Connection: close`, then close;
 //     WaitStopped() waits for that (or gives up at its timeout and stops the io threads).
+//   - On an external executor (ConnectionOptions::executor, the health port on the process's
+//     dispatcher): WaitStopped() waits as above, then closes the connections still open and waits
+//     (within the same timeout) until every connection object is destroyed, so none outlives the
+//     server's handler; the acceptor's and the connections' handlers still queued hold the
+//     server's state (not the ConnectionServer), so one that runs late, or is destroyed unrun with
+//     the io_context, touches nothing freed. The destructor does the same (1 s). WaitStopped() and
+//     the destructor must not run on that executor's thread: they abort (runtime/io_thread.h).
 // Metrics (labelled listener=<name>): allocating_webhook_connections_open,
 // allocating_webhook_connections_evicted_total{kind=idle|oldest|waiting},
 // allocating_webhook_connection_timeouts_total{phase=handshake|request|write},
@@ -133,6 +140,11 @@ struct ConnectionOptions {
   int port = 8443;
   int backlog = 4096;  // the kernel caps it at net.core.somaxconn
   size_t io_threads = 2;
+  // When set, the server has no io thread of its own: it runs every connection on this executor
+  // (the process's runtime::Dispatcher; the health port), and `io_threads` is ignored. The
+  // executor's io_context must outlive the server and run until the server's Stop()+WaitStopped()
+  // (or destruction) returned, which must not be called on it (runtime/io_thread.h).
+  boost::asio::any_io_executor executor;
   size_t max_connections = 1024;
   // TLS handshakes in progress at once (HandshakeGate): a connection whose ClientHello has
   // arrived waits for a turn beyond this, holding only its socket, within handshake_timeout.
@@ -191,17 +203,19 @@ class ConnectionServer {
   // After Stop(): true when every connection closed within `timeout`; the io threads keep running.
   bool WaitDrained(std::chrono::milliseconds timeout);
   // The executor of the first io thread's io_context (it exists from construction and runs from
-  // Start() until the io threads stop): for timers that ride on this server's thread, such as
-  // the certificate pollers (poll_timer.h).
+  // Start() until the io threads stop), or the external executor: for timers that ride on this
+  // server's thread, such as the certificate pollers (poll_timer.h).
   boost::asio::any_io_executor executor() const;
   // Listening and not stopped.
   bool Serving() const;
   size_t OpenConnections() const;
+  // Connection objects alive (open, or closed with a handler still holding them).
+  size_t LiveConnections() const;
 
   struct Impl;
 
  private:
-  std::unique_ptr<Impl> impl_;
+  std::shared_ptr<Impl> impl_;
 };
 
 }  // namespace aw::server

@@ -24,7 +24,7 @@ bool HasQueryParam(std::string_view query, std::string_view name) {
 }
 
 HealthServer::HealthServer(std::string bind_address, int port, prometheus::Registry& registry,
-                           HealthOptions options)
+                           HealthOptions options, boost::asio::any_io_executor executor)
     : registry_(registry) {
   ConnectionOptions c;
   c.name = "health";
@@ -32,6 +32,7 @@ HealthServer::HealthServer(std::string bind_address, int port, prometheus::Regis
   c.port = port;
   c.backlog = 128;
   c.io_threads = 1;
+  c.executor = std::move(executor);
   c.max_connections = options.max_connections;
   c.limits.max_request_line_bytes = 4 * 1024;
   c.limits.max_header_bytes = 16 * 1024;

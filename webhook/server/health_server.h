@@ -7,10 +7,12 @@
 //                 checks (`?verbose` lists all of them either way);
 //   GET /metrics  the shared Prometheus registry in text exposition format 0.0.4;
 //   another method on those paths -> 405 (`Allow: GET`); another path -> 404.
-// Served by its own ConnectionServer (connection_server.h) with its own io thread and its own
-// small connection cap and deadlines (HealthOptions), so a flood on the admission port never
-// delays a probe and a flood here never delays admission. Checks are registered before Start()
-// and must be cheap and thread-safe.
+// Served by its own ConnectionServer (connection_server.h) on the process's dispatcher
+// (runtime/dispatcher.h; without one, on an io thread of its own) with its own small connection
+// cap and deadlines (HealthOptions), never on the admission io threads, so a flood on the
+// admission port never delays a probe and a flood here never delays admission. Stop() closes
+// every connection and waits (at most 1 s) until none is left; it must not be called on the
+// dispatcher's thread. Checks are registered before Start() and must be cheap and thread-safe.
 #pragma once
 
 #include <prometheus/metric_family.h>
@@ -42,8 +44,10 @@ class HealthServer {
   // Returns nullopt when ready, or why not.
   using Check = std::function<std::optional<std::string>()>;
 
+  // `executor`: the process's dispatcher (runtime::Dispatcher::executor()), which must outlive
+  // this server; empty: an io thread of its own.
   HealthServer(std::string bind_address, int port, prometheus::Registry& registry,
-               HealthOptions options = {});
+               HealthOptions options = {}, boost::asio::any_io_executor executor = {});
   ~HealthServer();
   HealthServer(const HealthServer&) = delete;
   HealthServer& operator=(const HealthServer&) = delete;
@@ -60,8 +64,9 @@ class HealthServer {
   // Binds the port and starts serving; an IOError saying what failed when the bind fails.
   Status Start();
   void Stop();
-  // Its io thread's executor (ConnectionServer::executor()): the certificate pollers' timers run
-  // there, since every binary has a health server, Kubernetes config or not.
+  // The executor it runs on (ConnectionServer::executor(): the dispatcher's, or its own io
+  // thread's): the certificate pollers' timers run there, since every binary has a health server,
+  // Kubernetes config or not.
   boost::asio::any_io_executor executor() const;
 
   // The /readyz logic, for tests: (ready, body).

@@ -1,5 +1,6 @@
 // PollTimer: calls a function again and again on an existing io_context, without a thread of its
-// own (the certificate and client CA pollers run on the health server's io thread).
+// own (the certificate and client CA pollers run on the process's dispatcher, with the health
+// server).
 //
 // Promise: after Start(executor), `poll` runs on that executor after `first_delay`, and then again
 // after the delay it returns, until Stop(). Polls never overlap. Stop() waits for a poll in

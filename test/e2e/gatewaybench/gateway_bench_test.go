@@ -70,13 +70,13 @@ const (
 	ioThreads        = 2
 	allocatorWorkers = 8
 	deliveryWorkers  = 16
-	// gateway_main.cpp's count besides --io-threads: the health listener (whose io thread also
-	// runs the certificate and client CA pollers' timers), the waiters' timers, main (signals),
-	// the manager's thread, its one runnable's thread (the cache's), and the I/O thread of the
-	// Kubernetes client (net::IoThreadClient), where the informer, the allocator client's calls
-	// and the delivery marks' writes run: 6, whatever the number of requests and whatever
-	// --allocator-workers and --delivery-workers say (calls in flight, not threads).
-	fixedThreads = 6
+	// gateway_main.cpp's count besides --io-threads: the dispatcher (runtime::Dispatcher: the
+	// health listener, the certificate and client CA pollers' timers and the waiters' timers),
+	// main (signals), the manager's thread, its one runnable's thread (the cache's), and the I/O
+	// thread of the Kubernetes client (net::IoThreadClient), where the informer, the allocator
+	// client's calls and the delivery marks' writes run: 5, whatever the number of requests and
+	// whatever --allocator-workers and --delivery-workers say (calls in flight, not threads).
+	fixedThreads = 5
 )
 
 // Per-namespace behaviour of the game servers (driven by the bench's watch).

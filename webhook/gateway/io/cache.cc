@@ -22,8 +22,9 @@ kube::InformerOptions Options(const std::string& watch_namespace) {
 }  // namespace
 
 GameServerCache::GameServerCache(kube::Client& client, const std::string& watch_namespace,
-                                 prometheus::Registry* registry)
-    : waiters_([this](const std::string& name) { return Lookup(name); }),
+                                 prometheus::Registry* registry,
+                                 boost::asio::any_io_executor timers)
+    : waiters_([this](const std::string& name) { return Lookup(name); }, std::move(timers)),
       informer_(client, Options(watch_namespace), registry) {
   informer_.AddHandler(&waiters_);
   informer_.AddHandler(&request_keys_);

@@ -1,19 +1,22 @@
 // GameServerCache: the allocation gateway's one GameServer informer (opted-in servers, one
-// namespace or all) with its two handlers: the waiters (WaiterRegistry, and its timer thread) and
+// namespace or all) with its two handlers: the waiters (WaiterRegistry: its timers on the given
+// executor, the process's dispatcher, else on a timer thread of its own) and
 // the idempotency keys' index (RequestKeyIndex).
 //
 // Promise:
 //   - Run(ctx) is the component's life as a runnable of runtime::Manager: it starts the waiters'
-//     timer thread and the informer, reports ready once the informer has listed and synced (so
-//     the gateway's listener, in a later group, opens only on a filled cache), and on stop stops
-//     the informer and then the waiters (those still waiting complete with "stopped"). Returns OK
-//     on stop; it does not fail (the informer retries its list and watch on its own).
+//     timers (their thread, when they have one) and the informer, reports ready once the informer
+//     has listed and synced (so the gateway's listener, in a later group, opens only on a filled
+//     cache), and on stop stops the informer and then the waiters (those still waiting complete
+//     with "stopped"). Returns OK on stop; it does not fail (the informer retries its list and
+//     watch on its own).
 //   - Lookup(name) is the cache's objects of that name in every watched namespace (the waiters'
 //     and the gateway's lookup); HasSynced() tells the readiness check. Both thread-safe.
 //   - waiters() and request_keys() are the handlers, for the gateway to use; they live as long
 //     as the cache.
 #pragma once
 
+#include <boost/asio/any_io_executor.hpp>
 #include <string>
 #include <vector>
 
@@ -32,9 +35,10 @@ namespace aw::gateway {
 
 class GameServerCache {
  public:
-  // `watch_namespace`: "" = all namespaces.
+  // `watch_namespace`: "" = all namespaces. `timers`: where the waiters' deadline timers run
+  // (WaiterRegistry's executor).
   GameServerCache(kube::Client& client, const std::string& watch_namespace,
-                  prometheus::Registry* registry);
+                  prometheus::Registry* registry, boost::asio::any_io_executor timers = {});
   GameServerCache(const GameServerCache&) = delete;
   GameServerCache& operator=(const GameServerCache&) = delete;
 

@@ -17,8 +17,19 @@ namespace aw::gateway {
 namespace net = boost::asio;
 
 struct WaiterRegistry::Timers {
-  net::io_context ioc;
-  net::executor_work_guard<net::io_context::executor_type> work{net::make_work_guard(ioc)};
+  explicit Timers(net::any_io_executor given) {
+    if (given) {
+      ex = std::move(given);
+      return;
+    }
+    own.emplace(1);
+    ex = own->get_executor();
+    work.emplace(own->get_executor());
+  }
+  std::optional<net::io_context> own;  // without a given executor: the timer thread's
+  net::any_io_executor ex;             // where the timers run
+  // Keeps the timer thread running while it has no timer (until Stop()).
+  std::optional<net::executor_work_guard<net::io_context::executor_type>> work;
 };
 
 struct WaiterRegistry::Waiter {
@@ -28,7 +39,7 @@ struct WaiterRegistry::Waiter {
         ns_hint(std::move(hint)),
         last_allocated(std::move(la)),
         done(std::move(d)),
-        timer(timers->ioc) {}
+        timer(timers->ex) {}
   const std::shared_ptr<Timers> timers;  // outlives `timer` (declared before it)
   const std::string name;
   const std::string ns_hint;
@@ -45,7 +56,10 @@ struct WaiterRegistry::State {
   void Finish(const std::shared_ptr<Waiter>& w, const Decision& d, const kube::ObjectPtr& obj)
       EXCLUDES(mu);
 
-  const std::shared_ptr<Timers> timers = std::make_shared<Timers>();
+  explicit State(net::any_io_executor executor)
+      : timers(std::make_shared<Timers>(std::move(executor))) {}
+
+  const std::shared_ptr<Timers> timers;
   mutable Mutex mu;
   std::multimap<std::string, std::shared_ptr<Waiter>> waiters GUARDED_BY(mu);  // key: name
   bool stopped GUARDED_BY(mu) = false;
@@ -74,19 +88,19 @@ Decision Judge(W& w, const kube::ObjectPtr& obj, bool deleted) {
 
 }  // namespace
 
-WaiterRegistry::WaiterRegistry(Lookup lookup)
-    : lookup_(std::move(lookup)), state_(std::make_shared<State>()) {}
+WaiterRegistry::WaiterRegistry(Lookup lookup, boost::asio::any_io_executor executor)
+    : lookup_(std::move(lookup)), state_(std::make_shared<State>(std::move(executor))) {}
 
 WaiterRegistry::~WaiterRegistry() { Stop(); }
 
 void WaiterRegistry::Start() {
   MutexLock lock(thread_mu_);
-  if (thread_.joinable()) return;
+  if (thread_.joinable() || !state_->timers->own) return;
   // The thread holds the io_context it runs (not the registry).
   thread_ = std::thread([timers = state_->timers] {
     for (;;) {
       try {
-        timers->ioc.run();
+        timers->own->run();
         return;
       } catch (const std::exception& e) {
         log::error("unexpected exception on the gateway timer thread", {{"error", e.what()}});
@@ -99,6 +113,7 @@ void WaiterRegistry::Start() {
 void WaiterRegistry::Stop() {
   // A `done` on the timer thread calling Stop() would join its own thread.
   runtime::DieIfThread(thread_id_.load(), "WaiterRegistry::Stop");
+  if (!state_->timers->own) runtime::DieIfOn(state_->timers->ex, "WaiterRegistry::Stop");
   std::vector<std::shared_ptr<Waiter>> all;
   {
     MutexLock lock(state_->mu);
@@ -108,6 +123,8 @@ void WaiterRegistry::Stop() {
     }
   }
   for (auto& w : all) state_->Finish(w, {Verdict::kWait, "stopped"}, nullptr);
+  // A deadline's `done` still running returns first; a later deadline handler does nothing.
+  life_.End();
   // Every timer is cancelled (or never armed) now: the timer thread runs out of work and returns.
   MutexLock lock(thread_mu_);
   state_->timers->work.reset();
@@ -140,7 +157,14 @@ WaiterRegistry::Ticket WaiterRegistry::Wait(const std::string& ns_hint, const st
   // runs finds the state and the waiter or returns.
   std::weak_ptr<Waiter> weak = w;
   std::weak_ptr<State> weak_state = state_;
-  net::post(state_->timers->ioc, [weak, weak_state, deadline] {
+  // Guarded: Stop() waits for a deadline's `done` that runs, and a later one does nothing.
+  auto on_deadline = life_.Guard([weak, weak_state](const boost::system::error_code& ec) {
+    if (ec) return;  // cancelled: finished before its deadline
+    auto s = weak.lock();
+    auto state = weak_state.lock();
+    if (s && state) state->Finish(s, {Verdict::kWait, "deadline"}, nullptr);
+  });
+  net::post(state_->timers->ex, [weak, deadline, on_deadline = std::move(on_deadline)]() mutable {
     auto self = weak.lock();
     if (!self) return;
     {
@@ -148,12 +172,7 @@ WaiterRegistry::Ticket WaiterRegistry::Wait(const std::string& ns_hint, const st
       if (self->finished) return;  // finished before its timer was armed: nothing to cancel
     }
     self->timer.expires_at(deadline);
-    self->timer.async_wait([weak, weak_state](const boost::system::error_code& ec) {
-      if (ec) return;  // cancelled: finished before its deadline
-      auto s = weak.lock();
-      auto state = weak_state.lock();
-      if (s && state) state->Finish(s, {Verdict::kWait, "deadline"}, nullptr);
-    });
+    self->timer.async_wait(std::move(on_deadline));
   });
   // The cache may already hold the allocator's write (or a later one): the copy of this very
   // allocation first, wherever it is, then the copy in the request's namespace.
@@ -209,7 +228,7 @@ void WaiterRegistry::State::Finish(const std::shared_ptr<Waiter>& w, const Decis
     ns = w->bound_ns.empty() ? w->ns_hint : w->bound_ns;
   }
   std::weak_ptr<Waiter> weak = w;
-  net::post(timers->ioc, [weak] {
+  net::post(timers->ex, [weak] {
     if (auto s = weak.lock()) s->timer.cancel();
   });
   w->done(d, obj, ns);
