@@ -12,8 +12,7 @@ namespace aw::server {
 
 CertReloader::CertReloader(std::string cert_path, std::string key_path,
                            prometheus::Registry& registry, std::chrono::milliseconds interval)
-    : interval_(interval),
-      expiry_(prometheus::BuildGauge()
+    : expiry_(prometheus::BuildGauge()
                   .Name("allocating_webhook_certificate_expiry_timestamp_seconds")
                   .Help("notAfter of the serving certificate, as a Unix timestamp")
                   .Register(registry)
@@ -46,6 +45,7 @@ CertReloader::CertReloader(std::string cert_path, std::string key_path,
                   log::warn("serving certificate has expired", {{"subject", pair.subject()}});
                 }
               },
+          .interval = interval,
           .look_again_after = kLookAgainAfter,
           .reloads = &prometheus::BuildCounter()
                           .Name("allocating_webhook_certificate_reloads_total")
@@ -67,7 +67,7 @@ Status CertReloader::LoadInitial() { return reloader_.LoadInitial(); }
 bool CertReloader::PollOnce() { return reloader_.PollOnce(); }
 
 Status CertReloader::Start(boost::asio::any_io_executor executor) {
-  reloader_.Start(std::move(executor), interval_);
+  reloader_.Start(std::move(executor));
   return Status::Ok();
 }
 

@@ -62,7 +62,6 @@ class CertReloader final : public KeyPairSource {
   };
   static constexpr std::chrono::milliseconds kLookAgainAfter{200};
 
-  const std::chrono::milliseconds interval_;
   prometheus::Gauge& expiry_;
   Reloader<Contents, KeyPair> reloader_;  // last: stopped (by the destructor) first
 };

@@ -94,8 +94,7 @@ CaBundleResult ClientCaReloader::Parse(const std::string& path, const Files& fil
 
 ClientCaReloader::ClientCaReloader(std::string path, prometheus::Registry& registry,
                                    std::chrono::milliseconds interval)
-    : interval_(interval),
-      reloader_({
+    : reloader_({
           .what = "client CA bundle",
           .files = path,
           .read = [path] { return Read(path); },
@@ -105,6 +104,7 @@ ClientCaReloader::ClientCaReloader(std::string path, prometheus::Registry& regis
                 log::info("client CA bundle loaded",
                           {{"file", path}, {"certificates", std::to_string(bundle.size())}});
               },
+          .interval = interval,
           .look_again_after = std::chrono::milliseconds(0),
           .reloads = &prometheus::BuildCounter()
                           .Name("allocating_webhook_client_ca_reloads_total")
@@ -128,7 +128,7 @@ std::shared_ptr<const CaBundle> ClientCaReloader::CurrentCa() const { return rel
 bool ClientCaReloader::PollOnce() { return reloader_.PollOnce(); }
 
 void ClientCaReloader::Start(boost::asio::any_io_executor executor) {
-  reloader_.Start(std::move(executor), interval_);
+  reloader_.Start(std::move(executor));
 }
 
 void ClientCaReloader::Stop() { reloader_.Stop(); }

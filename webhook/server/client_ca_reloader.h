@@ -58,7 +58,6 @@ class ClientCaReloader final : public ClientCaSource {
   static StatusOr<Files> Read(const std::string& path);
   static CaBundleResult Parse(const std::string& path, const Files& files);
 
-  const std::chrono::milliseconds interval_;
   Reloader<Files, CaBundle> reloader_;  // last: stopped (by the destructor) first
 };
 

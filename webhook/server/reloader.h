@@ -15,8 +15,8 @@
 //     briefly inconsistent) and then rejected: logged as an error
 //     "<what> reload rejected; keeping the previous one" with the reason and `files`, counted in
 //     `failures` once per distinct content or read error, and the old value stays.
-//   - Start(executor, interval) polls on that executor (an existing io_context; no thread of its
-//     own) every `interval` until Stop(); Stop() waits for a poll in progress and is idempotent
+//   - Start(executor) polls on that executor (an existing io_context; no thread of its own) every
+//     `interval` until Stop(); Stop() waits for a poll in progress and is idempotent
 //     (PollTimer). PollOnce() sleeps on the calling thread for the second look; the timer never
 //     sleeps (the second look is its next poll). An exception from the hooks is logged and
 //     counted as a failure; polling goes on.
@@ -52,6 +52,7 @@ class Reloader {
     std::function<StatusOr<Contents>()> read;
     std::function<StatusOr<std::shared_ptr<const T>>(const Contents&)> parse;
     std::function<void(const T&)> on_install;  // a log line, a gauge
+    std::chrono::milliseconds interval{1000};  // between two timer polls
     std::chrono::milliseconds look_again_after{0};
     prometheus::Counter* reloads = nullptr;
     prometheus::Counter* failures = nullptr;
@@ -87,9 +88,8 @@ class Reloader {
     return step == Step::kInstalled;
   }
 
-  void Start(boost::asio::any_io_executor executor, std::chrono::milliseconds interval) {
-    interval_ = interval;
-    poller_.Start(std::move(executor), interval);
+  void Start(boost::asio::any_io_executor executor) {
+    poller_.Start(std::move(executor), hooks_.interval);
   }
   void Stop() { poller_.Stop(); }
 
@@ -133,7 +133,7 @@ class Reloader {
   std::chrono::milliseconds TimerPoll() {
     const Step step = Guarded(look_again_pending_);
     look_again_pending_ = step == Step::kLookAgain;
-    return look_again_pending_ ? hooks_.look_again_after : interval_;
+    return look_again_pending_ ? hooks_.look_again_after : hooks_.interval;
   }
 
   void Fail(const std::string& reason) {
@@ -164,7 +164,6 @@ class Reloader {
   std::optional<Contents> rejected_;       // so rejected contents are counted once
   std::optional<std::string> read_error_;  // so a missing file is counted once
   bool look_again_pending_ = false;        // the timer's next poll is the second look
-  std::chrono::milliseconds interval_{1000};
   PollTimer poller_;  // last: stopped (by the destructor) before the state it polls goes
 };
 
